@@ -1,0 +1,126 @@
+"""Library functions behind ``cselab eval`` and ``cselab encode``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.sts import TASK_NAMES
+from ..errors import CselabError
+from ..models.sentence_model import load_model
+from ..paths import cselab_home
+from ..provenance import provenance
+from .sts_evaluator import DEFAULT_TASKS, StsEvaluator
+
+SENTEVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+SPLITS = ("train", "dev", "test")
+
+
+def resolve_tasks(tasks: Sequence[str], senteval_dir: Path | None) -> list[str]:
+    if list(tasks) in ([], ["all"]):
+        return list(SENTEVAL_TASKS if senteval_dir else DEFAULT_TASKS)
+    unknown = [t for t in tasks if t not in TASK_NAMES]
+    if unknown:
+        raise CselabError(f"unknown task {unknown[0]!r}; choose from: {', '.join(TASK_NAMES)} (or 'all')")
+    return list(tasks)
+
+
+def evaluate_model(
+    model_name: str,
+    *,
+    pooler: str | None = None,
+    tasks: Sequence[str] = ("all",),
+    splits: Sequence[str] = ("dev", "test"),
+    senteval_dir: Path | None = None,
+    batch_size: int = 128,
+    max_length: int | None = None,
+    output: Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate a model on STS tasks; returns (and writes) a JSON-able report."""
+    bad = [s for s in splits if s not in SPLITS]
+    if bad or not splits:
+        raise CselabError(f"unknown split {bad[0] if bad else ''!r}; choose from: {', '.join(SPLITS)}")
+    if pooler is not None:
+        from ..models.poolers import check_pooler
+
+        check_pooler(pooler)
+    names = resolve_tasks(tasks, senteval_dir)
+    evaluator = StsEvaluator.from_names(names, splits, senteval_dir=senteval_dir, batch_size=batch_size)
+    model = load_model(model_name, pooler=pooler, max_length=max_length)
+    result = evaluator(model, progress=progress)
+    report = {
+        "model": str(model_name),
+        "pooler": pooler or getattr(model, "pooler", None),
+        "scores": result.table(),
+        "avg_available": round(result.average, 2),
+        "avg_tasks": result.average_tasks(),
+        "details": result.details(),
+        **provenance(),
+    }
+    output = output or default_output(model_name, report["pooler"])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(output)
+    report["output"] = str(output)
+    return report
+
+
+def default_output(model_name: str, pooler: str | None) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model_name).strip("/").split("/")[-1]) or "model"
+    return cselab_home() / "eval" / f"{slug}-{pooler or 'default'}.json"
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """A plain-text table: one row per task, one column per split."""
+    scores = report["scores"]
+    splits = [s for s in SPLITS if any(s in v for v in scores.values())]
+    width = max(len(t) for t in scores) + 2
+    lines = [f"model: {report['model']}  pooler: {report['pooler']}",
+             "task".ljust(width) + "".join(s.rjust(9) for s in splits)]
+    for task, values in scores.items():
+        lines.append(task.ljust(width) + "".join(
+            (f"{values[s]:.2f}" if s in values else "-").rjust(9) for s in splits))
+    lines.append(f"avg-available (test, {len(report['avg_tasks'])} tasks: {', '.join(report['avg_tasks'])}): "
+                 f"{report['avg_available']:.2f}")
+    return "\n".join(lines)
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file (one sentence each); blank lines are kept so row i is line i."""
+    if not path.is_file():
+        raise CselabError(f"input file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CselabError(f"{path} is not valid UTF-8 (byte {exc.start})") from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise CselabError(f"input file {path} is empty")
+    return [line.rstrip("\r") for line in lines]
+
+
+def encode_file(model_name: str, input_file: Path, output_file: Path, *, pooler: str | None = None,
+                batch_size: int = 64, normalize: bool = False) -> tuple[int, int]:
+    """Embed every line of ``input_file`` into a float32 ``.npy`` array (row i = line i)."""
+    if output_file.suffix != ".npy":
+        raise CselabError(f"output file must end in .npy: {output_file}")
+    sentences = read_lines(input_file)
+    model = load_model(model_name, pooler=pooler)
+    embeddings = model.encode(sentences, batch_size=batch_size, progress=True)
+    if normalize:
+        embeddings = embeddings / embeddings.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    array = embeddings.float().numpy()
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_file.with_name(output_file.stem + ".tmp.npy")
+    np.save(tmp, array)
+    tmp.replace(output_file)
+    return array.shape

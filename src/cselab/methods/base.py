@@ -1,0 +1,119 @@
+"""The method contract: how a batch becomes views, embeddings and named, weighted loss terms.
+
+A method is a short declaration over shared parts (encoders, poolers, loss functions). The trainer only
+calls :meth:`Method.collate`, :meth:`Method.loss_terms` and :meth:`Method.inference_model`, so adding a
+method never touches the training loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor, nn
+
+from ..errors import CselabError
+from ..training.config import RunConfig, validate
+from ..training.distributed import DistributedContext
+
+
+class MethodOptions(BaseModel):
+    """Options every method has; methods subclass this with their own fields."""
+
+    model_config = ConfigDict(extra="forbid")
+    temperature: float = Field(0.05, gt=0, description="tau; logits are cos / tau")
+    loss_weights: dict[str, float] = Field(default_factory=dict, description="term -> weight; 0 switches a term off")
+
+
+@dataclass
+class StepContext:
+    """What a training step may use besides the batch: the rank layout and the run's seeded generator."""
+
+    dist: DistributedContext
+    step: int
+    generator: torch.Generator
+
+
+class Method(nn.Module):
+    """Base class. Subclasses set ``name``, ``terms`` and ``Options`` and implement the abstract parts."""
+
+    name: ClassVar[str]
+    terms: ClassVar[tuple[str, ...]]
+    Options: ClassVar[type[MethodOptions]] = MethodOptions
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.options = validate(self.Options, config.method_options, prefix="method_options.")
+        unknown = set(self.options.loss_weights) - set(self.terms)
+        if unknown:
+            raise CselabError(
+                f"config: method {self.name!r} has no loss term {sorted(unknown)[0]!r}; terms: {', '.join(self.terms)}"
+            )
+        self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in self.terms}
+        if not any(self.weights.values()):
+            raise CselabError(f"config: every loss term of {self.name!r} has weight 0; nothing to train")
+
+    def active(self, term: str) -> bool:
+        """Whether ``term`` is switched on (weight != 0); inactive terms are not computed at all."""
+        return self.weights[term] != 0.0
+
+    # -- to implement --------------------------------------------------------------------------------
+    def training_examples(self) -> Sequence[Any]:
+        """The training examples (sentences by default)."""
+        from ..data.training_data import load_training_sentences
+
+        return load_training_sentences(self.config.data)
+
+    def collate(self, examples: Sequence[Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
+        """Unweighted values of the ACTIVE terms (float32 scalars)."""
+        raise NotImplementedError
+
+    def inference_model(self) -> nn.Module:
+        """The sentence model that is evaluated and saved (encoder, twin, ...)."""
+        raise NotImplementedError
+
+    # -- optional hooks ------------------------------------------------------------------------------
+    def extra_state(self) -> dict[str, Tensor]:
+        """Non-parameter state to resume exactly (e.g. a memory queue)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Tensor]) -> None:
+        if state:
+            raise CselabError(f"method {self.name!r} has no extra state to load")
+
+    def weighted_loss(self, values: dict[str, Tensor]) -> Tensor:
+        return sum(self.weights[name] * value for name, value in values.items())
+
+
+class _MethodRegistry:
+    def __init__(self) -> None:
+        self._methods: dict[str, type[Method]] = {}
+
+    def register(self, cls: type[Method]) -> type[Method]:
+        self._methods[cls.name] = cls
+        return cls
+
+    def get(self, name: str) -> type[Method]:
+        if name not in self._methods:
+            raise CselabError(f"unknown method {name!r}; choose one of: {', '.join(sorted(self._methods))}")
+        return self._methods[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._methods)
+
+
+METHODS = _MethodRegistry()
+register_method = METHODS.register
+
+
+def build_method(config: RunConfig) -> Method:
+    return METHODS.get(config.method)(config)
+
+

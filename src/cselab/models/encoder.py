@@ -1,0 +1,165 @@
+"""The encoder: an HF backbone, a pooler and an optional train-only MLP head.
+
+One class serves every backbone family (BERT, RoBERTa, MPNet, ...): what differs between them (mask
+token, special tokens) comes from the tokenizer, never from per-family code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import CselabError
+from .backbone import load_backbone
+from .poolers import check_pooler, pool
+from .prompts import PromptTemplate
+
+HEAD_FILE = "train_head.safetensors"
+
+
+class MLPHead(nn.Module):
+    """SimCSE's train-only projection ``tanh(W x + b)`` (d -> d)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.activation(self.dense(x))
+
+
+class Encoder(nn.Module):
+    """Backbone + pooler (+ train-only head, + optional prompt template).
+
+    ``forward(features, apply_head=True)`` is the training path; :meth:`encode` is the inference path,
+    which never applies the head (SimCSE's ``mlp_only_train``).
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer: Any,
+        *,
+        pooler: str = "cls",
+        max_length: int = 256,
+        head: MLPHead | None = None,
+        prompt: PromptTemplate | None = None,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooler = check_pooler(pooler)
+        self.max_length = int(max_length)
+        self.head = head
+        self.prompt = prompt
+        if pooler == "mask" and tokenizer.mask_token_id is None:
+            raise CselabError("pooler 'mask' needs a tokenizer with a mask token")
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        *,
+        pooler: str = "cls",
+        max_length: int = 256,
+        with_head: bool = False,
+        dropout: float | None = None,
+        prompt: PromptTemplate | None = None,
+    ) -> Encoder:
+        """Load a backbone (local HF directory or hub name) and wrap it; ``with_head`` adds a fresh MLP."""
+        backbone, tokenizer = load_backbone(name_or_path, dropout=dropout)
+        head = MLPHead(backbone.config.hidden_size) if with_head else None
+        return cls(backbone, tokenizer, pooler=pooler, max_length=max_length, head=head, prompt=prompt)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # -- tokenisation -------------------------------------------------------------------------------
+    def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> dict[str, Tensor]:
+        """Token ids and attention mask, padded to the longest row (dynamic padding)."""
+        max_length = max_length or self.max_length
+        if self.prompt is not None:
+            return self.prompt.tokenize(self.tokenizer, texts, max_length)
+        enc = self.tokenizer(
+            list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+    # -- forward ------------------------------------------------------------------------------------
+    def hidden_states(self, features: dict[str, Tensor], **kwargs: Any) -> Any:
+        """The backbone's outputs with every layer's hidden states."""
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "inputs_embeds")}
+        return self.backbone(**inputs, output_hidden_states=True, return_dict=True, **kwargs)
+
+    def pool_outputs(self, outputs: Any, features: dict[str, Tensor]) -> Tensor:
+        return pool(
+            self.pooler,
+            outputs.hidden_states,
+            features["attention_mask"],
+            input_ids=features.get("input_ids"),
+            backbone_pooler_output=getattr(outputs, "pooler_output", None),
+            mask_token_id=self.tokenizer.mask_token_id,
+        )
+
+    def forward(self, features: dict[str, Tensor], *, apply_head: bool = False) -> Tensor:
+        pooled = self.pool_outputs(self.hidden_states(features), features)
+        if apply_head and self.head is not None:
+            return self.head(pooled)
+        return pooled
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 64,
+        progress: bool = False,
+        normalize: bool = False,
+    ) -> Tensor:
+        """Inference embeddings [N, d] (float32, CPU), in the order of ``texts``.
+
+        Batches are formed from length-sorted texts (less padding), then the original order is restored.
+        """
+        from tqdm.auto import tqdm
+
+        was_training = self.training
+        self.eval()
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        chunks = []
+        device = self.device
+        bar = tqdm(total=len(texts), desc="encode", unit="sent", disable=not progress)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            features = {k: v.to(device) for k, v in self.tokenize([texts[i] for i in idx]).items()}
+            chunks.append(self(features).float().cpu())
+            bar.update(len(idx))
+        bar.close()
+        self.train(was_training)
+        if not chunks:
+            return torch.empty(0, self.hidden_size)
+        sorted_emb = torch.cat(chunks)
+        out = torch.empty_like(sorted_emb)
+        out[torch.tensor(order)] = sorted_emb
+        return torch.nn.functional.normalize(out, dim=-1) if normalize else out
+
+    # -- persistence --------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """The JSON-serialisable description stored in ``cselab.json``."""
+        return {
+            "kind": "encoder",
+            "pooler": self.pooler,
+            "max_length": self.max_length,
+            "head": HEAD_FILE if self.head is not None else None,
+            "prompt": self.prompt.to_dict() if self.prompt is not None else None,
+        }

@@ -1,0 +1,156 @@
+"""Run configuration: YAML presets validated into typed objects; any key overridable from the command line.
+
+Unknown keys are an error naming the closest valid key. The effective configuration is saved with every run.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import CselabError
+from ..models.poolers import POOLERS
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Strict):
+    backbone: str = "all-MiniLM-L6-v2"
+    pooler: str = "cls"
+    max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
+    eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
+    dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
+
+    @field_validator("pooler")
+    @classmethod
+    def _known_pooler(cls, value: str) -> str:
+        if value not in POOLERS:
+            raise ValueError(f"unknown pooler {value!r}; choose one of: {', '.join(POOLERS)}")
+        return value
+
+
+class DataConfig(_Strict):
+    corpus: str = Field("default", description="'default', 'default+stsb-train', or a path to a text file")
+    max_sentences: int | None = Field(None, gt=0, description="use only the first N sentences")
+    max_words: int | None = Field(None, gt=0, description="skip (and count) lines with more words")
+
+
+class TrainConfig(_Strict):
+    output_dir: str = "runs/simcse"
+    seed: int = 42
+    lr: float = Field(3e-5, gt=0)
+    batch_size: int = Field(64, gt=0, description="GLOBAL batch size (split over data-parallel ranks)")
+    max_steps: int | None = Field(None, gt=0, description="stop after this many steps; null = epochs")
+    epochs: int = Field(1, gt=0)
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
+    scheduler: Literal["linear", "constant"] = "linear"
+    weight_decay: float = Field(0.0, ge=0.0)
+    grad_clip: float | None = Field(None, gt=0)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
+    eval_every: int = Field(125, gt=0)
+    eval_at_start: bool = True
+    eval_batch_size: int = Field(128, gt=0)
+    dev_task: str = Field("stsb", description="model selection uses this task's DEV split only")
+    save_every: int | None = Field(None, gt=0, description="resumable state every N steps; null = eval_every")
+    log_every: int = Field(10, gt=0)
+    tensorboard: bool = False
+    threads: int | None = Field(None, gt=0, description="torch CPU threads; null keeps torch's default")
+
+
+class RunConfig(_Strict):
+    method: str = "simcse"
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    method_options: dict[str, Any] = Field(default_factory=dict, description="validated by the method")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``train.lr=1e-5`` -> (['train', 'lr'], 1e-05); the value is read as YAML."""
+    if "=" not in text:
+        raise CselabError(f"override {text!r} is not KEY=VALUE (e.g. train.lr=1e-5)")
+    key, value = text.split("=", 1)
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise CselabError(f"override {text!r} has an empty key")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError as exc:
+        raise CselabError(f"override {text!r}: value is not valid YAML ({exc.problem})") from exc
+    return parts, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = raw
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise CselabError(f"override {text!r}: {part!r} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return raw
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CselabError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise CselabError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise CselabError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, **top: Any) -> RunConfig:
+    """Read a YAML preset (optional), apply ``KEY=VALUE`` overrides and top-level values, validate."""
+    raw = read_yaml(path) if path else {}
+    raw = apply_overrides(raw, overrides or [])
+    raw.update({k: v for k, v in top.items() if v is not None})
+    return validate(RunConfig, raw)
+
+
+def validate(model: type[BaseModel], raw: dict[str, Any], prefix: str = "") -> Any:
+    """Validate ``raw`` into ``model``; the first problem becomes one line, with a suggestion for typos."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise CselabError(describe_error(model, exc, prefix)) from None
+
+
+def describe_error(model: type[BaseModel], exc: ValidationError, prefix: str = "") -> str:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    key = prefix + ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        valid = [prefix + k for k in _valid_keys(model, loc[:-1])]
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f" (valid: {', '.join(valid)})"
+        return f"config: unknown key {key!r}{hint}"
+    return f"config: {key}: {err['msg']}"
+
+
+def _valid_keys(model: type[BaseModel], path: list[str]) -> list[str]:
+    current: Any = model
+    for part in path:
+        field = current.model_fields.get(part)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return []
+        current = field.annotation
+    base = ".".join(path)
+    return [f"{base}.{name}" if base else name for name in current.model_fields]
+
+
+def dump_config(config: RunConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,314 @@
+"""The one training loop: precision, data parallelism, optimisation, evaluation, checkpoints, resume.
+
+It knows nothing about methods beyond :class:`~cselab.methods.base.Method`'s contract.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CselabError
+from ..models.sentence_model import save_model
+from .checkpoint import TrainerState, load_state, save_state
+from .config import RunConfig, dump_config
+from .distributed import DistributedContext, init_distributed
+
+BEST_DIR, LAST_DIR = "best", "last"
+
+
+@dataclass
+class TrainResult:
+    output_dir: str
+    steps: int
+    best_step: int | None
+    best_dev: float | None
+    dev_at_start: float | None
+    wall_s: float
+    train_sentences_per_s: float
+    peak_mem_mb: float
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CselabError(f"device {name!r} requested but no CUDA GPU is available")
+    return device
+
+
+def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 (CPU or GPU) or fp16 (GPU only) autocast for the encoders; losses cast to fp32 themselves."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "fp16" and device.type != "cuda":
+        raise CselabError("precision fp16 needs a CUDA GPU; use bf16 on CPU")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The data order of an epoch: a permutation fixed by (seed, epoch), so resuming replays it exactly."""
+    g = torch.Generator()
+    g.manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(n, generator=g)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # ru_maxrss is KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, total: int, warmup: int) -> Any:
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if kind == "constant":
+            return 1.0
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class Trainer:
+    """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
+
+    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True) -> None:
+        from ..methods import build_method
+
+        self.config = config
+        tc = config.train
+        if tc.threads:
+            torch.set_num_threads(tc.threads)
+        self.device = pick_device(tc.device)
+        self.dist: DistributedContext = init_distributed(self.device)
+        if tc.batch_size % self.dist.world_size:
+            raise CselabError(f"batch_size {tc.batch_size} is not divisible by the {self.dist.world_size} ranks")
+        self.local_batch = tc.batch_size // self.dist.world_size
+        self.generator = seed_everything(tc.seed)
+        self.method = method if method is not None else build_method(config)
+        self.method.to(self.device)
+        self.examples = self.method.training_examples()
+        self.steps_per_epoch = len(self.examples) // tc.batch_size
+        if self.steps_per_epoch == 0:
+            raise CselabError(f"the corpus has {len(self.examples)} examples, fewer than one batch of {tc.batch_size}")
+        self.total_steps = tc.max_steps or tc.epochs * self.steps_per_epoch
+        params = [p for p in self.method.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+        warmup = int(tc.warmup_ratio * self.total_steps)
+        self.scheduler = make_scheduler(self.optimizer, tc.scheduler, self.total_steps, warmup)
+        self.scaler = torch.amp.GradScaler("cuda") if tc.precision == "fp16" else None
+        self.output_dir = Path(tc.output_dir)
+        self.progress = progress and self.dist.is_main
+        self.state = TrainerState()
+        self._evaluator = None
+        self._writer = None
+
+    # -- evaluation -----------------------------------------------------------------------------------
+    @property
+    def evaluator(self) -> Any:
+        if self._evaluator is None:
+            from ..evaluation.sts_evaluator import StsEvaluator
+
+            task = self.config.train.dev_task
+            self._evaluator = StsEvaluator.from_names(
+                [task], splits=("dev",), batch_size=self.config.train.eval_batch_size, primary=f"{task}/dev"
+            )
+        return self._evaluator
+
+    def evaluate_dev(self) -> float:
+        """STS dev score of the inference model (model selection never looks at test data)."""
+        model = self.method.inference_model()
+        with autocast_context(self.config.train.precision, self.device):
+            result = self.evaluator(model)
+        return self.evaluator.primary_score(result)
+
+    # -- bookkeeping ----------------------------------------------------------------------------------
+    def _log(self, record: dict[str, Any]) -> None:
+        if not self.dist.is_main:
+            return
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self._writer is not None:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self._writer.add_scalar(key, value, record["step"])
+
+    def _save_best(self, score: float) -> None:
+        meta = {"training": {"method": self.config.method, "step": self.state.step, "dev_task": self.config.train.dev_task,
+                             "dev_score": score, "config": self.config.model_dump(mode="json")}}
+        save_model(self.method.inference_model(), self.output_dir / BEST_DIR, extra=meta)
+
+    def _save_last(self) -> None:
+        save_state(
+            self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}",
+            method=self.method,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            state=self.state,
+            generator=self.generator,
+            extra=self.method.extra_state(),
+            rank=self.dist.rank,
+        )
+
+    def _eval_and_select(self) -> float:
+        score = self.evaluate_dev() if self.dist.is_main else 0.0
+        improved = self.dist.broadcast_flag(self.state.best_score is None or score > self.state.best_score)
+        if self.dist.is_main:
+            if improved:
+                self.state.best_score, self.state.best_step = score, self.state.step
+                self._save_best(score)
+            self.state.history.append({"step": self.state.step, "dev": score})
+            self._log({"step": self.state.step, "dev": score, "best_dev": self.state.best_score})
+        return score
+
+    def _prepare_output(self, resume: bool) -> None:
+        last = self.output_dir / LAST_DIR
+        if resume:
+            if not last.exists():
+                raise CselabError(f"--resume: {self.output_dir} has no saved state to continue from")
+            self.state, extra = load_state(
+                last if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}",
+                method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
+                generator=self.generator, rank=self.dist.rank,
+            )
+            self.method.load_extra_state(extra)
+        elif last.exists() or (self.output_dir / BEST_DIR).exists():
+            raise CselabError(
+                f"{self.output_dir} already holds a run; pass --resume to continue it or choose another train.output_dir"
+            )
+        if self.dist.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            (self.output_dir / "config.yaml").write_text(dump_config(self.config))
+            if self.config.train.tensorboard:
+                try:
+                    from torch.utils.tensorboard import SummaryWriter
+                except ImportError as exc:
+                    raise CselabError("train.tensorboard needs the tensorboard package (pip install tensorboard)") from exc
+                self._writer = SummaryWriter(str(self.output_dir / "tensorboard"))
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
+        ctx = self._context()
+        with autocast_context(self.config.train.precision, self.device):
+            terms = self.method.loss_terms(batch, ctx)
+        loss = self.method.weighted_loss({k: v.float() for k, v in terms.items()})
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            loss.backward()
+        self.dist.sum_gradients(self.method)
+        if self.config.train.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.method.parameters(), self.config.train.grad_clip)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if hasattr(self.method, "after_step"):
+            self.method.after_step()
+        return {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in terms.items()}}
+
+    def _context(self) -> Any:
+        from ..methods.base import StepContext
+
+        return StepContext(dist=self.dist, step=self.state.step, generator=self.generator)
+
+    def batch_at(self, step: int) -> dict[str, Any]:
+        """The local batch of ``step``: a slice of the epoch's fixed permutation (this rank's share)."""
+        epoch, position = divmod(step, self.steps_per_epoch)
+        order = epoch_order(len(self.examples), self.config.train.seed, epoch)
+        start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
+        indices = order[start : start + self.local_batch].tolist()
+        batch = self.method.collate([self.examples[i] for i in indices])
+        return {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    def run(self, *, resume: bool = False) -> TrainResult:
+        from tqdm.auto import tqdm
+
+        tc = self.config.train
+        self._prepare_output(resume)
+        save_every = tc.save_every or tc.eval_every
+        started = time.perf_counter()
+        dev_at_start = None
+        if self.state.step == 0 and tc.eval_at_start and not self.state.history:
+            dev_at_start = self._eval_and_select()
+        elif self.state.history:
+            dev_at_start = self.state.history[0]["dev"] if self.state.history[0]["step"] == 0 else None
+        bar = tqdm(total=self.total_steps, initial=self.state.step, desc=f"train {self.config.method}",
+                   unit="step", disable=not self.progress, dynamic_ncols=True, file=sys.stderr)
+        train_time = self.state.train_seconds
+        window_start, window_sentences = time.perf_counter(), 0
+        self.method.train()
+        while self.state.step < self.total_steps:
+            t0 = time.perf_counter()
+            values = self.train_step(self.batch_at(self.state.step))
+            if not math.isfinite(values["loss"]):
+                raise CselabError(f"loss became {values['loss']} at step {self.state.step}; lower train.lr or use fp32")
+            train_time += time.perf_counter() - t0
+            self.state.step += 1
+            self.state.sentences_seen += tc.batch_size
+            window_sentences += tc.batch_size
+            if self.state.step % tc.log_every == 0 or self.state.step == self.total_steps:
+                rate = window_sentences / max(1e-9, time.perf_counter() - window_start)
+                self._log({"step": self.state.step, "lr": self.scheduler.get_last_lr()[0], "sent_per_s": rate, **values})
+                window_start, window_sentences = time.perf_counter(), 0
+                bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}",
+                                best_dev=f"{self.state.best_score:.2f}" if self.state.best_score is not None else "-")
+            bar.update(1)
+            self.state.train_seconds = train_time
+            if self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps:
+                self.method.eval()
+                self._eval_and_select()
+                self.method.train()
+            if self.state.step % save_every == 0 or self.state.step == self.total_steps:
+                self._save_last()
+        bar.close()
+        self.dist.barrier()
+        result = TrainResult(
+            output_dir=str(self.output_dir),
+            steps=self.state.step,
+            best_step=self.state.best_step,
+            best_dev=self.state.best_score,
+            dev_at_start=dev_at_start,
+            wall_s=time.perf_counter() - started,
+            train_sentences_per_s=self.state.sentences_seen / max(1e-9, train_time),
+            peak_mem_mb=peak_memory_mb(self.device),
+        )
+        if self.dist.is_main:
+            (self.output_dir / "summary.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+        if self._writer is not None:
+            self._writer.close()
+        return result
+
+
+def train(config: RunConfig, *, resume: bool = False, progress: bool = True) -> TrainResult:
+    """Library entry point of ``cselab train``."""
+    return Trainer(config, progress=progress).run(resume=resume)

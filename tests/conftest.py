@@ -1,0 +1,116 @@
+"""Shared fixtures: tiny randomly initialised BERT and RoBERTa models with real tokenizers.
+
+Nothing is downloaded: the tokenizers are built from a small vocabulary with the `tokenizers` library and
+the models from small configs, so every code path runs in seconds on a CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+WORDS = (
+    "a an the this that is are was were be been of to in on for with as at by from and or but not no "
+    "it he she they we you i his her their our my your man woman men women child dog cat bird horse car "
+    "plays playing play runs running run eats eating eat sits sitting sit walks walking walk rides riding "
+    "guitar piano ball food grass road street house park water table chair bed book phone music song "
+    "red blue green big small old young new good bad happy sad fast slow two three one some many all "
+    "sentence means summarized can cannot does mean so : \" ' , . ! ? - ( )"
+).split()
+
+
+def _wordpiece_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    pieces = ["##" + c for c in letters]
+    vocab = {tok: i for i, tok in enumerate(dict.fromkeys(specials + WORDS + letters + pieces))}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tok.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=128,
+    )
+
+
+def _bpe_tokenizer():
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    bpe.train_from_iterator([" ".join(WORDS)] * 4, vocab_size=400, min_frequency=1, special_tokens=specials)
+    from tokenizers import processors
+
+    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        model_max_length=128,
+    )
+
+
+def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0) -> Path:
+    """Save a tiny randomly initialised BERT or RoBERTa (with tokenizer) as an HF model directory."""
+    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    torch.manual_seed(seed)
+    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    if family == "bert":
+        tokenizer = _wordpiece_tokenizer()
+        config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=128, pad_token_id=0, **common)
+        model = BertModel(config)
+    elif family == "roberta":
+        tokenizer = _bpe_tokenizer()
+        config = RobertaConfig(
+            vocab_size=len(tokenizer),
+            max_position_embeddings=130,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **common,
+        )
+        model = RobertaModel(config)
+    else:
+        raise ValueError(family)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-bert"), "bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-roberta"), "roberta")
+
+
+@pytest.fixture(params=["bert", "roberta"])
+def tiny_model_dir(request, tiny_bert_dir, tiny_roberta_dir) -> Path:
+    return tiny_bert_dir if request.param == "bert" else tiny_roberta_dir
