@@ -114,3 +114,45 @@ def tiny_roberta_dir(tmp_path_factory) -> Path:
 @pytest.fixture(params=["bert", "roberta"])
 def tiny_model_dir(request, tiny_bert_dir, tiny_roberta_dir) -> Path:
     return tiny_bert_dir if request.param == "bert" else tiny_roberta_dir
+
+
+def write_sts_home(home: Path, n_pairs: int = 40, seed: int = 0) -> Path:
+    """A ``$CSELAB_HOME`` holding a tiny STS-B in the fetched layout (made-up sentences, tiny vocabulary)."""
+    import random
+
+    rng = random.Random(seed)
+    subjects = ["a man", "a woman", "the dog", "a child", "the cat", "two men", "the bird", "a young woman"]
+    verbs = ["plays the guitar", "eats food", "runs on the road", "sits on the chair", "rides the horse", "walks in the park"]
+    from cselab.data.sts import PART_TASKS
+
+    metadata = [entry for entries in PART_TASKS.values() for entry in entries]
+    stsb = home / "sts" / "stsb"
+    stsb.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        rows = []
+        for i in range(n_pairs):
+            s, v = rng.choice(subjects), rng.choice(verbs)
+            same = rng.random() < 0.5
+            s2 = s if same else rng.choice(subjects)
+            v2 = v if rng.random() < 0.5 else rng.choice(verbs)
+            score = 2.5 * (s2 == s) + 2.5 * (v2 == v)
+            dataset, year = metadata[i % len(metadata)]
+            rows.append(f"main\t{dataset}\t{year}\t{i:04d}\t{score:.3f}\t{s} {v}.\t{s2} {v2}.")
+        (stsb / f"sts-{split}.csv").write_text("\n".join(rows) + "\n")
+    return home
+
+
+def write_corpus(path: Path, n: int = 200, seed: int = 0) -> Path:
+    import random
+
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    path.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 12))) for _ in range(n)) + "\n")
+    return path
+
+
+@pytest.fixture
+def sts_home(tmp_path, monkeypatch) -> Path:
+    home = write_sts_home(tmp_path / "home")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    return home
