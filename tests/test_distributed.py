@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cselab.training.distributed import DistributedContext
 from conftest import write_corpus
+from cselab.training.distributed import DistributedContext
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 

@@ -6,16 +6,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from conftest import write_corpus
 from cselab.models.sentence_model import load_model
 from cselab.training.config import load_config
 from cselab.training.trainer import Trainer
-from conftest import write_corpus
 
 
 def tiny_config(model_dir, corpus, out, *extra):
