@@ -88,6 +88,9 @@ class Method(nn.Module):
         if state:
             raise CselabError(f"method {self.name!r} has no extra state to load")
 
+    def after_step(self) -> None:
+        """Called after each optimizer step (e.g. to push this step's anchors into a memory queue)."""
+
     def weighted_loss(self, values: dict[str, Tensor]) -> Tensor:
         return sum(self.weights[name] * value for name, value in values.items())
 

@@ -232,8 +232,7 @@ class Trainer:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if hasattr(self.method, "after_step"):
-            self.method.after_step()
+        self.method.after_step()
         return {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in terms.items()}}
 
     def _context(self) -> Any:
