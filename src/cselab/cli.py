@@ -35,10 +35,10 @@ def data() -> None:
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
     """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet or all."""
-    from .data.fetch import fetch_target
+    from .data.fetch import fetch
 
-    for path in fetch_target(target, from_dir=from_dir, include_stsb_train=with_stsb_train):
-        click.echo(f"ready: {path}")
+    path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)
+    click.echo(f"ready: {path}")
 
 
 # -- evaluation ------------------------------------------------------------------------------------------
