@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from ..errors import CselabError
 from .backbone import load_backbone
 from .poolers import check_pooler, pool
-from .prompts import PromptTemplate
+from .prompts import PromptTemplate, pad_rows
 
 HEAD_FILE = "train_head.safetensors"
 
@@ -96,16 +96,24 @@ class Encoder(nn.Module):
         )
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
 
+    def token_rows(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """Unpadded token ids of each text (with special tokens / template)."""
+        max_length = max_length or self.max_length
+        if self.prompt is not None:
+            return self.prompt.token_rows(self.tokenizer, texts, max_length)[0]
+        return self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+
     # -- forward ------------------------------------------------------------------------------------
-    def hidden_states(self, features: dict[str, Tensor], **kwargs: Any) -> Any:
-        """The backbone's outputs with every layer's hidden states."""
+    def hidden_states(self, features: dict[str, Tensor], *, all_layers: bool = True, **kwargs: Any) -> Any:
+        """The backbone's outputs; with ``all_layers`` every layer's hidden states too."""
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "inputs_embeds")}
-        return self.backbone(**inputs, output_hidden_states=True, return_dict=True, **kwargs)
+        return self.backbone(**inputs, output_hidden_states=all_layers, return_dict=True, **kwargs)
 
     def pool_outputs(self, outputs: Any, features: dict[str, Tensor]) -> Tensor:
+        layers = outputs.hidden_states if outputs.hidden_states is not None else (outputs.last_hidden_state,)
         return pool(
             self.pooler,
-            outputs.hidden_states,
+            layers,
             features["attention_mask"],
             input_ids=features.get("input_ids"),
             backbone_pooler_output=getattr(outputs, "pooler_output", None),
@@ -113,7 +121,8 @@ class Encoder(nn.Module):
         )
 
     def forward(self, features: dict[str, Tensor], *, apply_head: bool = False) -> Tensor:
-        pooled = self.pool_outputs(self.hidden_states(features), features)
+        outputs = self.hidden_states(features, all_layers=self.pooler == "first_last_avg")
+        pooled = self.pool_outputs(outputs, features)
         if apply_head and self.head is not None:
             return self.head(pooled)
         return pooled
@@ -135,13 +144,15 @@ class Encoder(nn.Module):
 
         was_training = self.training
         self.eval()
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        rows = self.token_rows(texts)
+        # longest first: batches of similar TOKEN length pad least, and memory peaks at once
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         chunks = []
         device = self.device
         bar = tqdm(total=len(texts), desc="encode", unit="sent", disable=not progress)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            features = {k: v.to(device) for k, v in self.tokenize([texts[i] for i in idx]).items()}
+            features = {k: v.to(device) for k, v in pad_rows([rows[i] for i in idx], self.tokenizer.pad_token_id).items()}
             chunks.append(self(features).float().cpu())
             bar.update(len(idx))
         bar.close()
