@@ -107,6 +107,24 @@ def train_command(method: str | None, config_file: Path | None, resume: bool, re
     click.echo(summary)
 
 
+# -- reporting -------------------------------------------------------------------------------------------
+@cli.command("report")
+@click.option("--results", "results_file", default="benchmarks/results/protocol.jsonl", show_default=True,
+              type=click.Path(path_type=Path), help="results records (JSONL)")
+@click.option("--update-readme", type=click.Path(path_type=Path),
+              help="replace the <!-- cselab:protocol --> block of this README with the table")
+def report_command(results_file: Path, update_readme: Path | None) -> None:
+    """Render the results records as a Markdown table (methods x tasks, cost, provenance)."""
+    from .reporting.tables import protocol_table, read_records, replace_block
+
+    table = protocol_table(read_records(results_file))
+    if update_readme:
+        update_readme.write_text(replace_block(update_readme.read_text(encoding="utf-8"), "protocol", table))
+        click.echo(f"updated {update_readme}")
+    else:
+        click.echo(table)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: user errors become one line on stderr and exit status 2."""
     try:

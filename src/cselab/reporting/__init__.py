@@ -1,0 +1,1 @@
+"""Rendering results records (benchmarks/results/*.jsonl) into Markdown tables."""
