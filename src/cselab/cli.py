@@ -94,15 +94,16 @@ def encode_command(model: str, input_file: Path, output_file: Path, pooler: str 
 @click.option("--resume", is_flag=True, help="continue the run in train.output_dir exactly where it stopped")
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record (test scores) to this JSONL")
 @click.option("--variant", default="", help="label of this run in the results record (e.g. '+DCL only')")
+@click.option("--row", default="", help="identifier of the results row (benchmarks/run_protocol.sh)")
 @click.argument("overrides", nargs=-1)
 def train_command(method: str | None, config_file: Path | None, resume: bool, results: Path | None,
-                  variant: str, overrides: tuple[str, ...]) -> None:
+                  variant: str, row: str, overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from .training.config import load_config
     from .training.runs import train_and_record
 
     config = load_config(config_file, list(overrides), method=method)
-    summary = train_and_record(config, resume=resume, results_file=results, variant=variant,
+    summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
                                config_source=str(config_file) if config_file else None, overrides=list(overrides))
     click.echo(summary)
 

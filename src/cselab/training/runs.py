@@ -24,9 +24,10 @@ def test_scores(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
 
 
 def results_record(config: RunConfig, result: TrainResult, scores: dict[str, float], *, variant: str = "",
-                   config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+                   row: str = "", config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """One line of a results file (DATA_AND_EVAL.md section 6)."""
     return {
+        "row": row,
         "method": config.method,
         "variant": variant,
         "backbone": config.model.backbone,
@@ -51,7 +52,7 @@ def append_record(results_file: Path, record: dict[str, Any]) -> None:
 
 
 def train_and_record(config: RunConfig, *, resume: bool = False, results_file: Path | None = None, variant: str = "",
-                     config_source: str | None = None, overrides: list[str] | None = None,
+                     row: str = "", config_source: str | None = None, overrides: list[str] | None = None,
                      progress: bool = True) -> str:
     """Train, then score the best checkpoint on test; returns a printable summary."""
     trainer = Trainer(config, progress=progress)
@@ -59,7 +60,8 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     if not trainer.dist.is_main:
         return ""
     scores = test_scores(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
-    record = results_record(config, result, scores, variant=variant, config_source=config_source, overrides=overrides)
+    record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
+                            overrides=overrides)
     (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")
     if results_file is not None:
         append_record(results_file, record)

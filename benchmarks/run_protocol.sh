@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The CPU quality protocol (DATA_AND_EVAL.md section 5): every row of benchmarks/results/protocol.jsonl is
+# produced by one line of this script. Rows already recorded are not rerun unless FORCE=1.
+#   bash benchmarks/run_protocol.sh            # all rows
+#   bash benchmarks/run_protocol.sh simcse     # only rows whose name contains "simcse"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${RESULTS:-benchmarks/results/protocol.jsonl}
+ONLY=${1:-}
+
+row() {  # row NAME VARIANT CONFIG [OVERRIDES...]
+  local name=$1 variant=$2 config=$3; shift 3
+  [[ -n "$ONLY" && "$name" != *"$ONLY"* ]] && return 0
+  if [[ -z "${FORCE:-}" && -f "$RESULTS" ]] && grep -q "\"row\": \"$name\"" "$RESULTS"; then
+    echo "== $name: already recorded"; return 0
+  fi
+  echo "== $name"
+  rm -rf "runs/protocol/$name"
+  python -m cselab.cli train --config "$config" --results "$RESULTS" --variant "$variant" --row "$name" \
+    train.output_dir="runs/protocol/$name" "$@"
+}
+
+row simcse-bf16        ""      configs/simcse/cpu-minilm.yaml
+row simcse-fp32        "fp32"  configs/simcse/cpu-minilm.yaml train.precision=fp32
