@@ -2,6 +2,8 @@
 
 A template is configuration: a string with one ``[X]`` (the sentence) and ``[MASK]`` placeholders, where
 ``[MASK]`` stands for whatever the tokenizer's mask token is (``[MASK]``, ``<mask>``, ...).
+:meth:`PromptTemplate.compile` tokenises a template once for a tokenizer; the resulting
+:class:`CompiledTemplate` builds the rows of a batch and CoT-BERT's empty ([PAD]-filled) templates.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ class PromptTemplate:
     def from_dict(cls, data: dict[str, Any]) -> PromptTemplate:
         return cls(text=data["text"])
 
+    def compile(self, tokenizer: Any) -> CompiledTemplate:
+        """The template's token ids around the sentence for ``tokenizer`` (tokenised once, reused per batch)."""
+        prefix, suffix = self._parts(tokenizer)
+        return CompiledTemplate(prefix=tuple(prefix), suffix=tuple(suffix), pad_id=tokenizer.pad_token_id)
+
     def _parts(self, tokenizer: Any) -> tuple[list[int], list[int]]:
         """Token ids before and after the sentence, with the model's start and end tokens."""
         if tokenizer.mask_token is None:
@@ -55,13 +62,9 @@ class PromptTemplate:
         The sentence is tokenised WITHOUT special tokens and truncated to ``max_length`` tokens; the
         template parts are tokenised once.
         """
-        prefix, suffix = self._parts(tokenizer)
-        sentences = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length)
-        rows, lengths = [], []
-        for ids in sentences["input_ids"]:
-            rows.append(prefix + ids + suffix)
-            lengths.append(len(ids))
-        return rows, lengths, len(prefix)
+        compiled = self.compile(tokenizer)
+        sentences = sentence_token_ids(tokenizer, texts, max_length)
+        return compiled.rows(sentences), [len(ids) for ids in sentences], len(compiled.prefix)
 
     def tokenize(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> dict[str, Tensor]:
         """Padded ``input_ids``/``attention_mask`` of the templated sentences (pad to the longest row)."""
@@ -69,8 +72,41 @@ class PromptTemplate:
         return pad_rows(rows, tokenizer.pad_token_id)
 
 
+@dataclass(frozen=True)
+class CompiledTemplate:
+    """A template tokenised for one tokenizer: the ids before and after the sentence slot."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    pad_id: int
+
+    def rows(self, sentence_ids: Sequence[Sequence[int]]) -> list[list[int]]:
+        """``prefix + sentence + suffix`` for each sentence's ids (unpadded)."""
+        return [[*self.prefix, *ids, *self.suffix] for ids in sentence_ids]
+
+    def empty_rows(self, lengths: Sequence[int]) -> list[list[int]]:
+        """CoT-BERT's empty templates: the sentence slot filled with ``n`` pad ids for each length ``n``.
+
+        A row has exactly the length of the row of an ``n``-token sentence and the same ids at every
+        position outside the slot, so with an attention mask of ones over the row (what :func:`pad_rows`
+        gives) token positions line up with the sentence's row one to one. Models that number positions
+        by counting non-pad ids (RoBERTa) would misnumber the slot; :mod:`cselab.methods.cot_bert` feeds
+        these rows as embeddings so that every family numbers them sequentially.
+        """
+        return [[*self.prefix, *([self.pad_id] * int(n)), *self.suffix] for n in lengths]
+
+    def sentence_slot(self, length: int) -> slice:
+        """Positions of an ``length``-token sentence inside its row."""
+        return slice(len(self.prefix), len(self.prefix) + int(length))
+
+
+def sentence_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int) -> list[list[int]]:
+    """The sentences tokenised WITHOUT special tokens, each truncated to ``max_length`` tokens."""
+    return tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
+
+
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, Tensor]:
-    """Right-pad id rows to the longest one."""
+    """Right-pad id rows to the longest one; the attention mask is 1 over each row's own length."""
     width = max((len(r) for r in rows), default=0)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)

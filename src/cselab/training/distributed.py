@@ -66,14 +66,6 @@ class DistributedContext:
         if self.enabled:
             dist.barrier()
 
-    def all_equal(self, value: int) -> bool:
-        """Whether every rank holds the same integer (used to enforce equal per-rank batch sizes)."""
-        if not self.enabled:
-            return True
-        t = torch.tensor([value, -value])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return int(t[0]) == value and int(-t[1]) == value
-
 
 def init_distributed(device: torch.device) -> DistributedContext:
     """Join the process group described by the launcher's environment (WORLD_SIZE, RANK, ...)."""
