@@ -99,3 +99,12 @@ def test_killed_run_resumes_to_identical_weights(tiny_bert_dir, sts_home, tmp_pa
     sa = json.loads((tmp_path / "a" / "summary.json").read_text())
     sb = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert sa["best_dev"] == sb["best_dev"] and sa["best_step"] == sb["best_step"]
+
+
+def test_tensorboard_logging(tiny_bert_dir, sts_home, tmp_path):
+    pytest.importorskip("tensorboard")
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2", "train.tensorboard=true",
+                         "train.log_every=1")
+    Trainer(config, progress=False).run()
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
