@@ -12,17 +12,22 @@ from .corpus import read_corpus
 
 logger = logging.getLogger(__name__)
 
-# corpus name -> file under $CSELAB_HOME/corpus (built by `cselab data fetch corpus`)
-NAMED_CORPORA = {"default": "default.txt", "default+stsb-train": "default+stsb-train.txt"}
+# corpus name -> (file under $CSELAB_HOME, the command that builds it)
+NAMED_CORPORA = {
+    "default": ("corpus/default.txt", "cselab data fetch corpus"),
+    "default+stsb-train": ("corpus/default+stsb-train.txt", "cselab data fetch corpus --with-stsb-train"),
+    # the English side of the fetched English-German pairs (IFCL's sentences, as a plain corpus)
+    "parallel-de.en": ("parallel-de/train.en", "cselab data fetch parallel-de"),
+}
 
 
 def corpus_path(name: str, home: Path | None = None) -> Path:
     """The file of a named corpus (which must have been fetched) or the given path."""
     if name in NAMED_CORPORA:
-        path = (home or cselab_home()) / "corpus" / NAMED_CORPORA[name]
+        relative, command = NAMED_CORPORA[name]
+        path = (home or cselab_home()) / relative
         if not path.is_file():
-            hint = " --with-stsb-train" if name != "default" else ""
-            raise CselabError(f"corpus {name!r} is not built yet: run `cselab data fetch corpus{hint}` first")
+            raise CselabError(f"corpus {name!r} is not built yet: run `{command}` first")
         return path
     return Path(name).expanduser()
 

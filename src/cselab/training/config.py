@@ -6,6 +6,7 @@ Unknown keys are an error naming the closest valid key. The effective configurat
 from __future__ import annotations
 
 import difflib
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +37,7 @@ class ModelConfig(_Strict):
 
 
 class DataConfig(_Strict):
-    corpus: str = Field("default", description="'default', 'default+stsb-train', or a path to a text file")
+    corpus: str = Field("default", description="'default', 'default+stsb-train', 'parallel-de.en', or a text file")
     max_sentences: int | None = Field(None, gt=0, description="use only the first N sentences")
     max_words: int | None = Field(None, gt=0, description="skip (and count) lines with more words")
 
@@ -145,9 +146,11 @@ def _valid_keys(model: type[BaseModel], path: list[str]) -> list[str]:
     current: Any = model
     for part in path:
         field = current.model_fields.get(part)
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+        candidates = [field.annotation, *typing.get_args(field.annotation)] if field is not None else []
+        models = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not models:
             return []
-        current = field.annotation
+        current = models[0]
     base = ".".join(path)
     return [f"{base}.{name}" if base else name for name in current.model_fields]
 
