@@ -61,3 +61,136 @@ def replace_block(text: str, name: str, content: str) -> str:
     if not pattern.search(text):
         raise CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
     return pattern.sub(lambda m: m.group(1) + content + m.group(2), text)
+
+
+# -- seeds and ablations ---------------------------------------------------------------------------------
+def record_label(record: dict[str, Any]) -> str:
+    """The configuration a record belongs to: ``method/variant``, or ``method`` when the variant is empty."""
+    method, variant = str(record.get("method", "?")), str(record.get("variant") or "")
+    return f"{method}/{variant}" if variant else method
+
+
+def resolve_configuration(records: Sequence[dict[str, Any]], key: str) -> str:
+    """The label (:func:`record_label`) named by ``key``: a full label, or a bare variant that only one
+    method uses. Raises :class:`CselabError` naming the available labels otherwise."""
+    labels = list(dict.fromkeys(record_label(r) for r in records))
+    if key in labels:
+        return key
+    matches = list(dict.fromkeys(record_label(r) for r in records if (r.get("variant") or "") == key and key))
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise CselabError(f"variant {key!r} is used by several methods; name one of: {', '.join(matches)}")
+    raise CselabError(f"no records for configuration {key!r}; recorded: {', '.join(labels) or 'none'}")
+
+
+def records_by_seed(records: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
+    """``seed -> record`` of one configuration (seeds sorted; a later record of a seed supersedes an earlier one)."""
+    out: dict[int, dict[str, Any]] = {}
+    for r in records:
+        if record_label(r) == label:
+            out[int(r["seed"])] = r
+    return dict(sorted(out.items()))
+
+
+def _score(record: dict[str, Any], metric: str) -> float | None:
+    value = record.get("scores", {}).get(metric)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _mean_std(values: Sequence[float]) -> str:
+    from ..analysis.significance import summarize_seeds
+
+    if not values:
+        return "-"
+    s = summarize_seeds(values)
+    return f"{s.mean:.2f}" if s.n == 1 else f"{s.mean:.2f} ± {s.std:.2f}"
+
+
+def _configuration_rows(records: Sequence[dict[str, Any]], labels: Sequence[str]) -> list[list[str]]:
+    rows = []
+    for label in labels:
+        by_seed = records_by_seed(records, label)
+        cells = [_mean_std([v for v in (_score(r, key) for r in by_seed.values()) if v is not None])
+                 for key, _ in TASK_COLUMNS]
+        rows.append([label, ", ".join(str(s) for s in by_seed), str(len(by_seed)), *cells])
+    return rows
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None, b_variant: str | None = None,
+                *, metric: str = "avg-available", alternative: str = "two-sided") -> str:
+    """Mean ± sample std (ddof = 1) over seeds of every configuration x task (JTCSE Fig. 6), and, when
+    ``a_variant`` and ``b_variant`` name two configurations (see :func:`resolve_configuration`), a paired
+    test of ``metric`` over the seeds both have (:func:`cselab.analysis.significance.paired_test`)."""
+    from ..analysis.significance import paired_test
+
+    labels = list(dict.fromkeys(record_label(r) for r in records))
+    header = ["configuration", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
+    lines = _markdown(header, _configuration_rows(records, labels))
+    if (a_variant is None) != (b_variant is None):
+        raise CselabError("a paired test needs two configurations (A and B)")
+    if a_variant is None or b_variant is None:
+        return "\n".join(lines)
+    a_label, b_label = resolve_configuration(records, a_variant), resolve_configuration(records, b_variant)
+    a = {s: _score(r, metric) for s, r in records_by_seed(records, a_label).items()}
+    b = {s: _score(r, metric) for s, r in records_by_seed(records, b_label).items()}
+    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+    if len(seeds) < 2:
+        raise CselabError(f"{a_label} and {b_label} share {len(seeds)} seed(s) with a {metric!r} score; "
+                          "a paired test needs at least 2")
+    test = paired_test({s: a[s] for s in seeds}, {s: b[s] for s in seeds}, alternative=alternative)
+    wilcoxon = "-" if test.wilcoxon_pvalue is None else f"{test.wilcoxon_pvalue:.4f}"
+    lines += ["", f"Paired test on `{metric}` over matched seeds ({test.alternative}; Wilcoxon only from 6 seeds):", ""]
+    lines += _markdown(
+        ["A", "B", "seeds", "mean A", "mean B", "mean A−B", "std A−B", "t", "df", "p (t-test)", "p (Wilcoxon)"],
+        [[a_label, b_label, ", ".join(map(str, seeds)), f"{test.mean_a:.2f}", f"{test.mean_b:.2f}",
+          f"{test.mean_diff:.2f}", f"{test.std_diff:.2f}", f"{test.t_statistic:.3f}", str(test.df),
+          f"{test.t_pvalue:.4f}", wilcoxon]],
+    )
+    return "\n".join(lines)
+
+
+def ablation_table(records: Sequence[dict[str, Any]], terms: Sequence[str] | None = None, *,
+                   method: str | None = None, metric: str = "avg-available") -> str:
+    """One row per loss-term subset of a method (variants named ``term+term``), mean ± std over seeds per task.
+
+    With ``terms`` (the method's ``Method.terms``) only variants that are subsets of them are shown, larger
+    subsets first, and a column gives the change of ``metric`` against the variant with every term.
+    ``method`` defaults to the only method in ``records``.
+    """
+    methods = list(dict.fromkeys(str(r.get("method")) for r in records))
+    if method is None:
+        if len(methods) != 1:
+            raise CselabError(f"records hold several methods ({', '.join(methods)}); name one")
+        method = methods[0]
+    mine = [r for r in records if r.get("method") == method]
+    variants = list(dict.fromkeys(str(r.get("variant") or "") for r in mine))
+    if terms is not None:
+        order = {t: i for i, t in enumerate(terms)}
+        variants = [v for v in variants if v and all(t in order for t in v.split("+"))]
+        variants.sort(key=lambda v: (-len(v.split("+")), [order[t] for t in v.split("+")]))
+    if not variants:
+        raise CselabError(f"no ablation records for method {method!r}")
+    labels = [record_label({"method": method, "variant": v}) for v in variants]
+    rows = _configuration_rows(mine, labels)
+    header = ["variant", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
+    for row, v in zip(rows, variants, strict=True):
+        row[0] = v or "(none)"
+    if terms is not None:
+        full = "+".join(terms)
+
+        def mean_of(variant: str) -> float | None:
+            by_seed = records_by_seed(mine, record_label({"method": method, "variant": variant}))
+            vals = [v for v in (_score(r, metric) for r in by_seed.values()) if v is not None]
+            return sum(vals) / len(vals) if vals else None
+
+        base = mean_of(full)
+        header.append(f"Δ {metric} vs {full}")
+        for row, v in zip(rows, variants, strict=True):
+            m = mean_of(v)
+            row.append("-" if base is None or m is None else f"{m - base:+.2f}")
+    return "\n".join([f"Loss-term ablation of `{method}`:", "", *_markdown(header, rows)])
