@@ -129,3 +129,18 @@ def test_encode_bad_input(tiny_bert_dir, tmp_path, capsys):
     (tmp_path / "e.txt").write_text("")
     code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "e.txt"), "--output", str(tmp_path / "o.npy")], capsys)
     assert_one_line_error(code, err, "is empty")
+
+
+def test_analyze_commands_on_tiny_model(tiny_bert_dir, sts_home, tmp_path, capsys):
+    code, out, err = run_cli(["analyze", "cost", str(tiny_bert_dir), "--seq-len", "16"], capsys)
+    assert code == 0, err
+    assert "GMAC at 16 tokens" in out
+    code, out, err = run_cli(["analyze", "attention", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert "E_CLS per layer" in out and (tmp_path / "a" / "attention.json").is_file()
+    code, out, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "a" / "align_uniform.png").stat().st_size > 0
+    code, out, err = run_cli(["analyze", "density", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "a" / "similarity_density.png").stat().st_size > 0

@@ -108,6 +108,109 @@ def train_command(method: str | None, config_file: Path | None, resume: bool, re
     click.echo(summary)
 
 
+# -- analysis --------------------------------------------------------------------------------------------
+@cli.group()
+def analyze() -> None:
+    """The papers' analyses of trained models, as JSON and PNG plots."""
+
+
+_models_arg = click.argument("models", nargs=-1, required=True)
+_out_opt = click.option("--out", "out_dir", default="analysis", show_default=True, type=click.Path(path_type=Path))
+_pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
+
+
+@analyze.command("align-uniform")
+@_models_arg
+@_out_opt
+@_pooler_opt
+def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None) -> None:
+    """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
+    from .analysis.runners import align_uniform
+
+    for r in align_uniform(list(models), out_dir, pooler=pooler):
+        click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
+    click.echo(f"wrote {out_dir}/align_uniform.png and .json")
+
+
+@analyze.command("attention")
+@click.argument("model")
+@_out_opt
+@_pooler_opt
+@click.option("--sentence", default="A man is playing the guitar.", show_default=True, help="sentence of the heat-map")
+def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str) -> None:
+    """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
+    from .analysis.runners import attention_report
+
+    report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence)
+    for enc in report.members:
+        click.echo(f"{enc.member}: E_CLS per layer {' '.join(f'{v:.3f}' for v in enc.cls_energy)} "
+                   f"(mean {enc.cls_energy_mean:.3f}); attention to [CLS] {' '.join(f'{v:.3f}' for v in enc.attention_cls)}")
+    click.echo(f"wrote {out_dir}/attention.json and plots")
+
+
+@analyze.command("cost")
+@click.argument("model")
+@click.option("--seq-len", default=64, show_default=True, type=int)
+@click.option("--score", type=float, help="score for the efficiency eta = score / GMAC")
+@click.option("--score-task", type=click.Choice(["stsb", "avg-available"]), help="compute the score on this test set")
+@_pooler_opt
+def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
+    """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
+    from .analysis.runners import cost_report
+
+    r = cost_report(model, seq_len=seq_len, score=score, score_task=score_task, pooler=pooler)
+    eta = f"  score {r.score:.2f}  eta {r.efficiency:.2f}" if r.efficiency is not None else ""
+    click.echo(f"{model}: {r.gmacs:.3f} GMAC at {seq_len} tokens ({r.kind}, {len(r.members)} encoder(s)){eta}")
+
+
+@analyze.command("density")
+@_models_arg
+@_out_opt
+@_pooler_opt
+def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None) -> None:
+    """Cosine-similarity density by gold-score group on STS-B test."""
+    from .analysis.runners import density_report
+
+    density_report(list(models), out_dir, pooler=pooler)
+    click.echo(f"wrote {out_dir}/similarity_density.png and .json")
+
+
+@cli.command("seeds", context_settings={"ignore_unknown_options": True})
+@click.option("--config", "config_file", required=True, type=click.Path(path_type=Path))
+@click.option("--seeds", default="1,2,3,4,5", show_default=True)
+@click.option("--variant", default="")
+@click.option("--results", default="benchmarks/results/seeds.jsonl", show_default=True, type=click.Path(path_type=Path))
+@click.option("--compare", nargs=2, help="two configuration labels (method/variant) for the paired test")
+@_out_opt
+@click.argument("overrides", nargs=-1)
+def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, compare: tuple[str, str] | None,
+                  out_dir: Path, overrides: tuple[str, ...]) -> None:
+    """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
+    from .analysis.runners import seeds_report, seeds_run
+    from .reporting.tables import read_records
+
+    seed_list = [int(s) for s in _split_list(seeds)]
+    seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
+    a, b = compare if compare else (None, None)
+    report = seeds_report(read_records(results), out_dir, a_variant=a, b_variant=b)
+    click.echo(report.markdown)
+
+
+@cli.command("ablate", context_settings={"ignore_unknown_options": True})
+@click.option("--config", "config_file", required=True, type=click.Path(path_type=Path))
+@click.option("--results", default="benchmarks/results/ablation.jsonl", show_default=True, type=click.Path(path_type=Path))
+@_out_opt
+@click.argument("overrides", nargs=-1)
+def ablate_command(config_file: Path, results: Path, out_dir: Path, overrides: tuple[str, ...]) -> None:
+    """Train a method with every non-empty subset of its loss terms."""
+    from .analysis.runners import ablation_report, ablation_run
+    from .reporting.tables import read_records
+
+    run = ablation_run(config_file, None, list(overrides), results_file=results, echo=click.echo)
+    report = ablation_report(read_records(results), run.terms, out_dir, method=run.method)
+    click.echo(report.markdown)
+
+
 # -- reporting -------------------------------------------------------------------------------------------
 @cli.command("report")
 @click.option("--results", "results_file", default="benchmarks/results/protocol.jsonl", show_default=True,
