@@ -77,14 +77,18 @@ def test_killed_run_resumes_to_identical_weights(tiny_bert_dir, sts_home, tmp_pa
     straight = _train_cli([*common, f"train.output_dir={tmp_path / 'a'}"], env)
     assert straight.wait(timeout=300) == 0, straight.stderr.read()
     killed = _train_cli([*common, f"train.output_dir={tmp_path / 'b'}"], env)
-    # kill b as soon as it has logged step 20 (its last save point is then 20, or later)
-    log = tmp_path / "b" / "metrics.jsonl"
+    # kill b as soon as its saved state has reached step 20
+    state_file = tmp_path / "b" / "last" / "trainer_state.json"
     deadline = time.time() + 300
     while time.time() < deadline and killed.poll() is None:
-        if log.exists() and any(json.loads(x).get("step", 0) >= 20 for x in log.read_text().splitlines() if x):
+        try:
+            saved_step = json.loads(state_file.read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            saved_step = 0
+        if saved_step >= 20:
             killed.send_signal(signal.SIGKILL)
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     state = json.loads((tmp_path / "b" / "last" / "trainer_state.json").read_text())

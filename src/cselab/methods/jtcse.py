@@ -1,0 +1,72 @@
+"""JTCSE stage 2 (METHODS.md section 6; JTCSE Eqs. 7-14): TNCSE + cross-attention encoder layers (CAEL).
+
+Everything of :class:`~cselab.methods.tncse.TNCSE` (two stage-1 encoders, ``nce``, ICTN = the paper's
+``L_ICTM``, the twin inference ``h_I + h_II``) plus:
+
+- CAELs at ``L = {j : j mod k == 0}``, ``k = n_layers / num_ca_layers`` (:mod:`cselab.models.cross_attention`):
+  at the last CAEL each encoder's attention probabilities weight the OTHER encoder's values, and the rest of
+  its own layer turns that context into the cross outputs ``cI``, ``cII`` (first token, ``[2B, d]`` stacks).
+  They are computed from the ordinary passes' hidden states, during training only: the saved model is two
+  plain encoders.
+- IC-InfoNCE (Eq. 12): ``L_ICNCE = R * (X(hI, hII) + X(cI, cII)) + (1 - R) * (X(hII, hI) + X(cII, cI))`` with
+  ``R ~ Bernoulli(0.5)`` drawn once per step from the run's seeded generator (so a resumed run draws the same
+  R), which decides which encoder is the query side. ``X`` is TNCSE's cross-encoder InfoNCE.
+
+Loss-term names are TNCSE's (``nce``, ``icnce``, ``ictn``) so one ablation grid serves both methods.
+
+**Decisions:**
+- ``num_ca_layers: 0`` switches the cross branch off and JTCSE is then EXACTLY TNCSE, ICNCE with a fixed
+  query side included (no R is drawn): the paper's "w/o CAEL" column is TNCSE. Default 6 (paper's best for
+  12 layers); it must divide the backbone's depth (e.g. 1, 2, 3 or 6 for the 6-layer MiniLM).
+- Only the selected side of the R-mixture is computed (R is 0 or 1, so the value and gradient are identical).
+- The cross branch is a side output (METHODS.md Decision); see :mod:`cselab.models.cross_attention` for why
+  only the last CAEL is computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import Field
+from torch import Tensor
+
+from ..losses import cross_encoder_info_nce
+from ..models.cross_attention import cael_positions, cross_cls, encoder_layers
+from .base import StepContext, register_method
+from .tncse import TNCSE, TNCSEOptions, TwinViews, global_stack
+
+
+class JTCSEOptions(TNCSEOptions):
+    num_ca_layers: int = Field(6, ge=0, description="number of cross-attention encoder layers; 0 = TNCSE")
+
+
+def draw_query_side(generator: torch.Generator) -> int:
+    """``R ~ Bernoulli(0.5)`` from the run's generator: 1 = encoder I queries, 0 = encoder II queries."""
+    return int(torch.randint(0, 2, (), generator=generator))
+
+
+@register_method
+class JTCSE(TNCSE):
+    name = "jtcse"
+    Options = JTCSEOptions
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        for encoder in self.encoders:  # validate the CAEL layout up front, not at the first step
+            cael_positions(len(encoder_layers(encoder.backbone)), self.options.num_ca_layers)
+
+    def interaction_nce(self, h_1: Tensor, h_2: Tensor, views: TwinViews, ctx: StepContext) -> Tensor:
+        if self.options.num_ca_layers == 0:
+            return super().interaction_nce(h_1, h_2, views, ctx)
+        r = draw_query_side(ctx.generator)
+        c_1, c_2 = cross_cls(
+            self.encoder_1.backbone, self.encoder_2.backbone,
+            views.outputs[0].hidden_states, views.outputs[1].hidden_states,
+            views.features["attention_mask"], self.options.num_ca_layers,
+        )
+        c_1, c_2 = global_stack(c_1, ctx), global_stack(c_2, ctx)
+        tau = self.options.temperature
+        if r == 1:
+            return cross_encoder_info_nce(h_1, h_2, tau) + cross_encoder_info_nce(c_1, c_2, tau)
+        return cross_encoder_info_nce(h_2, h_1, tau) + cross_encoder_info_nce(c_2, c_1, tau)

@@ -1,0 +1,362 @@
+"""Multi-stage recipes built from ordinary training runs: the TNCSE/JTCSE two-stage pipeline, distillation
+into one encoder (-D), the +UC ensemble and the loss-term ablation grid (METHODS.md sections 5-6).
+
+The two-stage pipeline (:func:`run_twin_pipeline`) reads a stage-2 config (method ``tncse`` or ``jtcse``)
+whose ``method_options.pipeline`` block describes stage 1::
+
+    method_options:
+      pipeline:
+        stage1:
+          settings:                      # RunConfig sections merged over the stage-2 config for stage 1
+            model: {dropout: 0.1}
+            train: {lr: 3.0e-5, max_steps: 300, scheduler: linear}
+          encoders:                      # exactly two: encoder I and encoder II
+            - augmentation: {kind: word_dropout, p: 0.1}
+            - augmentation: {kind: file, path: data/corpus.rtt-ru.txt}
+              settings: {train: {lr: 2.0e-5}}
+        stage1_dir: null                 # default <train.output_dir>/stage1 (the ablation grid shares one)
+
+Stage 1 config of encoder k = the stage-2 config, with ``method`` = ``stage1.method`` (simcse),
+``method_options`` = ``stage1.settings.method_options`` (or {}), then ``stage1.settings`` merged in, then the
+encoder's own ``settings``; ``data.corpus`` = its augmented copy of the stage-2 corpus and
+``train.output_dir`` = ``<stage1_dir>/encoder_k``. Stage 2 runs in ``<train.output_dir>/stage2`` from the two
+stage-1 ``best`` checkpoints (``method_options.encoder_1/2`` are filled in).
+
+Every stage is its own run directory: a finished stage (its ``summary.json`` exists) is skipped, an
+interrupted one is resumed from its ``last`` state, and a directory holding a run with a DIFFERENT
+configuration is an error (never silently reused). **Decision:** stage 1 trains on the augmented copy alone
+(as EDFSE/TNCSE's encoders were trained on their round-trip-translated corpora), stage 2 on the original.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
+from ..errors import CselabError
+from .config import RunConfig, load_config, validate
+from .trainer import BEST_DIR, LAST_DIR, Trainer, TrainResult
+
+TWIN_METHODS = ("tncse", "jtcse")
+STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
+# settings that change neither the maths nor the data: a finished/resumed stage may differ in these
+_RUNTIME_KEYS = ("device", "threads", "eval_batch_size", "log_every", "tensorboard", "save_every")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Stage1EncoderSpec(_Strict):
+    augmentation: AugmentationSpec
+    settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for this encoder only")
+
+
+class Stage1Spec(_Strict):
+    method: str = Field("simcse", description="the stage-1 training method")
+    settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for both encoders")
+    encoders: list[Stage1EncoderSpec]
+
+    @field_validator("encoders")
+    @classmethod
+    def _two(cls, value: list[Stage1EncoderSpec]) -> list[Stage1EncoderSpec]:
+        if len(value) != 2:
+            raise ValueError(f"stage 1 trains exactly two encoders, got {len(value)}")
+        return value
+
+
+class PipelineSpec(_Strict):
+    """The ``method_options.pipeline`` block of a TNCSE/JTCSE config."""
+
+    stage1: Stage1Spec
+    stage1_dir: str | None = Field(None, description="stage-1 runs and augmented corpora; default <output_dir>/stage1")
+
+
+@dataclass
+class PipelinePlan:
+    """The effective configs of every stage, built (and validated) before anything runs."""
+
+    source: Path  # the stage-2 training corpus, which stage 1 sees augmented
+    stage1: list[RunConfig]
+    stage2: RunConfig
+    augmentations: list[AugmentationSpec]  # with their seeds filled in
+    stage1_dir: Path
+
+
+@dataclass
+class PipelineResult:
+    stage1: list[TrainResult]
+    stage2: TrainResult
+    skipped: list[str] = field(default_factory=list)
+    scores: dict[str, float] | None = None
+
+    @property
+    def model_dir(self) -> Path:
+        return Path(self.stage2.output_dir) / BEST_DIR
+
+    def summary(self) -> str:
+        lines = []
+        for k, result in enumerate(self.stage1, start=1):
+            lines.append(f"stage 1 encoder {k}: best dev {_fmt(result.best_dev)} at step {result.best_step} "
+                         f"({result.output_dir})")
+        start = f"{self.stage2.dev_at_start:.2f} -> " if self.stage2.dev_at_start is not None else ""
+        lines.append(f"stage 2: {self.stage2.steps} steps, best dev {start}{_fmt(self.stage2.best_dev)} at step "
+                     f"{self.stage2.best_step}")
+        if self.skipped:
+            lines.append("skipped (already finished): " + ", ".join(self.skipped))
+        if self.scores:
+            lines.append("test: " + "  ".join(f"{k} {v:.2f}" for k, v in self.scores.items()))
+        lines.append(f"model: {self.model_dir}")
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+# -- planning -----------------------------------------------------------------------------------------
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge (``update`` wins); neither argument is modified."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def pipeline_spec(config: RunConfig) -> PipelineSpec:
+    """The validated pipeline block of a twin config; a clear error if there is none."""
+    if config.method not in TWIN_METHODS:
+        raise CselabError(f"the two-stage pipeline trains {' or '.join(TWIN_METHODS)}, not {config.method!r}")
+    raw = config.method_options.get("pipeline")
+    if raw is None:
+        raise CselabError(
+            f"method {config.method!r} needs a method_options.pipeline block (stage 1) for the two-stage pipeline; "
+            "with ready stage-1 models set method_options.encoder_1/encoder_2 and train stage 2 as an ordinary run"
+        )
+    return validate(PipelineSpec, raw, prefix="method_options.pipeline.")
+
+
+def plan_pipeline(config: RunConfig) -> PipelinePlan:
+    """Build every stage's config (validated, so a typo fails before any training)."""
+    from ..data.training_data import corpus_path
+
+    spec = pipeline_spec(config)
+    root = Path(config.train.output_dir)
+    stage1_dir = Path(spec.stage1_dir) if spec.stage1_dir else root / STAGE1_DIR
+    base = config.model_dump(mode="json")
+    base["method"] = spec.stage1.method
+    base["method_options"] = {}
+    source = corpus_path(config.data.corpus)
+    stage1, augmentations = [], []
+    for k, encoder in enumerate(spec.stage1.encoders, start=1):
+        augmentation = encoder.augmentation
+        if augmentation.kind != "file" and augmentation.seed is None:
+            # default seed: the run's seed plus the encoder index, so two encoders never share one
+            augmentation = augmentation.model_copy(update={"seed": config.train.seed + k - 1})
+        corpus = augmented_corpus_path(augmentation, stage1_dir / AUGMENTED_DIR, default_seed=config.train.seed)
+        raw = _merge(_merge(base, spec.stage1.settings), encoder.settings)
+        raw = _merge(raw, {"data": {"corpus": str(corpus)}, "train": {"output_dir": str(stage1_dir / f"encoder_{k}")}})
+        stage1.append(validate(RunConfig, raw, prefix=f"method_options.pipeline.stage1 (encoder {k}): "))
+        augmentations.append(augmentation)
+    options = dict(config.method_options,
+                   encoder_1=str(stage1_dir / "encoder_1" / BEST_DIR), encoder_2=str(stage1_dir / "encoder_2" / BEST_DIR))
+    stage2 = config.model_copy(update={"method_options": options,
+                                       "train": config.train.model_copy(update={"output_dir": str(root / STAGE2_DIR)})})
+    return PipelinePlan(source, stage1, stage2, augmentations, stage1_dir)
+
+
+# -- running ------------------------------------------------------------------------------------------
+def _comparable(config: RunConfig) -> dict[str, Any]:
+    dump = config.model_dump(mode="json")
+    for key in _RUNTIME_KEYS:
+        dump["train"].pop(key, None)
+    return dump
+
+
+def _check_same_run(out: Path, config: RunConfig) -> None:
+    import yaml
+
+    saved_file = out / "config.yaml"
+    if not saved_file.is_file():
+        return
+    saved = validate(RunConfig, yaml.safe_load(saved_file.read_text()) or {})
+    old, new = _comparable(saved), _comparable(config)
+    if old != new:
+        key = _first_difference(old, new)
+        raise CselabError(
+            f"{out} holds a run with a different configuration ({key}); remove it or choose another train.output_dir"
+        )
+
+
+def _first_difference(old: Any, new: Any, prefix: str = "") -> str:
+    """The dotted key of the first difference between two config dumps, e.g. ``model.max_length: 16 -> 12``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+    return f"{prefix.rstrip('.')}: {old!r} -> {new!r}"
+
+
+def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult, bool]:
+    """Run one stage: skip it when finished, resume it when interrupted. Returns (result, skipped)."""
+    out = Path(config.train.output_dir)
+    _check_same_run(out, config)
+    summary = out / "summary.json"
+    if summary.is_file():
+        return TrainResult(**json.loads(summary.read_text())), True
+    resume = (out / LAST_DIR).is_dir()
+    if not resume and (out / BEST_DIR).exists():
+        # died after the step-0 evaluation but before the first saved state: nothing to resume, start over
+        shutil.rmtree(out / BEST_DIR)
+    return Trainer(config, progress=progress).run(resume=resume), False
+
+
+def run_twin_pipeline(
+    config: RunConfig,
+    *,
+    progress: bool = True,
+    evaluate_test: bool = True,
+    results_file: Path | None = None,
+    variant: str = "",
+    config_source: str | None = None,
+    overrides: list[str] | None = None,
+) -> PipelineResult:
+    """TNCSE/JTCSE end to end: augment, stage 1 (two SimCSE runs), stage 2, then test-score the best model.
+
+    Rerunning skips finished stages and resumes an interrupted one. With ``evaluate_test`` the stage-2
+    best checkpoint is scored once on the test sets and a results record (DATA_AND_EVAL.md section 6,
+    variant ``variant``) is written to ``stage2/results.json`` and appended to ``results_file``.
+    """
+    plan = plan_pipeline(config)
+    stage1_results, skipped = [], []
+    for k, (stage_config, augmentation) in enumerate(zip(plan.stage1, plan.augmentations, strict=True), start=1):
+        prepare_augmented_corpus(plan.source, augmentation, plan.stage1_dir / AUGMENTED_DIR,
+                                 default_seed=config.train.seed)
+        result, was_skipped = run_stage(stage_config, progress=progress)
+        stage1_results.append(result)
+        if was_skipped:
+            skipped.append(f"stage1/encoder_{k}")
+    stage2, was_skipped = run_stage(plan.stage2, progress=progress)
+    if was_skipped:
+        skipped.append("stage2")
+    outcome = PipelineResult(stage1_results, stage2, skipped)
+    if evaluate_test and int(os.environ.get("RANK", "0")) == 0:
+        outcome.scores = _test_and_record(plan, outcome, results_file=results_file, variant=variant,
+                                          config_source=config_source, overrides=overrides)
+    return outcome
+
+
+def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
+                     config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
+    from .runs import append_record, results_record, test_scores
+
+    results_json = Path(outcome.stage2.output_dir) / "results.json"
+    if results_json.is_file():  # a finished pipeline is scored once
+        recorded = json.loads(results_json.read_text())["scores"]
+        return {k: v for k, v in recorded.items() if not k.startswith("stsb_dev_")}
+    # the twin's cost counts both stages (DATA_AND_EVAL.md section 5)
+    total = TrainResult(**{**asdict(outcome.stage2),
+                           "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
+    scores = test_scores(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
+    record = results_record(plan.stage2, total, scores, variant=variant, config_source=config_source,
+                            overrides=overrides)
+    record["stage1"] = [{"output_dir": r.output_dir, "best_dev": r.best_dev, "steps": r.steps, "wall_s": r.wall_s}
+                        for r in outcome.stage1]
+    results_json.write_text(json.dumps(record, indent=2) + "\n")
+    if results_file is not None:
+        append_record(results_file, record)
+    return scores
+
+
+# -- distillation (-D) -------------------------------------------------------------------------------
+def distill_config(
+    teacher_dir: str | Path,
+    student_backbone: str,
+    corpus: str | Path,
+    *,
+    output_dir: str | Path,
+    config_file: str | Path | None = None,
+    overrides: list[str] | None = None,
+) -> RunConfig:
+    """The run config of a distillation: ``config_file`` + ``overrides`` with method ``distill`` and the three
+    given fields set (they win over the file)."""
+    config = load_config(config_file, list(overrides or []), method="distill")
+    raw = _merge(config.model_dump(mode="json"), {
+        "model": {"backbone": str(student_backbone)},
+        "data": {"corpus": str(corpus)},
+        "train": {"output_dir": str(output_dir)},
+        "method_options": {"teacher": str(teacher_dir)},
+    })
+    return validate(RunConfig, raw)
+
+
+def distill(
+    teacher_dir: str | Path,
+    student_backbone: str,
+    corpus: str | Path,
+    *,
+    output_dir: str | Path,
+    config_file: str | Path | None = None,
+    overrides: list[str] | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> TrainResult:
+    """Train one plain encoder (``student_backbone``) whose sentence vector regresses (MSE) onto the saved
+    ``teacher_dir`` model's inference output on ``corpus`` (method ``distill``); the best student is saved in
+    ``<output_dir>/best``."""
+    config = distill_config(teacher_dir, student_backbone, corpus, output_dir=output_dir,
+                            config_file=config_file, overrides=overrides)
+    return Trainer(config, progress=progress).run(resume=resume)
+
+
+# -- +UC ensemble --------------------------------------------------------------------------------------
+def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *, weight: float = 0.7) -> Path:
+    """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7)."""
+    from ..models.sentence_model import EnsembleModel, load_model, save_model
+
+    if not 0.0 <= weight <= 1.0:
+        raise CselabError(f"ensemble weight must be in [0, 1], got {weight}")
+    model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight])
+    return save_model(model, output_dir, extra={"sources": [str(model_a), str(model_b)]})
+
+
+# -- loss-term ablation --------------------------------------------------------------------------------
+def ablation_configs(config: RunConfig) -> Iterator[tuple[str, RunConfig]]:
+    """Every non-empty subset of the method's loss terms as a ``loss_weights`` override (7 for TNCSE/JTCSE).
+
+    Yields ``(label, config)``, label e.g. ``nce+ictn``; each variant runs in
+    ``<train.output_dir>/ablation/<label>``. A term keeps its configured weight when included and gets 0
+    otherwise. For twin pipelines every variant shares the base config's stage 1 (``pipeline.stage1_dir``),
+    so stage 1 is trained once and skipped afterwards.
+    """
+    from ..methods import METHODS
+
+    terms = METHODS.get(config.method).terms
+    weights = dict(config.method_options.get("loss_weights") or {})
+    root = Path(config.train.output_dir)
+    pipeline = config.method_options.get("pipeline")
+    for size in range(len(terms), 0, -1):
+        for subset in itertools.combinations(terms, size):
+            label = "+".join(subset)
+            options = copy.deepcopy(config.method_options)
+            # an included term keeps its configured weight (1 when unset or configured 0)
+            options["loss_weights"] = {t: (float(weights.get(t) or 1.0) if t in subset else 0.0) for t in terms}
+            if isinstance(pipeline, dict):
+                options["pipeline"] = dict(pipeline, stage1_dir=pipeline.get("stage1_dir") or str(root / STAGE1_DIR))
+            yield label, config.model_copy(update={
+                "method_options": options,
+                "train": config.train.model_copy(update={"output_dir": str(root / "ablation" / label)}),
+            })
