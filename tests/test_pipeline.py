@@ -14,7 +14,7 @@ from cselab.methods import METHODS
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 from cselab.training.config import load_config
-from cselab.training.pipeline import ablation_configs, distill, ensemble, plan_pipeline, run_twin_pipeline
+from cselab.training.pipeline import distill, ensemble, plan_pipeline, run_twin_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ("method_options.pipeline={stage1: {settings: {train: {lr: 1.0e-3, max_steps: 3, eval_every: 3}}, "
@@ -156,23 +156,6 @@ def test_ensemble_is_the_weighted_sum(tmp_path):
     torch.testing.assert_close(model.encode(texts), expected, atol=1e-5, rtol=1e-5)
     with pytest.raises(CselabError, match="weight"):
         ensemble(tmp_path / "twin", tmp_path / "other", tmp_path / "bad", weight=1.5)
-
-
-def test_ablation_grid_covers_every_subset_and_shares_stage1(tiny_bert_dir, tmp_path):
-    corpus = write_corpus(tmp_path / "corpus.txt", n=40)
-    config = twin_pipeline_config(tiny_bert_dir, corpus, tmp_path / "run", "tncse",
-                                  "method_options.loss_weights={ictn: 2.0}")
-    grid = dict(ablation_configs(config))
-    assert sorted(grid) == sorted(["nce+icnce+ictn", "nce+icnce", "nce+ictn", "icnce+ictn", "nce", "icnce", "ictn"])
-    assert grid["nce+ictn"].method_options["loss_weights"] == {"nce": 1.0, "icnce": 0.0, "ictn": 2.0}
-    assert grid["icnce"].method_options["loss_weights"] == {"nce": 0.0, "icnce": 1.0, "ictn": 0.0}
-    base_stage1 = [c.model_dump() for c in plan_pipeline(config).stage1]
-    for label, variant in grid.items():
-        assert Path(variant.train.output_dir) == tmp_path / "run/ablation" / label
-        plan = plan_pipeline(variant)
-        assert [c.model_dump() for c in plan.stage1] == base_stage1, "every variant reuses the same stage 1"
-        METHODS.get("tncse").Options.model_validate(plan.stage2.method_options)
-    assert config.method_options["loss_weights"] == {"ictn": 2.0}, "the base config is not modified"
 
 
 @pytest.mark.parametrize("preset", sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("configs/[tj][nt]cse/*.yaml")))

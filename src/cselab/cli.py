@@ -108,6 +108,39 @@ def train_command(method: str | None, config_file: Path | None, resume: bool, re
     click.echo(summary)
 
 
+@cli.command("distill", context_settings={"ignore_unknown_options": True})
+@click.argument("teacher")
+@click.option("--student", required=True, help="backbone of the single-encoder student")
+@click.option("--corpus", default="default", show_default=True, help="training sentences (name or file)")
+@click.option("--output-dir", required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML with training settings")
+@click.option("--resume", is_flag=True)
+@click.option("--results", type=click.Path(path_type=Path), help="append a results record to this JSONL")
+@click.argument("overrides", nargs=-1)
+def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
+                    resume: bool, results: Path | None, overrides: tuple[str, ...]) -> None:
+    """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D)."""
+    from .training.pipeline import distill_config
+    from .training.runs import train_and_record
+
+    config = distill_config(teacher, student, corpus, output_dir=output_dir, config_file=config_file,
+                            overrides=list(overrides))
+    click.echo(train_and_record(config, resume=resume, results_file=results, variant="-D",
+                                config_source=str(config_file) if config_file else None, overrides=list(overrides)))
+
+
+@cli.command("ensemble")
+@click.argument("model_a")
+@click.argument("model_b")
+@click.option("--output", required=True, type=click.Path(path_type=Path))
+@click.option("--weight", default=0.7, show_default=True, type=float, help="w in (1 - w) * A + w * B")
+def ensemble_command(model_a: str, model_b: str, output: Path, weight: float) -> None:
+    """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
+    from .training.pipeline import ensemble
+
+    click.echo(f"saved {ensemble(model_a, model_b, output, weight=weight)}")
+
+
 # -- analysis --------------------------------------------------------------------------------------------
 @cli.group()
 def analyze() -> None:

@@ -660,6 +660,10 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     seed_list = [int(s) for s in seeds] if seeds is not None else [None]
     results_file, say = Path(results_file), echo or (lambda _msg: None)
     base = base_config.train.output_dir.rstrip("/")
+    pipeline = base_config.method_options.get("pipeline")
+    if isinstance(pipeline, dict) and not pipeline.get("stage1_dir"):
+        # twin pipelines: every variant shares one stage 1 (only stage 2's loss terms are ablated)
+        overrides = [*overrides, f"method_options.pipeline.stage1_dir={base}-stage1"]
     records, ran, skipped, variants = [], [], [], []
     for subset in subsets:
         variant = "+".join(subset)

@@ -31,11 +31,9 @@ configuration is an error (never silently reused). **Decision:** stage 1 trains 
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,6 +231,7 @@ def run_twin_pipeline(
     variant: str = "",
     config_source: str | None = None,
     overrides: list[str] | None = None,
+    row: str = "",
 ) -> PipelineResult:
     """TNCSE/JTCSE end to end: augment, stage 1 (two SimCSE runs), stage 2, then test-score the best model.
 
@@ -254,16 +253,17 @@ def run_twin_pipeline(
         skipped.append("stage2")
     outcome = PipelineResult(stage1_results, stage2, skipped)
     if evaluate_test and int(os.environ.get("RANK", "0")) == 0:
-        outcome.scores = _test_and_record(plan, outcome, results_file=results_file, variant=variant,
+        outcome.scores = _test_and_record(plan, outcome, results_file=results_file, variant=variant, row=row,
                                           config_source=config_source, overrides=overrides)
     return outcome
 
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
-                     config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
+                     row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
     from .runs import append_record, results_record, test_scores
 
-    results_json = Path(outcome.stage2.output_dir) / "results.json"
+    # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
+    results_json = Path(outcome.stage2.output_dir).parent / "results.json"
     if results_json.is_file():  # a finished pipeline is scored once
         recorded = json.loads(results_json.read_text())["scores"]
         return {k: v for k, v in recorded.items() if not k.startswith("stsb_dev_")}
@@ -271,7 +271,7 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
     total = TrainResult(**{**asdict(outcome.stage2),
                            "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
     scores = test_scores(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
-    record = results_record(plan.stage2, total, scores, variant=variant, config_source=config_source,
+    record = results_record(plan.stage2, total, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     record["stage1"] = [{"output_dir": r.output_dir, "best_dev": r.best_dev, "steps": r.steps, "wall_s": r.wall_s}
                         for r in outcome.stage1]
@@ -331,32 +331,3 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
         raise CselabError(f"ensemble weight must be in [0, 1], got {weight}")
     model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight])
     return save_model(model, output_dir, extra={"sources": [str(model_a), str(model_b)]})
-
-
-# -- loss-term ablation --------------------------------------------------------------------------------
-def ablation_configs(config: RunConfig) -> Iterator[tuple[str, RunConfig]]:
-    """Every non-empty subset of the method's loss terms as a ``loss_weights`` override (7 for TNCSE/JTCSE).
-
-    Yields ``(label, config)``, label e.g. ``nce+ictn``; each variant runs in
-    ``<train.output_dir>/ablation/<label>``. A term keeps its configured weight when included and gets 0
-    otherwise. For twin pipelines every variant shares the base config's stage 1 (``pipeline.stage1_dir``),
-    so stage 1 is trained once and skipped afterwards.
-    """
-    from ..methods import METHODS
-
-    terms = METHODS.get(config.method).terms
-    weights = dict(config.method_options.get("loss_weights") or {})
-    root = Path(config.train.output_dir)
-    pipeline = config.method_options.get("pipeline")
-    for size in range(len(terms), 0, -1):
-        for subset in itertools.combinations(terms, size):
-            label = "+".join(subset)
-            options = copy.deepcopy(config.method_options)
-            # an included term keeps its configured weight (1 when unset or configured 0)
-            options["loss_weights"] = {t: (float(weights.get(t) or 1.0) if t in subset else 0.0) for t in terms}
-            if isinstance(pipeline, dict):
-                options["pipeline"] = dict(pipeline, stage1_dir=pipeline.get("stage1_dir") or str(root / STAGE1_DIR))
-            yield label, config.model_copy(update={
-                "method_options": options,
-                "train": config.train.model_copy(update={"output_dir": str(root / "ablation" / label)}),
-            })

@@ -54,7 +54,16 @@ def append_record(results_file: Path, record: dict[str, Any]) -> None:
 def train_and_record(config: RunConfig, *, resume: bool = False, results_file: Path | None = None, variant: str = "",
                      row: str = "", config_source: str | None = None, overrides: list[str] | None = None,
                      progress: bool = True) -> str:
-    """Train, then score the best checkpoint on test; returns a printable summary."""
+    """Train, then score the best checkpoint on test; returns a printable summary.
+
+    A twin method with a ``pipeline`` block runs the whole two-stage recipe (finished stages are skipped and
+    an interrupted one resumes, so ``resume`` is implied).
+    """
+    if config.method_options.get("pipeline"):
+        from .pipeline import run_twin_pipeline
+
+        return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
+                                 config_source=config_source, overrides=overrides).summary()
     trainer = Trainer(config, progress=progress)
     result = trainer.run(resume=resume)
     if not trainer.dist.is_main:
