@@ -22,7 +22,6 @@ attached to its word).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -33,6 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import CselabError
+from ..fileio import sha256_file
 from .corpus import split_lines
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -150,16 +150,10 @@ def check_line_aligned(source: str | Path, augmented: str | Path) -> None:
         )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _manifest(source: Path, kind: str, seed: int, params: dict[str, float], n_lines: int) -> dict[str, object]:
-    return {"source": str(source.resolve()), "source_sha256": _sha256(source), "kind": kind, "seed": seed,
+    return {"source": str(source.resolve()), "source_sha256": sha256_file(source), "kind": kind, "seed": seed,
             "params": params, "lines": n_lines}
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ..errors import CselabError
+from ..fileio import sha256_file
 from ..paths import cselab_home
 from . import corpus as corpus_lib
 from .parallel import is_clean_pair
@@ -225,12 +226,6 @@ def _check_target(target: str, *, allow_all: bool) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _verify(path: Path, archive: Archive) -> None:

@@ -9,7 +9,6 @@ A single ``cls``/``mean`` encoder directory is at the same time a sentence-trans
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
+from ..fileio import fresh_sibling, replace_directory
 from .backbone import resolve_model_path
 from .encoder import HEAD_FILE, Encoder, MLPHead
 from .prompts import PromptTemplate
@@ -70,19 +70,9 @@ class EnsembleModel(nn.Module):
 def save_model(model: nn.Module, path: str | Path, *, extra: dict[str, Any] | None = None) -> Path:
     """Save any sentence model kind to ``path`` atomically (written beside it, then renamed into place)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = fresh_sibling(path)
     _write(model, tmp, extra or {})
-    if path.exists():
-        old = path.with_name(path.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-        tmp.rename(path)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(path)
-    return path
+    return replace_directory(tmp, path)
 
 
 def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:

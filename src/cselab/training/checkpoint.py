@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from ..errors import CselabError
+from ..fileio import fresh_sibling, replace_directory
 
 STATE_FILE = "trainer_state.json"
 
@@ -51,8 +51,7 @@ def save_state(
     rank: int = 0,
 ) -> None:
     """Save everything needed to continue exactly at ``state.step``."""
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = fresh_sibling(directory)
     tmp.mkdir(parents=True)
     save_model(method, str(tmp / "method.safetensors"))
     if extra:
@@ -63,14 +62,7 @@ def save_state(
     )
     (tmp / "python_random.json").write_text(json.dumps(random.getstate(), default=list))
     (tmp / STATE_FILE).write_text(json.dumps(asdict(state), indent=1))
-    if directory.exists():
-        old = directory.with_name(directory.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        directory.rename(old)
-        tmp.rename(directory)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(directory)
+    replace_directory(tmp, directory)
 
 
 def load_state(
