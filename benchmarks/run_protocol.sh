@@ -22,3 +22,15 @@ row() {  # row NAME VARIANT CONFIG [OVERRIDES...]
 
 row simcse-bf16        ""      configs/simcse/cpu-minilm.yaml
 row simcse-fp32        "fp32"  configs/simcse/cpu-minilm.yaml train.precision=fp32
+row simcse-pp          "SimCSE++"        configs/simcse_pp/cpu-minilm.yaml
+row simcse-pp-off-info "+Off-Info only"  configs/simcse_pp/cpu-minilm-off-info.yaml
+row simcse-pp-dcl      "+DCL only"       configs/simcse_pp/cpu-minilm-dcl.yaml
+row cot-bert           "CoT-BERT"        configs/cot_bert/cpu-minilm.yaml
+row cot-bert-2block    "w/o third block" configs/cot_bert/cpu-minilm-no-template-negatives.yaml
+row tncse              "TNCSE"           configs/tncse/cpu-minilm.yaml
+row jtcse              "JTCSE"           configs/jtcse/cpu-minilm.yaml
+row ifcl               "IFCL"            configs/ifcl/cpu-minilm.yaml
+row ifcl-wo-fi-tl      "w/o FI+TL"       configs/ifcl/cpu-minilm-wo-fi-tl.yaml
+row ifcl-wo-hq         "w/o HQ"          configs/ifcl/cpu-minilm-wo-hq.yaml
+row ifcl-wo-tl-hq      "w/o TL+HQ"       configs/ifcl/cpu-minilm-wo-tl-hq.yaml
+row ifcl-simcse        "SimCSE, same data" configs/ifcl/cpu-minilm-simcse-same-data.yaml

@@ -95,10 +95,6 @@ class CompiledTemplate:
         """
         return [[*self.prefix, *([self.pad_id] * int(n)), *self.suffix] for n in lengths]
 
-    def sentence_slot(self, length: int) -> slice:
-        """Positions of an ``length``-token sentence inside its row."""
-        return slice(len(self.prefix), len(self.prefix) + int(length))
-
 
 def sentence_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int) -> list[list[int]]:
     """The sentences tokenised WITHOUT special tokens, each truncated to ``max_length`` tokens."""
