@@ -39,6 +39,11 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, (int, float)) else str(value)
 
 
+def _short_commit(commit: str) -> str:
+    """First 9 hex digits; a trailing ``+dirty`` (uncommitted changes in the tree) shows as ``*``."""
+    return commit[:9] + ("*" if commit.endswith("+dirty") else "")
+
+
 def protocol_table(records: Sequence[dict[str, Any]]) -> str:
     """Methods x tasks (test scores of the dev-selected checkpoint), plus dev, cost and provenance."""
     header = ["method", "variant", "seed", "steps", "prec.", "dev start", "dev best",
@@ -50,7 +55,7 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
                r.get("precision", ""), _fmt(scores.get("stsb_dev_start")), _fmt(scores.get("stsb_dev_best")),
                *[_fmt(scores.get(key)) for key, _ in TASK_COLUMNS],
                _fmt(r.get("wall_s"), 0), _fmt(r.get("train_sentences_per_s"), 0), _fmt(r.get("peak_mem_mb"), 0),
-               str(r.get("git", ""))[:9]]
+               _short_commit(str(r.get("git", "")))]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
