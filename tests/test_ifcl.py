@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import cselab.methods.ifcl as ifcl_module
-from conftest import WORDS
+from conftest import WORDS, run_whole_loop
 from cselab.errors import CselabError
 from cselab.losses import info_nce
 from cselab.methods.base import StepContext
@@ -398,13 +398,7 @@ def test_fraternal_model_option_uses_its_own_tokenizer_and_trains_the_projection
 def test_whole_loop_on_tiny_models(tiny_model_dir, sts_home, tmp_path, eval_pooler):
     extra = [f"method_options.eval_pooler={eval_pooler}"] if eval_pooler else []
     config = ifcl_config(tiny_model_dir, write_parallel(tmp_path / "p", n=40), tmp_path / "run", *extra)
-    trainer = Trainer(config, progress=False)
-    before = {k: v.clone() for k, v in trainer.method.encoder.backbone.state_dict().items()}
-    result = trainer.run()
-    assert result.steps == 4
-    after = trainer.method.encoder.backbone.state_dict()
-    assert any(not torch.equal(before[k], after[k]) for k in before)
-    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    trainer, log = run_whole_loop(config, steps=4)
     losses = [r for r in log if "loss" in r]
     assert len(losses) == 4 and all({"identical", "fraternal", "twins"} <= set(r) for r in losses)
     assert all(math.isfinite(r["loss"]) for r in losses)
