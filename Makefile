@@ -1,10 +1,10 @@
 # cselab: the two entry points of a fresh machine.
-#   make demo  installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol, prints the table
+#   make demo  installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol (150 steps), prints the table
 #   make test  installs and runs the test suite
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 DEMO_DIR ?= runs/demo-simcse
-DEMO_STEPS ?= 300
+DEMO_STEPS ?= 150
 
 .PHONY: install install-dev demo test lint
 
