@@ -14,7 +14,8 @@ from cselab.methods import METHODS
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 from cselab.training.config import load_config
-from cselab.training.pipeline import distill, ensemble, plan_pipeline, run_twin_pipeline
+from cselab.training.pipeline import distill_config, ensemble, plan_pipeline, run_twin_pipeline
+from cselab.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ("method_options.pipeline={stage1: {settings: {train: {lr: 1.0e-3, max_steps: 3, eval_every: 3}}, "
@@ -73,7 +74,7 @@ def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_
     import cselab.training.runs as runs
 
     scored = []
-    monkeypatch.setattr(runs, "test_scores", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
+    monkeypatch.setattr(runs, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
     out = tmp_path / "run"
     config = twin_pipeline_config(tiny_bert_dir, corpus, out, "jtcse", "method_options.num_ca_layers=1")
@@ -128,9 +129,10 @@ def test_distillation_reduces_the_mse_to_the_twin(tmp_path, sts_home):
     texts = corpus.read_text().splitlines()
     teacher = load_model(tmp_path / "teacher")
     before = _mse(Encoder.from_pretrained(student_dir), teacher, texts)
-    result = distill(tmp_path / "teacher", str(student_dir), corpus, output_dir=tmp_path / "distilled", progress=False,
-                     overrides=["train.batch_size=16", "train.max_steps=8", "train.lr=2e-3", "train.eval_every=8",
-                                "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant"])
+    config = distill_config(tmp_path / "teacher", str(student_dir), corpus, output_dir=tmp_path / "distilled",
+                            overrides=["train.batch_size=16", "train.max_steps=8", "train.lr=2e-3", "train.eval_every=8",
+                                       "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant"])
+    result = Trainer(config, progress=False).run()
     assert result.best_step == 8
     student = load_model(tmp_path / "distilled/best")
     assert isinstance(student, Encoder) and student.head is None

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from conftest import write_corpus
 from cselab.models.sentence_model import load_model
 from cselab.training.config import load_config
-from cselab.training.trainer import Trainer
+from cselab.training.trainer import Trainer, autocast_context
 
 
 def tiny_config(model_dir, corpus, out, *extra):
@@ -48,7 +48,10 @@ def test_bf16_step_runs_and_losses_are_fp32(tiny_bert_dir, sts_home, tmp_path):
     config = tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.precision=bf16")
     trainer = Trainer(config, progress=False)
     ctx = trainer._context()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with autocast_context(config.train.precision, trainer.device):
+        # matmuls really run in bf16 under the trainer's context (the MLP head's Linear output; LayerNorm
+        # outputs stay fp32 under autocast), and the loss still comes out fp32
+        assert trainer.method.encoder(trainer.batch_at(0), apply_head=True).dtype == torch.bfloat16
         terms = trainer.method.loss_terms(trainer.batch_at(0), ctx)
     assert terms["info_nce"].dtype == torch.float32
     assert torch.isfinite(torch.tensor(trainer.train_step(trainer.batch_at(1))["loss"]))

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.sts import StsTask, load_task
+from ..data.sts import TASK_SPLITS, StsTask, load_task
 from ..errors import CselabError
 from .scoring import StsScore, pair_cosine, rounded_average, score_subsets
 
@@ -74,7 +74,7 @@ class StsEvaluator:
         tasks = []
         for name in names:
             for split in splits:
-                if split != "test" and not _has_split(name, split):
+                if split not in TASK_SPLITS.get(name, (split,)):  # unknown names fail in load_task
                     continue
                 tasks.append(load_task(name, split, home=home, senteval_dir=senteval_dir))
         return cls(tasks, batch_size=batch_size, primary=primary)
@@ -98,6 +98,3 @@ class StsEvaluator:
         task, split = (self.primary or f"{self.tasks[0].name}/{self.tasks[0].split}").split("/")
         return result.scores[(task, split)].all
 
-
-def _has_split(name: str, split: str) -> bool:
-    return name in ("stsb", "sickr") and split in ("train", "dev", "test")

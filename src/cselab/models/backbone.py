@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +47,14 @@ def load_backbone(name_or_path: str | Path, *, dropout: float | None = None) -> 
     local = Path(source).exists()
     if local and not (Path(source) / "config.json").is_file():
         raise CselabError(f"{source} is not a model directory (no config.json)")
-    kwargs: dict[str, Any] = {}
-    if not local and os.environ.get("HF_HUB_OFFLINE") is None:
-        kwargs["local_files_only"] = False
     try:
-        config = AutoConfig.from_pretrained(source, **kwargs)
+        config = AutoConfig.from_pretrained(source)
         if dropout is not None:
             for key in _DROPOUT_KEYS:
                 if hasattr(config, key):
                     setattr(config, key, float(dropout))
-        model = AutoModel.from_pretrained(source, config=config, use_safetensors=True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModel.from_pretrained(source, config=config, use_safetensors=True)
+        tokenizer = AutoTokenizer.from_pretrained(source)
     except CselabError:
         raise
     except Exception as exc:  # transformers raises many types; the user needs one line

@@ -87,14 +87,11 @@ class Encoder(nn.Module):
 
     # -- tokenisation -------------------------------------------------------------------------------
     def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> dict[str, Tensor]:
-        """Token ids and attention mask, padded to the longest row (dynamic padding)."""
-        max_length = max_length or self.max_length
-        if self.prompt is not None:
-            return self.prompt.tokenize(self.tokenizer, texts, max_length)
-        enc = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-        )
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+        """Token ids and attention mask, padded to the longest row (dynamic padding).
+
+        Built from :meth:`token_rows`, the one tokenisation path shared by training and :meth:`encode`.
+        """
+        return pad_rows(self.token_rows(texts, max_length), self.tokenizer.pad_token_id)
 
     def token_rows(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """Unpadded token ids of each text (with special tokens / template)."""

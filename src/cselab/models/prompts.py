@@ -66,11 +66,6 @@ class PromptTemplate:
         sentences = sentence_token_ids(tokenizer, texts, max_length)
         return compiled.rows(sentences), [len(ids) for ids in sentences], len(compiled.prefix)
 
-    def tokenize(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> dict[str, Tensor]:
-        """Padded ``input_ids``/``attention_mask`` of the templated sentences (pad to the longest row)."""
-        rows, _, _ = self.token_rows(tokenizer, texts, max_length)
-        return pad_rows(rows, tokenizer.pad_token_id)
-
 
 @dataclass(frozen=True)
 class CompiledTemplate:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
@@ -209,6 +208,3 @@ def _read_sentence_transformers_dir(source: Path) -> tuple[str | None, int | Non
                 pooler = "cls"
     return pooler, max_length, backbone_dir
 
-
-def model_device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device

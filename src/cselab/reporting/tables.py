@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.sts import DISPLAY_NAMES
 from ..errors import CselabError
+from ..evaluation.sts_evaluator import DEFAULT_TASKS
 
 TASK_COLUMNS = (
-    ("sts12-part", "STS12-part"), ("sts13-part", "STS13-part"), ("sts14-part", "STS14-part"),
-    ("sts15-part", "STS15-part"), ("sts16-part", "STS16-part"), ("stsb", "STS-B"), ("sts17-en", "STS17-en"),
+    *((task, DISPLAY_NAMES[task]) for task in DEFAULT_TASKS),
     ("avg-available", "avg"),
 )
 

@@ -260,7 +260,7 @@ def run_twin_pipeline(
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
                      row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
-    from .runs import append_record, results_record, test_scores
+    from .runs import append_record, results_record, score_test_sets
 
     # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
     results_json = Path(outcome.stage2.output_dir).parent / "results.json"
@@ -270,7 +270,7 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
     # the twin's cost counts both stages (DATA_AND_EVAL.md section 5)
     total = TrainResult(**{**asdict(outcome.stage2),
                            "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
-    scores = test_scores(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
+    scores = score_test_sets(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
     record = results_record(plan.stage2, total, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     record["stage1"] = [{"output_dir": r.output_dir, "best_dev": r.best_dev, "steps": r.steps, "wall_s": r.wall_s}
@@ -301,25 +301,6 @@ def distill_config(
         "method_options": {"teacher": str(teacher_dir)},
     })
     return validate(RunConfig, raw)
-
-
-def distill(
-    teacher_dir: str | Path,
-    student_backbone: str,
-    corpus: str | Path,
-    *,
-    output_dir: str | Path,
-    config_file: str | Path | None = None,
-    overrides: list[str] | None = None,
-    resume: bool = False,
-    progress: bool = True,
-) -> TrainResult:
-    """Train one plain encoder (``student_backbone``) whose sentence vector regresses (MSE) onto the saved
-    ``teacher_dir`` model's inference output on ``corpus`` (method ``distill``); the best student is saved in
-    ``<output_dir>/best``."""
-    config = distill_config(teacher_dir, student_backbone, corpus, output_dir=output_dir,
-                            config_file=config_file, overrides=overrides)
-    return Trainer(config, progress=progress).run(resume=resume)
 
 
 # -- +UC ensemble --------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from .config import RunConfig
 from .trainer import BEST_DIR, Trainer, TrainResult
 
 
-def test_scores(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
+def score_test_sets(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
     """Test scores of a saved model on every available STS task (one evaluation, after selection)."""
     from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
     from ..models.sentence_model import load_model
@@ -68,7 +68,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     result = trainer.run(resume=resume)
     if not trainer.dist.is_main:
         return ""
-    scores = test_scores(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
+    scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
     record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")

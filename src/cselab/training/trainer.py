@@ -212,7 +212,8 @@ class Trainer:
                 self._writer = SummaryWriter(str(self.output_dir / "tensorboard"))
 
     # -- the loop -------------------------------------------------------------------------------------
-    def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
+    def train_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """One optimisation step; returns the detached loss and terms as tensors (no host sync here)."""
         ctx = self._context()
         with autocast_context(self.config.train.precision, self.device):
             terms = self.method.loss_terms(batch, ctx)
@@ -233,7 +234,7 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.method.after_step()
-        return {"loss": float(loss.detach()), **{k: float(v.detach()) for k, v in terms.items()}}
+        return {"loss": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
 
     def _context(self) -> Any:
         from ..methods.base import StepContext
@@ -268,14 +269,16 @@ class Trainer:
         self.method.train()
         while self.state.step < self.total_steps:
             t0 = time.perf_counter()
-            values = self.train_step(self.batch_at(self.state.step))
-            if not math.isfinite(values["loss"]):
-                raise CselabError(f"loss became {values['loss']} at step {self.state.step}; lower train.lr or use fp32")
+            step_values = self.train_step(self.batch_at(self.state.step))
             train_time += time.perf_counter() - t0
             self.state.step += 1
             self.state.sentences_seen += tc.batch_size
             window_sentences += tc.batch_size
             if self.state.step % tc.log_every == 0 or self.state.step == self.total_steps:
+                # values are read on the host only here, so a GPU step never waits for logging
+                values = {k: float(v) for k, v in step_values.items()}
+                if not math.isfinite(values["loss"]):
+                    raise CselabError(f"loss became {values['loss']} by step {self.state.step}; lower train.lr or use fp32")
                 rate = window_sentences / max(1e-9, time.perf_counter() - window_start)
                 self._log({"step": self.state.step, "lr": self.scheduler.get_last_lr()[0], "sent_per_s": rate, **values})
                 window_start, window_sentences = time.perf_counter(), 0
