@@ -25,6 +25,8 @@ def main(model_dir: str, corpus: str, out: str) -> None:
     grads["__loss__"] = loss.detach().reshape(1)
     grads["__local_batch__"] = torch.tensor([batch["input_ids"].shape[0]])
     save_file(grads, str(Path(out) / f"grads_rank{trainer.dist.rank}_of{trainer.dist.world_size}.safetensors"))
+    trainer.dist.barrier()
+    trainer.dist.close()
 
 
 if __name__ == "__main__":

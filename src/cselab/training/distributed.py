@@ -66,6 +66,11 @@ class DistributedContext:
         if self.enabled:
             dist.barrier()
 
+    def close(self) -> None:
+        """Leave the process group; without this a rank can abort at interpreter exit (gloo teardown race)."""
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()
+
 
 def init_distributed(device: torch.device) -> DistributedContext:
     """Join the process group described by the launcher's environment (WORLD_SIZE, RANK, ...)."""

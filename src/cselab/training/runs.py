@@ -67,6 +67,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     trainer = Trainer(config, progress=progress)
     result = trainer.run(resume=resume)
     if not trainer.dist.is_main:
+        trainer.dist.close()
         return ""
     scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
     record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
@@ -74,6 +75,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")
     if results_file is not None:
         append_record(results_file, record)
+    trainer.dist.close()
     start = f"{result.dev_at_start:.2f} -> " if result.dev_at_start is not None else ""
     lines = [f"{config.method} {variant}".strip() + f": {result.steps} steps, best dev {start}{result.best_dev:.2f}"
              f" at step {result.best_step}, {result.wall_s:.0f} s, {result.train_sentences_per_s:.0f} sent/s",
