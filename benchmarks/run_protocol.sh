@@ -29,6 +29,7 @@ row cot-bert           "CoT-BERT"        configs/cot_bert/cpu-minilm.yaml
 row cot-bert-2block    "w/o third block" configs/cot_bert/cpu-minilm-no-template-negatives.yaml
 row tncse              "TNCSE"           configs/tncse/cpu-minilm.yaml
 row jtcse              "JTCSE"           configs/jtcse/cpu-minilm.yaml
+row jtcse-distilled    "JTCSE-D"         configs/distill/cpu-minilm-jtcse.yaml   # needs the jtcse row
 row ifcl               "IFCL"            configs/ifcl/cpu-minilm.yaml
 row ifcl-wo-fi-tl      "w/o FI+TL"       configs/ifcl/cpu-minilm-wo-fi-tl.yaml
 row ifcl-wo-hq         "w/o HQ"          configs/ifcl/cpu-minilm-wo-hq.yaml
