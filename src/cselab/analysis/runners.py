@@ -147,18 +147,12 @@ def member_encoders(model: nn.Module) -> list[tuple[str, Any]]:
     """The encoders a sentence model runs at inference, with names: ``[("encoder", enc)]`` for a single
     encoder, ``encoder_1``/``encoder_2`` for a twin, ``member_<i>[/...]`` for an ensemble (recursively)."""
     from ..models.encoder import Encoder
-    from ..models.sentence_model import EnsembleModel, TwinModel
 
     if isinstance(model, Encoder):
         return [("encoder", model)]
-    if isinstance(model, TwinModel):
-        return [(f"encoder_{i + 1}", e) for i, e in enumerate(model.encoders)]
-    if isinstance(model, EnsembleModel):
-        out = []
-        for i, member in enumerate(model.members):
-            for name, enc in member_encoders(member):
-                out.append((f"member_{i + 1}" + ("" if name == "encoder" else f"/{name}"), enc))
-        return out
+    if hasattr(model, "named_members"):
+        return [(member_name + ("" if name == "encoder" else f"/{name}"), enc)
+                for member_name, member in model.named_members() for name, enc in member_encoders(member)]
     raise CselabError(f"cannot find the encoders of a {type(model).__name__}; expected an encoder, twin or ensemble")
 
 

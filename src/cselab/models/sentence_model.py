@@ -29,19 +29,32 @@ _ST_POOLING = {"cls": "pooling_mode_cls_token", "cls_before_pooler": "pooling_mo
 class TwinModel(nn.Module):
     """Two encoders whose inference output is the sum ``h_I + h_II`` (TNCSE/JTCSE)."""
 
+    kind = "twin"
+    member_overrides = ("pooler", "max_length")  # load_model overrides passed on to the members
+
     def __init__(self, first: Encoder, second: Encoder) -> None:
         super().__init__()
         self.encoders = nn.ModuleList([first, second])
+
+    @classmethod
+    def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> TwinModel:
+        return cls(*members)
+
+    def named_members(self) -> list[tuple[str, nn.Module]]:
+        return [(f"encoder_{i + 1}", e) for i, e in enumerate(self.encoders)]
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
         return sum(e.encode(texts, batch_size=batch_size, progress=progress) for e in self.encoders)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "twin", "members": ["encoder_1", "encoder_2"]}
+        return {"kind": self.kind, "members": [name for name, _ in self.named_members()]}
 
 
 class EnsembleModel(nn.Module):
     """Weighted sum of member models' embeddings (the papers' +UC ensemble)."""
+
+    kind = "ensemble"
+    member_overrides = ("max_length",)  # members may be of different kinds: their poolers stay as saved
 
     def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
         super().__init__()
@@ -49,6 +62,13 @@ class EnsembleModel(nn.Module):
             raise CselabError("an ensemble needs one weight per member and at least one member")
         self.members = nn.ModuleList(members)
         self.weights = [float(w) for w in weights]
+
+    @classmethod
+    def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> EnsembleModel:
+        return cls(members, description["weights"])
+
+    def named_members(self) -> list[tuple[str, nn.Module]]:
+        return [(f"member_{i + 1}", m) for i, m in enumerate(self.members)]
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
         embeddings = [m.encode(texts, batch_size=batch_size, progress=progress) for m in self.members]
@@ -58,11 +78,11 @@ class EnsembleModel(nn.Module):
         return sum(w * e for w, e in zip(self.weights, embeddings, strict=True))
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "kind": "ensemble",
-            "members": [f"member_{i + 1}" for i in range(len(self.members))],
-            "weights": self.weights,
-        }
+        return {"kind": self.kind, "members": [name for name, _ in self.named_members()], "weights": self.weights}
+
+
+# composite kinds: saved as one sub-directory per member (named by named_members) plus cselab.json
+COMPOSITE_KINDS: dict[str, type[TwinModel] | type[EnsembleModel]] = {c.kind: c for c in (TwinModel, EnsembleModel)}
 
 
 # -- saving -------------------------------------------------------------------------------------------
@@ -79,11 +99,8 @@ def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
     description = dict(model.describe(), **extra)
     if isinstance(model, Encoder):
         _write_encoder(model, path)
-    elif isinstance(model, TwinModel):
-        for name, encoder in zip(description["members"], model.encoders, strict=True):
-            _write(encoder, path / name, {})
-    elif isinstance(model, EnsembleModel):
-        for name, member in zip(description["members"], model.members, strict=True):
+    elif hasattr(model, "named_members"):
+        for name, member in model.named_members():
             _write(member, path / name, {})
     else:
         raise TypeError(f"cannot save {type(model).__name__}")
@@ -140,12 +157,11 @@ def load_model(
     kind = description.get("kind")
     if kind == "encoder":
         return _load_encoder(source, description, pooler, max_length)
-    if kind == "twin":
-        first, second = (load_model(source / m, pooler=pooler, max_length=max_length) for m in description["members"])
-        return TwinModel(first, second)
-    if kind == "ensemble":
-        members = [load_model(source / m, max_length=max_length) for m in description["members"]]
-        return EnsembleModel(members, description["weights"])
+    if kind in COMPOSITE_KINDS:
+        cls = COMPOSITE_KINDS[kind]
+        given = {"pooler": pooler, "max_length": max_length}
+        overrides = {key: given[key] for key in cls.member_overrides}
+        return cls.from_members([load_model(source / m, **overrides) for m in description["members"]], description)
     raise CselabError(f"{source / DESCRIPTION_FILE}: unknown model kind {kind!r}")
 
 
