@@ -123,12 +123,15 @@ class CoTBert(Method):
         )
         tokenizer = self.encoder.tokenizer
         self.compiled = tuple(t.compile(tokenizer) for t in (anchor, positive, negative))
+        if len({t.sentence_lead for t in self.compiled}) != 1:  # one tokenisation of the sentences serves all three
+            raise CselabError("config: the CoT-BERT templates must agree on whether a space precedes [X]")
 
     def collate(self, examples: Sequence[str]) -> dict[str, Any]:
         """3B template rows (anchor block, positive block, negative block) and, when denoising, the empty
         templates of the batch's distinct lengths (3K rows, template-major) with each sentence's index k."""
         tokenizer = self.encoder.tokenizer
-        sentences = sentence_token_ids(tokenizer, examples, self.config.model.max_length)
+        sentences = sentence_token_ids(tokenizer, examples, self.config.model.max_length,
+                                       lead=self.compiled[0].sentence_lead)
         batch: dict[str, Any] = pad_rows([row for t in self.compiled for row in t.rows(sentences)], tokenizer.pad_token_id)
         if self.options.denoise:
             lengths = [len(ids) for ids in sentences]

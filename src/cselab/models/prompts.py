@@ -43,13 +43,27 @@ class PromptTemplate:
     def compile(self, tokenizer: Any) -> CompiledTemplate:
         """The template's token ids around the sentence for ``tokenizer`` (tokenised once, reused per batch)."""
         prefix, suffix = self._parts(tokenizer)
-        return CompiledTemplate(prefix=tuple(prefix), suffix=tuple(suffix), pad_id=tokenizer.pad_token_id)
+        return CompiledTemplate(prefix=tuple(prefix), suffix=tuple(suffix), pad_id=tokenizer.pad_token_id,
+                                sentence_lead=self.sentence_lead)
+
+    @property
+    def sentence_lead(self) -> str:
+        """``" "`` when the template has whitespace right before ``[X]``, else ``""``.
+
+        That space is tokenised WITH the sentence, not with the prefix: byte-level BPE (RoBERTa) marks a
+        word's leading space inside the word's token ("Ġword"), so a space tokenised alone at the end of
+        the prefix would become a stray "Ġ" token and the first word would lose its space marker.
+        WordPiece ignores the space either way.
+        """
+        before = self.text.split(SENTENCE_SLOT)[0]
+        return " " if before[-1:].isspace() else ""
 
     def _parts(self, tokenizer: Any) -> tuple[list[int], list[int]]:
         """Token ids before and after the sentence, with the model's start and end tokens."""
         if tokenizer.mask_token is None:
             raise CselabError("prompt templates need a tokenizer with a mask token")
         prefix, suffix = self.text.replace(MASK_SLOT, tokenizer.mask_token).split(SENTENCE_SLOT)
+        prefix = prefix.rstrip()  # the space before the sentence goes with the sentence (sentence_lead)
         start = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
         end = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
         pre = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix.strip() else []
@@ -63,7 +77,7 @@ class PromptTemplate:
         template parts are tokenised once.
         """
         compiled = self.compile(tokenizer)
-        sentences = sentence_token_ids(tokenizer, texts, max_length)
+        sentences = sentence_token_ids(tokenizer, texts, max_length, lead=compiled.sentence_lead)
         return compiled.rows(sentences), [len(ids) for ids in sentences], len(compiled.prefix)
 
 
@@ -74,6 +88,7 @@ class CompiledTemplate:
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
     pad_id: int
+    sentence_lead: str = ""  # prepended to each sentence before tokenising (PromptTemplate.sentence_lead)
 
     def rows(self, sentence_ids: Sequence[Sequence[int]]) -> list[list[int]]:
         """``prefix + sentence + suffix`` for each sentence's ids (unpadded)."""
@@ -91,9 +106,11 @@ class CompiledTemplate:
         return [[*self.prefix, *([self.pad_id] * int(n)), *self.suffix] for n in lengths]
 
 
-def sentence_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int) -> list[list[int]]:
-    """The sentences tokenised WITHOUT special tokens, each truncated to ``max_length`` tokens."""
-    return tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
+def sentence_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int, *, lead: str = "") -> list[list[int]]:
+    """The sentences (each prefixed with ``lead``) tokenised WITHOUT special tokens, each truncated to
+    ``max_length`` tokens."""
+    texts = [lead + t for t in texts] if lead else list(texts)
+    return tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, Tensor]:
