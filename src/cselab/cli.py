@@ -150,17 +150,19 @@ def analyze() -> None:
 _models_arg = click.argument("models", nargs=-1, required=True)
 _out_opt = click.option("--out", "out_dir", default="analysis", show_default=True, type=click.Path(path_type=Path))
 _pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
+_labels_opt = click.option("--labels", help="comma-separated plot labels, one per model (default: from the paths)")
 
 
 @analyze.command("align-uniform")
 @_models_arg
 @_out_opt
 @_pooler_opt
-def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None) -> None:
+@_labels_opt
+def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: str | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
     from .analysis.runners import align_uniform
 
-    for r in align_uniform(list(models), out_dir, pooler=pooler):
+    for r in align_uniform(list(models), out_dir, pooler=pooler, labels=_split_list(labels) if labels else None):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
     click.echo(f"wrote {out_dir}/align_uniform.png and .json")
 
@@ -200,11 +202,12 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_models_arg
 @_out_opt
 @_pooler_opt
-def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None) -> None:
+@_labels_opt
+def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: str | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
     from .analysis.runners import density_report
 
-    density_report(list(models), out_dir, pooler=pooler)
+    density_report(list(models), out_dir, pooler=pooler, labels=_split_list(labels) if labels else None)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")
 
 
