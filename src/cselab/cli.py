@@ -41,6 +41,18 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> Non
     click.echo(f"ready: {path}")
 
 
+@data.command("download")
+@click.argument("target")
+@click.option("--to", "dest", required=True, type=click.Path(path_type=Path), help="directory to put the archives in")
+def data_download(target: str, dest: Path) -> None:
+    """Download TARGET's verified archives only (on a machine with registry access), for a later
+    `cselab data fetch TARGET --from DIR` on a machine without."""
+    from .data.fetch import download
+
+    paths = download(target, dest, progress=click.echo)
+    click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
+
+
 # -- evaluation ------------------------------------------------------------------------------------------
 def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
