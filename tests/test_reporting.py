@@ -33,3 +33,36 @@ def test_replace_block_and_errors(tmp_path):
     bad.write_text("{oops\n")
     with pytest.raises(CselabError, match="bad.jsonl:1"):
         read_records(bad)
+
+
+def _record(method, variant, seed, stsb):
+    return {"method": method, "variant": variant, "seed": seed, "steps": 10, "precision": "bf16",
+            "scores": {"stsb": stsb, "avg-available": stsb}, "git": "abc"}
+
+
+def test_report_updates_every_readme_block(tmp_path, capsys):
+    from cselab.cli import main
+
+    def write(name, records):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return path
+
+    protocol = write("protocol.jsonl", [_record("simcse", "", 1, 80.0)])
+    seeds = write("seeds.jsonl", [_record("simcse", "", s, v) for s, v in ((1, 80.0), (2, 81.0), (3, 82.0))]
+                  + [_record("simcse++", "", s, v) for s, v in ((1, 81.0), (2, 81.5), (3, 83.5))])
+    ablation = write("ablation.jsonl", [_record("tncse", "nce+icnce+ictn", 1, 81.0), _record("tncse", "nce", 1, 80.0)])
+    readme = tmp_path / "README.md"
+    blocks = "".join(f"<!-- cselab:{n} -->\nold\n<!-- /cselab:{n} -->\n" for n in ("protocol", "seeds", "ablation"))
+    readme.write_text("intro\n" + blocks)
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--results", str(protocol), "--seeds", str(seeds), "--ablation", str(ablation),
+              "--compare", "simcse", "simcse++", "--update-readme", str(readme)])
+        raise SystemExit(0)
+    assert exc.value.code == 0, capsys.readouterr().err
+    text = readme.read_text()
+    assert "old" not in text and text.startswith("intro\n")
+    # seeds: mean and sample std by hand (80, 81, 82 -> 81.00 ± 1.00); the paired differences -1, -0.5, -1.5
+    assert "| simcse | 1, 2, 3 | 3 | " in text and "81.00 ± 1.00" in text
+    assert "| simcse | simcse++ | 1, 2, 3 | 81.00 | 82.00 | -1.00 | 0.50 |" in text
+    assert "**tncse**" in text and "| nce+icnce+ictn |" in text and "| nce |" in text

@@ -263,18 +263,33 @@ def ablate_command(config_file: Path, results: Path, out_dir: Path, overrides: t
 @cli.command("report")
 @click.option("--results", "results_file", default="benchmarks/results/protocol.jsonl", show_default=True,
               type=click.Path(path_type=Path), help="results records (JSONL)")
+@click.option("--seeds", "seeds_file", default="benchmarks/results/seeds.jsonl", show_default=True,
+              type=click.Path(path_type=Path), help="records of `cselab seeds` (table rendered when the file exists)")
+@click.option("--ablation", "ablation_file", default="benchmarks/results/ablation.jsonl", show_default=True,
+              type=click.Path(path_type=Path), help="records of `cselab ablate` (table rendered when the file exists)")
+@click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
 @click.option("--update-readme", type=click.Path(path_type=Path),
-              help="replace the <!-- cselab:protocol --> block of this README with the table")
-def report_command(results_file: Path, update_readme: Path | None) -> None:
-    """Render the results records as a Markdown table (methods x tasks, cost, provenance)."""
-    from .reporting.tables import protocol_table, read_records, replace_block
+              help="replace the <!-- cselab:protocol|seeds|ablation --> blocks of this README with the tables")
+def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, compare: tuple[str, str] | None,
+                   update_readme: Path | None) -> None:
+    """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
+    from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
-    table = protocol_table(read_records(results_file))
-    if update_readme:
-        update_readme.write_text(replace_block(update_readme.read_text(encoding="utf-8"), "protocol", table))
-        click.echo(f"updated {update_readme}")
-    else:
-        click.echo(table)
+    tables = {"protocol": protocol_table(read_records(results_file))}
+    if seeds_file.is_file():
+        a, b = compare if compare else (None, None)
+        tables["seeds"] = seeds_table(read_records(seeds_file), a, b)
+    if ablation_file.is_file():
+        tables["ablation"] = ablation_tables(read_records(ablation_file))
+    if not update_readme:
+        click.echo("\n\n".join(tables.values()))
+        return
+    text = update_readme.read_text(encoding="utf-8")
+    for name, table in tables.items():
+        if name == "protocol" or f"<!-- cselab:{name} -->" in text:
+            text = replace_block(text, name, table)
+    update_readme.write_text(text, encoding="utf-8")
+    click.echo(f"updated {update_readme} ({', '.join(tables)})")
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -200,3 +200,12 @@ def ablation_table(records: Sequence[dict[str, Any]], terms: Sequence[str] | Non
             m = mean_of(v)
             row.append("-" if base is None or m is None else f"{m - base:+.2f}")
     return "\n".join([f"Loss-term ablation of `{method}`:", "", *_markdown(header, rows)])
+
+
+def ablation_tables(records: Sequence[dict[str, Any]]) -> str:
+    """:func:`ablation_table` of every method in ``records`` (terms from the method registry), one after another."""
+    from ..methods import METHODS
+
+    methods = list(dict.fromkeys(str(r.get("method")) for r in records))
+    parts = [f"**{m}**\n\n" + ablation_table(records, tuple(METHODS.get(m).terms), method=m) for m in methods]
+    return "\n\n".join(parts)
