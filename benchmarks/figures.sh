@@ -18,8 +18,8 @@ add SimCSE         $P/simcse-bf16/best
 add SimCSE++       $P/simcse-pp/best
 add CoT-BERT       $P/cot-bert/best
 add IFCL           $P/ifcl/best
-add TNCSE          $P/tncse/stage2/best
-add JTCSE          $P/jtcse/stage2/best
+add TNCSE          $P/tncse-dropout-0.1/stage2/best
+add JTCSE          $P/jtcse-dropout-0.1/stage2/best
 add JTCSE-D        $P/jtcse-distilled/best
 joined=$(IFS=,; echo "${labels[*]}")
 
@@ -31,7 +31,7 @@ for i in "${!labels[@]}"; do
   case "${labels[$i]}" in MiniLM*|SimCSE|JTCSE|JTCSE-D) dm+=("${models[$i]}"); dl+=("${labels[$i]}");; esac
 done
 cselab analyze density "${dm[@]}" --labels "$(IFS=,; echo "${dl[*]}")" --out "$OUT"
-for name in simcse-bf16 jtcse; do
+for name in simcse-bf16 jtcse-dropout-0.1; do
   dir=$P/$name/best; [[ -d $dir ]] || dir=$P/$name/stage2/best
   if [[ -d $dir ]]; then
     echo "== attention: $name"
