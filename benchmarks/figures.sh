@@ -31,11 +31,12 @@ for i in "${!labels[@]}"; do
   case "${labels[$i]}" in MiniLM*|SimCSE|JTCSE|JTCSE-D) dm+=("${models[$i]}"); dl+=("${labels[$i]}");; esac
 done
 cselab analyze density "${dm[@]}" --labels "$(IFS=,; echo "${dl[*]}")" --out "$OUT"
-for name in simcse-bf16 jtcse-dropout-0.1; do
-  dir=$P/$name/best; [[ -d $dir ]] || dir=$P/$name/stage2/best
+for name in simcse-bf16:SimCSE jtcse-dropout-0.1:JTCSE; do
+  run=${name%%:*} label=${name#*:}
+  dir=$P/$run/best; [[ -d $dir ]] || dir=$P/$run/stage2/best
   if [[ -d $dir ]]; then
-    echo "== attention: $name"
-    cselab analyze attention "$dir" --out "$OUT/attention-$name"
+    echo "== attention: $label"
+    cselab analyze attention "$dir" --label "$label" --out "$OUT/attention-$run"
   fi
 done
 echo "== inference cost (GMACs at 64 tokens)"

@@ -135,9 +135,10 @@ def test_analyze_commands_on_tiny_model(tiny_bert_dir, sts_home, tmp_path, capsy
     code, out, err = run_cli(["analyze", "cost", str(tiny_bert_dir), "--seq-len", "16"], capsys)
     assert code == 0, err
     assert "GMAC at 16 tokens" in out
-    code, out, err = run_cli(["analyze", "attention", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
+    code, out, err = run_cli(["analyze", "attention", str(tiny_bert_dir), "--label", "tiny", "--out", str(tmp_path / "a")],
+                             capsys)
     assert code == 0, err
-    assert "E_CLS per layer" in out and (tmp_path / "a" / "attention.json").is_file()
+    assert "E_CLS per layer" in out and json.loads((tmp_path / "a" / "attention.json").read_text())["label"] == "tiny"
     code, out, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), str(tiny_bert_dir), "--labels", "x,y",
                               "--out", str(tmp_path / "a")], capsys)
     assert code == 0, err

@@ -184,11 +184,12 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @_out_opt
 @_pooler_opt
 @click.option("--sentence", default="A man is playing the guitar.", show_default=True, help="sentence of the heat-map")
-def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str) -> None:
+@click.option("--label", help="the model's name in the plots (default: from the path)")
+def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
     from .analysis.runners import attention_report
 
-    report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence)
+    report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
         click.echo(f"{enc.member}: E_CLS per layer {' '.join(f'{v:.3f}' for v in enc.cls_energy)} "
                    f"(mean {enc.cls_energy_mean:.3f}); attention to [CLS] {' '.join(f'{v:.3f}' for v in enc.attention_cls)}")
