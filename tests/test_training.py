@@ -54,7 +54,7 @@ def test_bf16_step_runs_and_losses_are_fp32(tiny_bert_dir, sts_home, tmp_path):
         assert trainer.method.encoder(trainer.batch_at(0), apply_head=True).dtype == torch.bfloat16
         terms = trainer.method.loss_terms(trainer.batch_at(0), ctx)
     assert terms["info_nce"].dtype == torch.float32
-    assert torch.isfinite(torch.tensor(trainer.train_step(trainer.batch_at(1))["loss"]))
+    assert torch.isfinite(torch.as_tensor(trainer.train_step(trainer.batch_at(1))["loss"]))
 
 
 def test_existing_run_is_not_overwritten(tiny_bert_dir, sts_home, tmp_path):
