@@ -162,7 +162,8 @@ def analyze() -> None:
 _models_arg = click.argument("models", nargs=-1, required=True)
 _out_opt = click.option("--out", "out_dir", default="analysis", show_default=True, type=click.Path(path_type=Path))
 _pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
-_labels_opt = click.option("--labels", help="comma-separated plot labels, one per model (default: from the paths)")
+_labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _split_list(value) if value else None,
+                           help="comma-separated plot labels, one per model (default: from the paths)")
 
 
 @analyze.command("align-uniform")
@@ -170,11 +171,11 @@ _labels_opt = click.option("--labels", help="comma-separated plot labels, one pe
 @_out_opt
 @_pooler_opt
 @_labels_opt
-def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: str | None) -> None:
+def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
     from .analysis.runners import align_uniform
 
-    for r in align_uniform(list(models), out_dir, pooler=pooler, labels=_split_list(labels) if labels else None):
+    for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
     click.echo(f"wrote {out_dir}/align_uniform.png and .json")
 
@@ -216,11 +217,11 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_out_opt
 @_pooler_opt
 @_labels_opt
-def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: str | None) -> None:
+def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
     from .analysis.runners import density_report
 
-    density_report(list(models), out_dir, pooler=pooler, labels=_split_list(labels) if labels else None)
+    density_report(list(models), out_dir, pooler=pooler, labels=labels)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")
 
 

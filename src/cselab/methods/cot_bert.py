@@ -50,7 +50,7 @@ from torch import Tensor
 from ..errors import CselabError
 from ..losses import extended_info_nce
 from ..models.encoder import Encoder
-from ..models.prompts import PromptTemplate, pad_rows, sentence_token_ids
+from ..models.prompts import PromptTemplate, pad_rows
 from .base import Method, MethodOptions, StepContext, register_method
 
 TEMPLATE_ROLES = ("anchor", "positive", "negative")
@@ -130,8 +130,7 @@ class CoTBert(Method):
         """3B template rows (anchor block, positive block, negative block) and, when denoising, the empty
         templates of the batch's distinct lengths (3K rows, template-major) with each sentence's index k."""
         tokenizer = self.encoder.tokenizer
-        sentences = sentence_token_ids(tokenizer, examples, self.config.model.max_length,
-                                       lead=self.compiled[0].sentence_lead)
+        sentences = self.compiled[0].sentence_ids(tokenizer, examples, self.config.model.max_length)
         batch: dict[str, Any] = pad_rows([row for t in self.compiled for row in t.rows(sentences)], tokenizer.pad_token_id)
         if self.options.denoise:
             lengths = [len(ids) for ids in sentences]

@@ -57,6 +57,8 @@ class Encoder(nn.Module):
         self.max_length = int(max_length)
         self.head = head
         self.prompt = prompt
+        # tokenised once: every batch reuses the template's ids
+        self._compiled_prompt = prompt.compile(tokenizer) if prompt is not None else None
         if pooler == "mask" and tokenizer.mask_token_id is None:
             raise CselabError("pooler 'mask' needs a tokenizer with a mask token")
 
@@ -96,8 +98,8 @@ class Encoder(nn.Module):
     def token_rows(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """Unpadded token ids of each text (with special tokens / template)."""
         max_length = max_length or self.max_length
-        if self.prompt is not None:
-            return self.prompt.token_rows(self.tokenizer, texts, max_length)[0]
+        if self._compiled_prompt is not None:
+            return self._compiled_prompt.token_rows(self.tokenizer, texts, max_length)
         return self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
 
     # -- forward ------------------------------------------------------------------------------------

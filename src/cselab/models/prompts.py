@@ -70,16 +70,6 @@ class PromptTemplate:
         post = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix.strip() else []
         return start + pre, post + end
 
-    def token_rows(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> tuple[list[list[int]], list[int], int]:
-        """Unpadded id rows, the sentence length of each row, and the prefix length.
-
-        The sentence is tokenised WITHOUT special tokens and truncated to ``max_length`` tokens; the
-        template parts are tokenised once.
-        """
-        compiled = self.compile(tokenizer)
-        sentences = sentence_token_ids(tokenizer, texts, max_length, lead=compiled.sentence_lead)
-        return compiled.rows(sentences), [len(ids) for ids in sentences], len(compiled.prefix)
-
 
 @dataclass(frozen=True)
 class CompiledTemplate:
@@ -89,6 +79,16 @@ class CompiledTemplate:
     suffix: tuple[int, ...]
     pad_id: int
     sentence_lead: str = ""  # prepended to each sentence before tokenising (PromptTemplate.sentence_lead)
+
+    def sentence_ids(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> list[list[int]]:
+        """The sentences (each prefixed with ``sentence_lead``) tokenised WITHOUT special tokens, each
+        truncated to ``max_length`` tokens; the template parts are not re-tokenised."""
+        texts = [self.sentence_lead + t for t in texts] if self.sentence_lead else list(texts)
+        return tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
+
+    def token_rows(self, tokenizer: Any, texts: Sequence[str], max_length: int) -> list[list[int]]:
+        """Unpadded id rows ``prefix + sentence + suffix`` of ``texts`` (sentences truncated to ``max_length``)."""
+        return self.rows(self.sentence_ids(tokenizer, texts, max_length))
 
     def rows(self, sentence_ids: Sequence[Sequence[int]]) -> list[list[int]]:
         """``prefix + sentence + suffix`` for each sentence's ids (unpadded)."""
@@ -104,13 +104,6 @@ class CompiledTemplate:
         these rows as embeddings so that every family numbers them sequentially.
         """
         return [[*self.prefix, *([self.pad_id] * int(n)), *self.suffix] for n in lengths]
-
-
-def sentence_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int, *, lead: str = "") -> list[list[int]]:
-    """The sentences (each prefixed with ``lead``) tokenised WITHOUT special tokens, each truncated to
-    ``max_length`` tokens."""
-    texts = [lead + t for t in texts] if lead else list(texts)
-    return tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, Tensor]:
