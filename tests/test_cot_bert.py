@@ -192,9 +192,16 @@ def test_denoised_representation_is_h_minus_the_empty_template_by_hand(tiny_mode
 def test_length_grouped_passes_do_not_change_the_template_bias(tiny_model_dir):
     one, many = (make_method(tiny_model_dir, f"method_options.denoise_chunks={c}") for c in (1, 5))
     many.load_state_dict(one.state_dict())
-    batch = one.collate(SENTENCES)
+    batch_one, batch_many = one.collate(SENTENCES), many.collate(SENTENCES)  # the grouping is planned in collate
+    assert len(batch_one["empty_chunks"]) == 1 and len(batch_many["empty_chunks"]) == 5
+    # every empty row is in exactly one group, and each group's width covers its rows
+    widths = batch_many["empty_attention_mask"].sum(dim=1)
+    order = batch_many["empty_order"]
+    assert sorted(order.tolist()) == list(range(len(widths)))
+    for a, b, width in batch_many["empty_chunks"]:
+        assert int(widths[order[a:b]].max()) == width
     with torch.no_grad():
-        torch.testing.assert_close(one.template_bias(batch), many.template_bias(batch), atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(one.template_bias(batch_one), many.template_bias(batch_many), atol=2e-5, rtol=1e-4)
 
 
 def test_without_denoising_the_representation_is_the_last_mask_state(tiny_bert_dir):

@@ -139,20 +139,25 @@ class CoTBert(Method):
             batch["empty_input_ids"], batch["empty_attention_mask"] = empty["input_ids"], empty["attention_mask"]
             position = {n: k for k, n in enumerate(distinct)}
             batch["length_index"] = torch.tensor([position[n] for n in lengths], dtype=torch.long)
+            batch["empty_order"], batch["empty_chunks"] = self._length_chunks(empty["attention_mask"].sum(dim=1).tolist())
         return batch
+
+    def _length_chunks(self, widths: list[int]) -> tuple[Tensor, list[tuple[int, int, int]]]:
+        """Empty rows sorted by width and split into ``denoise_chunks`` groups, each ``(start, stop, width)``
+        in that order. Planned here, on the host, so the training step never reads sizes off the device."""
+        order = sorted(range(len(widths)), key=widths.__getitem__)
+        bounds = torch.arange(len(order)).tensor_split(min(self.options.denoise_chunks, len(order)))
+        chunks = [(int(g[0]), int(g[-1]) + 1, widths[order[int(g[-1])]]) for g in bounds]
+        return torch.tensor(order, dtype=torch.long), chunks
 
     def template_bias(self, batch: dict[str, Any]) -> Tensor:
         """``h_hat`` for every one of the 3B rows: the last-mask vector of its template's empty row of the
         same length ([3B, d]); with gradients and dropout as the encoder currently is."""
-        ids, mask = batch["empty_input_ids"], batch["empty_attention_mask"]
-        widths = mask.sum(dim=1)
+        ids, mask, order = batch["empty_input_ids"], batch["empty_attention_mask"], batch["empty_order"]
         # rows grouped by length, each group cut to its own width: right padding never changes the
         # outputs at the attended positions, so this only saves the padded tokens' compute
-        order = torch.argsort(widths)
-        states = []
-        for group in order.tensor_split(min(self.options.denoise_chunks, len(order))):
-            width = int(widths[group].max())
-            states.append(self._last_mask_states(ids[group, :width], mask[group, :width]))
+        states = [self._last_mask_states(ids[order[a:b], :width], mask[order[a:b], :width])
+                  for a, b, width in batch["empty_chunks"]]
         h_hat = torch.cat(states)[torch.argsort(order)]  # [3K, d], back in template-major order
         n_templates = len(self.compiled)
         distinct = h_hat.shape[0] // n_templates
