@@ -356,7 +356,7 @@ def two_term_method():
     METHODS._methods.pop(TwoTerms.name, None)
 
 
-def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_method):
+def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_method, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt", n=60)
     results = tmp_path / "ablation.jsonl"
     over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "abl")
@@ -387,3 +387,17 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     assert again.ran == [] and again.skipped == [("warm", 42)]
     with pytest.raises(CselabError, match="invalid loss-term subset"):
         runners.ablation_run(None, [["nope"]], over, results_file=results, method=two_term_method, progress=False)
+
+    # the CLI trains only the subsets named with --subset (recorded here, so skipped); a bad one is one line
+    from cselab.cli import main
+
+    config = tmp_path / "two_terms.yaml"
+    config.write_text(f"method: {two_term_method}\n", encoding="utf-8")
+    cli = ["ablate", "--config", str(config), "--results", str(results), "--out", str(tmp_path / "cli-report")]
+    main([*cli, "--subset", "warm", *over])
+    assert "warm seed 42: already recorded, skipped" in capsys.readouterr().out
+    assert len(read_records(results)) == 3 and (tmp_path / "cli-report" / "ablation.md").is_file()
+    with pytest.raises(SystemExit) as exc:
+        main([*cli, "--subset", "warm+nope", *over])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("error: invalid loss-term subset ['warm', 'nope']")

@@ -249,14 +249,19 @@ def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, co
 @cli.command("ablate", context_settings={"ignore_unknown_options": True})
 @click.option("--config", "config_file", required=True, type=click.Path(path_type=Path))
 @click.option("--results", default="benchmarks/results/ablation.jsonl", show_default=True, type=click.Path(path_type=Path))
+@click.option("--subset", "subsets", multiple=True, metavar="TERM+TERM",
+              help="train only this subset of the loss terms (repeatable; default: every non-empty subset), "
+                   "e.g. to share the subsets out between machines")
 @_out_opt
 @click.argument("overrides", nargs=-1)
-def ablate_command(config_file: Path, results: Path, out_dir: Path, overrides: tuple[str, ...]) -> None:
+def ablate_command(config_file: Path, results: Path, subsets: tuple[str, ...], out_dir: Path,
+                   overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
     from .analysis.runners import ablation_report, ablation_run
     from .reporting.tables import read_records
 
-    run = ablation_run(config_file, None, list(overrides), results_file=results, echo=click.echo)
+    chosen = [tuple(t.strip() for t in s.split("+")) for s in subsets] or None
+    run = ablation_run(config_file, chosen, list(overrides), results_file=results, echo=click.echo)
     report = ablation_report(read_records(results), run.terms, out_dir, method=run.method)
     click.echo(report.markdown)
 
