@@ -34,6 +34,10 @@ row jtcse              "JTCSE"           configs/jtcse/cpu-minilm.yaml
 row tncse-dropout-0.1  "TNCSE, stage-2 dropout 0.1" configs/tncse/cpu-minilm.yaml model.dropout=0.1
 row jtcse-dropout-0.1  "JTCSE, stage-2 dropout 0.1" configs/jtcse/cpu-minilm.yaml model.dropout=0.1
 row jtcse-distilled    "JTCSE-D"         configs/distill/cpu-minilm-jtcse.yaml   # needs its teacher's row
+# the first JTCSE-D row plateaued on dev by step 100 with the distillation MSE still high (0.36 -> 0.28): a faster
+# regression, with and without dropout in the student; the row to report is chosen on STS-B dev
+row jtcse-d-lr1e-4        "JTCSE-D, lr 1e-4"                   configs/distill/cpu-minilm-jtcse.yaml train.lr=1e-4
+row jtcse-d-nodrop-lr1e-4 "JTCSE-D, lr 1e-4, student dropout 0" configs/distill/cpu-minilm-jtcse.yaml train.lr=1e-4 model.dropout=0.0
 row ifcl               "IFCL"            configs/ifcl/cpu-minilm.yaml
 row ifcl-wo-fi-tl      "w/o FI+TL"       configs/ifcl/cpu-minilm-wo-fi-tl.yaml
 row ifcl-wo-hq         "w/o HQ"          configs/ifcl/cpu-minilm-wo-hq.yaml

@@ -54,7 +54,25 @@ SUBPROCESS_TIMEOUT_S = 900
 
 
 class DownloadError(CselabError):
-    """A registry could not be reached or a download failed (as opposed to bad local input)."""
+    """A registry could not be reached or a download failed (as opposed to bad local input).
+
+    ``unreachable`` is true only when the registry could not be reached (connection failure, name resolution,
+    timeout), not when it answered with an error or the client is missing: tests skip on the first only.
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+# what pip (urllib3/requests) and npm (node) print when the network, not the registry, failed
+_UNREACHABLE = re.compile(
+    r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|NewConnectionError|"
+    r"ConnectTimeout|ReadTimeout|Max retries exceeded|Failed to establish a new connection|"
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+    r"No route to host|Connection refused|timed out",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -291,11 +309,17 @@ def _download(archive: Archive, dest: Path, target: str) -> Path:
         ) from None
     except subprocess.TimeoutExpired:
         raise DownloadError(
-            f"downloading {archive.spec} from {registry} timed out after {SUBPROCESS_TIMEOUT_S} s; {hint}"
+            f"downloading {archive.spec} from {registry} timed out after {SUBPROCESS_TIMEOUT_S} s; {hint}",
+            unreachable=True,
         ) from None
     except subprocess.CalledProcessError as err:
-        reason = _failure_reason(f"{err.stdout or ''}\n{err.stderr or ''}")
-        raise DownloadError(f"downloading {archive.spec} from {registry} failed ({reason}); {hint}") from None
+        output = f"{err.stdout or ''}\n{err.stderr or ''}"
+        unreachable = bool(_UNREACHABLE.search(output))
+        where = f"{registry} (unreachable)" if unreachable else registry
+        raise DownloadError(
+            f"downloading {archive.spec} from {where} failed ({_failure_reason(output)}); {hint}",
+            unreachable=unreachable,
+        ) from None
     path = dest / archive.filename
     if not path.is_file():
         found = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
