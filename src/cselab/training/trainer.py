@@ -76,6 +76,12 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=g)
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (a no-op on the CPU, where every op has already run)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
@@ -264,13 +270,13 @@ class Trainer:
             dev_at_start = self.state.history[0]["dev"] if self.state.history[0]["step"] == 0 else None
         bar = tqdm(total=self.total_steps, initial=self.state.step, desc=f"train {self.config.method}",
                    unit="step", disable=not self.progress, dynamic_ncols=True, file=sys.stderr)
-        train_time = self.state.train_seconds
         window_start, window_sentences = time.perf_counter(), 0
         self.method.train()
+        # training time is counted per segment between evaluations/saves, closed after a device sync: on a GPU
+        # a step only queues kernels, so timing each step on the host would miss most of its work
+        segment_start = time.perf_counter()
         while self.state.step < self.total_steps:
-            t0 = time.perf_counter()
             step_values = self.train_step(self.batch_at(self.state.step))
-            train_time += time.perf_counter() - t0
             self.state.step += 1
             self.state.sentences_seen += tc.batch_size
             window_sentences += tc.batch_size
@@ -285,13 +291,19 @@ class Trainer:
                 bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}",
                                 best_dev=f"{self.state.best_score:.2f}" if self.state.best_score is not None else "-")
             bar.update(1)
-            self.state.train_seconds = train_time
-            if self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps:
+            evaluate = self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps
+            save = self.state.step % save_every == 0 or self.state.step == self.total_steps
+            if evaluate or save:
+                synchronize(self.device)
+                self.state.train_seconds += time.perf_counter() - segment_start
+            if evaluate:
                 self.method.eval()
                 self._eval_and_select()
                 self.method.train()
-            if self.state.step % save_every == 0 or self.state.step == self.total_steps:
+            if save:
                 self._save_last()
+            if evaluate or save:
+                segment_start = time.perf_counter()
         bar.close()
         self.dist.barrier()
         result = TrainResult(
@@ -301,7 +313,7 @@ class Trainer:
             best_dev=self.state.best_score,
             dev_at_start=dev_at_start,
             wall_s=time.perf_counter() - started,
-            train_sentences_per_s=self.state.sentences_seen / max(1e-9, train_time),
+            train_sentences_per_s=self.state.sentences_seen / max(1e-9, self.state.train_seconds),
             peak_mem_mb=peak_memory_mb(self.device),
         )
         if self.dist.is_main:
