@@ -38,6 +38,9 @@ row jtcse-distilled    "JTCSE-D"         configs/distill/cpu-minilm-jtcse.yaml  
 # regression, with and without dropout in the student; the row to report is chosen on STS-B dev
 row jtcse-d-lr1e-4        "JTCSE-D, lr 1e-4"                   configs/distill/cpu-minilm-jtcse.yaml train.lr=1e-4
 row jtcse-d-nodrop-lr1e-4 "JTCSE-D, lr 1e-4, student dropout 0" configs/distill/cpu-minilm-jtcse.yaml train.lr=1e-4 model.dropout=0.0
+# dropout in the student was what held the MSE up (0.26 -> 0.16 without it); a student that starts from the
+# twin's first member instead of the raw backbone (its dev at step 0 is that member alone)
+row jtcse-d-member-init   "JTCSE-D, student = twin member I, dropout 0" configs/distill/cpu-minilm-jtcse.yaml model.dropout=0.0 model.backbone=runs/protocol/jtcse-dropout-0.1/stage2/best/encoder_1
 row ifcl               "IFCL"            configs/ifcl/cpu-minilm.yaml
 row ifcl-wo-fi-tl      "w/o FI+TL"       configs/ifcl/cpu-minilm-wo-fi-tl.yaml
 row ifcl-wo-hq         "w/o HQ"          configs/ifcl/cpu-minilm-wo-hq.yaml
