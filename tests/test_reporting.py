@@ -27,6 +27,9 @@ def test_protocol_table_rows(tmp_path):
 def test_replace_block_and_errors(tmp_path):
     text = "a\n<!-- cselab:protocol -->\nold\n<!-- /cselab:protocol -->\nb\n"
     assert replace_block(text, "protocol", "NEW") == "a\n<!-- cselab:protocol -->\nNEW\n<!-- /cselab:protocol -->\nb\n"
+    # a freshly added, empty block (markers on adjacent lines or on one line) is filled the same way
+    for empty in ("<!-- cselab:seeds -->\n<!-- /cselab:seeds -->", "<!-- cselab:seeds --><!-- /cselab:seeds -->"):
+        assert replace_block(f"a\n{empty}\n", "seeds", "T") == "a\n<!-- cselab:seeds -->\nT\n<!-- /cselab:seeds -->\n"
     with pytest.raises(CselabError, match="no block"):
         replace_block("nothing", "protocol", "x")
     bad = tmp_path / "bad.jsonl"

@@ -63,10 +63,10 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
 
 def replace_block(text: str, name: str, content: str) -> str:
     """Replace the README block ``name`` with ``content``; error if the markers are missing."""
-    pattern = re.compile(rf"(<!-- cselab:{re.escape(name)} -->\n).*?(\n<!-- /cselab:{re.escape(name)} -->)", re.S)
+    pattern = re.compile(rf"(<!-- cselab:{re.escape(name)} -->).*?(<!-- /cselab:{re.escape(name)} -->)", re.S)
     if not pattern.search(text):
         raise CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
-    return pattern.sub(lambda m: m.group(1) + content + m.group(2), text)
+    return pattern.sub(lambda m: f"{m.group(1)}\n{content}\n{m.group(2)}", text)
 
 
 # -- seeds and ablations ---------------------------------------------------------------------------------
