@@ -374,6 +374,9 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     table = ablation_table(read_records(results), run.terms)
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
     assert [r.split("|")[1].strip() for r in rows] == ["info_nce+warm", "info_nce", "warm"]
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    best_steps = [r.split("|")[1 + header.index("best step")].strip() for r in rows]
+    assert best_steps == [str(r["best_step"]) for r in run.records]
     full = run.records[0]["scores"]["avg-available"]
     only_warm = run.records[2]["scores"]["avg-available"]
     assert rows[0].rstrip(" |").endswith("+0.00")

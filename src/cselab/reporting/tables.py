@@ -183,9 +183,12 @@ def ablation_table(records: Sequence[dict[str, Any]], terms: Sequence[str] | Non
         raise CselabError(f"no ablation records for method {method!r}")
     labels = [record_label({"method": method, "variant": v}) for v in variants]
     rows = _configuration_rows(mine, labels)
-    header = ["variant", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
-    for row, v in zip(rows, variants, strict=True):
+    header = ["variant", "seeds", "n", "best step", *[name for _, name in TASK_COLUMNS]]
+    for row, v, label in zip(rows, variants, labels, strict=True):
         row[0] = v or "(none)"
+        # the selected checkpoint's step per seed: 0 means no step beat the starting model on dev (for a twin
+        # stage 2, the variant's loss terms never improved on the stage-1 pair)
+        row.insert(3, "/".join(str(r.get("best_step", "?")) for r in records_by_seed(mine, label).values()))
     if terms is not None:
         full = "+".join(terms)
 
