@@ -404,3 +404,31 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
         main([*cli, "--subset", "warm+nope", *over])
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip().startswith("error: invalid loss-term subset ['warm', 'nope']")
+
+
+def test_twin_seeds_get_their_own_stage1_and_records_match_across_locations():
+    from pathlib import Path
+
+    from cselab.training.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    tncse = load_config(root / "configs/tncse/cpu-minilm.yaml", [])
+    jtcse = load_config(root / "configs/jtcse/cpu-minilm.yaml", [])
+    shared = tncse.method_options["pipeline"]["stage1_dir"]
+    assert shared == jtcse.method_options["pipeline"]["stage1_dir"]  # the presets share one stage 1
+    assert runners.seed_overrides(tncse, 3) == [
+        "train.seed=3", f"train.output_dir={tncse.train.output_dir}-seed3",
+        f"method_options.pipeline.stage1_dir={shared}-seed3",
+    ]
+    # ... and so do their runs of one seed
+    assert runners.seed_overrides(jtcse, 3)[-1] == f"method_options.pipeline.stage1_dir={shared}-seed3"
+    # a single-encoder method only moves its output directory
+    simcse = load_config(root / "configs/simcse/cpu-minilm.yaml", [])
+    assert runners.seed_overrides(simcse, 2) == ["train.seed=2", f"train.output_dir={simcse.train.output_dir}-seed2"]
+
+    # where stage 1 lives is a location, not a setting; a stage-2 loss weight is a setting
+    a = tncse.model_dump(mode="json")
+    moved = load_config(root / "configs/tncse/cpu-minilm.yaml", ["method_options.pipeline.stage1_dir=elsewhere"])
+    assert runners._config_differences(a, moved.model_dump(mode="json")) == []
+    reweighted = load_config(root / "configs/tncse/cpu-minilm.yaml", ["method_options.loss_weights.ictn=0.5"])
+    assert runners._config_differences(a, reweighted.model_dump(mode="json")) == ["method_options"]

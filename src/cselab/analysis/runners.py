@@ -29,7 +29,8 @@ Decisions
 * Cost counts the member *backbones* on a ``(1, seq_len)`` input (``seq_len`` = every token the encoder
   reads: special tokens and any template tokens included). Poolers other than the HF pooler (which runs
   inside the backbone and is counted) and the train-only MLP head cost no matrix product at inference.
-* Seeds: run ``S`` uses ``train.seed=S`` and ``train.output_dir=<output_dir>-seed<S>``. Ablation variant
+* Seeds: run ``S`` uses ``train.seed=S`` and ``train.output_dir=<output_dir>-seed<S>`` (and a twin pipeline's
+  shared ``stage1_dir`` becomes ``<stage1_dir>-seed<S>``: stage 1 depends on the seed). Ablation variant
   ``a+b`` sets ``method_options.loss_weights.<t>=0`` for every other term and writes to
   ``<output_dir>-<variant>`` (``-seed<S>`` appended when seeds are given). A run is skipped when the
   results file already has a record of the same method, variant and seed; if that record's effective
@@ -553,8 +554,27 @@ def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any])
     a = _flatten({k: v for k, v in recorded.items() if k != "method_options"})
     b = _flatten({k: v for k, v in current.items() if k != "method_options"})
     out = [".".join(k) for k in sorted(set(a) & set(b)) if k not in _IGNORED_CONFIG_KEYS and a[k] != b[k]]
-    if recorded.get("method_options", {}) != current.get("method_options", {}):
+    if _without_stage1_dir(recorded.get("method_options", {})) != _without_stage1_dir(current.get("method_options", {})):
         out.append("method_options")
+    return out
+
+
+def _without_stage1_dir(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``method_options`` less the twin pipeline's ``stage1_dir`` (a run location, like ``train.output_dir``)."""
+    pipeline = options.get("pipeline")
+    if not isinstance(pipeline, Mapping) or "stage1_dir" not in pipeline:
+        return options
+    return {**options, "pipeline": {k: v for k, v in pipeline.items() if k != "stage1_dir"}}
+
+
+def seed_overrides(config: Any, seed: int) -> list[str]:
+    """The overrides that make ``config`` the run of ``seed``: the seed, ``<output_dir>-seed<S>`` and, for a twin
+    pipeline whose stage 1 lives in a shared ``stage1_dir``, ``<stage1_dir>-seed<S>`` (stage 1 depends on the
+    seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed)."""
+    out = [f"train.seed={seed}", f"train.output_dir={config.train.output_dir.rstrip('/')}-seed{seed}"]
+    pipeline = config.method_options.get("pipeline")
+    if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir"):
+        out.append(f"method_options.pipeline.stage1_dir={str(pipeline['stage1_dir']).rstrip('/')}-seed{seed}")
     return out
 
 
@@ -611,11 +631,10 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
 
     results_file, say = Path(results_file), echo or (lambda _msg: None)
     base_config = load_config(config_path, list(overrides), method=method)
-    base = base_config.train.output_dir.rstrip("/")
     label = f"{base_config.method}/{variant}" if variant else base_config.method
     records, ran, skipped = [], [], []
     for seed in seeds:
-        run_overrides = [*overrides, f"train.seed={seed}", f"train.output_dir={base}-seed{seed}"]
+        run_overrides = [*overrides, *seed_overrides(base_config, seed)]
         record, did_run = _run_one(config_path, run_overrides, method=method, variant=variant,
                                    results_file=results_file, progress=progress, echo=say)
         (ran if did_run else skipped).append(seed)
@@ -655,17 +674,22 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     results_file, say = Path(results_file), echo or (lambda _msg: None)
     base = base_config.train.output_dir.rstrip("/")
     pipeline = base_config.method_options.get("pipeline")
-    if isinstance(pipeline, dict) and not pipeline.get("stage1_dir"):
-        # twin pipelines: every variant shares one stage 1 (only stage 2's loss terms are ablated)
-        overrides = [*overrides, f"method_options.pipeline.stage1_dir={base}-stage1"]
+    stage1_dir = None
+    if isinstance(pipeline, dict):
+        # twin pipelines: every variant shares one stage 1 per seed (only stage 2's loss terms are ablated)
+        stage1_dir = str(pipeline.get("stage1_dir") or f"{base}-stage1").rstrip("/")
+        overrides = [*overrides, f"method_options.pipeline.stage1_dir={stage1_dir}"]
     records, ran, skipped, variants = [], [], [], []
     for subset in subsets:
         variant = "+".join(subset)
         variants.append(variant)
         for seed in seed_list:
             suffix = f"-{variant}" + ("" if seed is None else f"-seed{seed}")
+            per_seed = [] if seed is None else [f"train.seed={seed}"]
+            if seed is not None and stage1_dir:
+                per_seed.append(f"method_options.pipeline.stage1_dir={stage1_dir}-seed{seed}")
             run_overrides = [*overrides, *[f"method_options.loss_weights.{t}=0" for t in terms if t not in subset],
-                             *([] if seed is None else [f"train.seed={seed}"]), f"train.output_dir={base}{suffix}"]
+                             *per_seed, f"train.output_dir={base}{suffix}"]
             record, did_run = _run_one(config_path, run_overrides, method=method, variant=variant,
                                        results_file=results_file, progress=progress, echo=say)
             key = (variant, seed if seed is not None else base_config.train.seed)
