@@ -160,6 +160,23 @@ def test_jtcse_icnce_follows_the_drawn_query_side(stage1, family, r):
     assert not torch.allclose(expected, other), "the two query sides must differ for the test to mean anything"
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_jtcse_cael_count_does_not_change_the_loss(stage1, family):
+    # the cross branch is a side output (METHODS.md Decision), so only the last CAEL (always the last layer)
+    # reaches the loss: 1 and 2 CAELs in a 2-layer model give the same terms, bit for bit
+    one, two = (build_method(twin_config("jtcse", *stage1[family], f"method_options.num_ca_layers={k}")).train()
+                for k in (1, 2))
+    two.load_state_dict(one.state_dict())
+    batch = one.collate(TEXTS)
+    terms = []
+    for method in (one, two):
+        torch.manual_seed(3)
+        terms.append(method.loss_terms(batch, ctx(4)))
+    assert terms[0].keys() == terms[1].keys() and "icnce" in terms[0]
+    for key in terms[0]:
+        assert torch.equal(terms[0][key], terms[1][key]), key
+
+
 def test_jtcse_draws_r_once_per_step_from_the_run_generator(stage1):
     method = build_method(twin_config("jtcse", *stage1["bert"], "method_options.num_ca_layers=1")).train()
     context = ctx(9)

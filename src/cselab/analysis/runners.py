@@ -103,7 +103,7 @@ DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 # Effective-config keys that do not change what a run computes (skipped when matching records).
 _IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
                         ("train", "tensorboard"), ("train", "log_every"), ("train", "save_every"),
-                        ("train", "eval_batch_size")}
+                        ("train", "eval_batch_size"), ("method_options", "pipeline", "stage1_dir")}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -550,31 +550,34 @@ def _flatten(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[s
 def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Keys (dotted) whose values differ between two effective configs. Run-location keys are ignored, and so
     are typed keys only one side has (a newer cselab may add keys with defaults); ``method_options`` is
-    free-form (no defaults filled in), so it must match exactly."""
+    free-form (no defaults filled in), so every key counts, present on one side or both (run locations aside)."""
     a = _flatten({k: v for k, v in recorded.items() if k != "method_options"})
     b = _flatten({k: v for k, v in current.items() if k != "method_options"})
     out = [".".join(k) for k in sorted(set(a) & set(b)) if k not in _IGNORED_CONFIG_KEYS and a[k] != b[k]]
-    if _without_stage1_dir(recorded.get("method_options", {})) != _without_stage1_dir(current.get("method_options", {})):
+    missing = object()
+    ma = _flatten(recorded.get("method_options", {}), ("method_options",))
+    mb = _flatten(current.get("method_options", {}), ("method_options",))
+    if any(ma.get(k, missing) != mb.get(k, missing) for k in set(ma) | set(mb) if k not in _IGNORED_CONFIG_KEYS):
         out.append("method_options")
     return out
 
 
-def _without_stage1_dir(options: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``method_options`` less the twin pipeline's ``stage1_dir`` (a run location, like ``train.output_dir``)."""
-    pipeline = options.get("pipeline")
-    if not isinstance(pipeline, Mapping) or "stage1_dir" not in pipeline:
-        return options
-    return {**options, "pipeline": {k: v for k, v in pipeline.items() if k != "stage1_dir"}}
+def _stage1_dir(config: Any) -> str | None:
+    """The shared stage-1 directory a twin pipeline names (``None``: not a pipeline, or stage 1 under its own run)."""
+    pipeline = config.method_options.get("pipeline")
+    return str(pipeline["stage1_dir"]).rstrip("/") if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir") else None
 
 
-def seed_overrides(config: Any, seed: int) -> list[str]:
+def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, stage1_dir: str | None = None) -> list[str]:
     """The overrides that make ``config`` the run of ``seed``: the seed, ``<output_dir>-seed<S>`` and, for a twin
     pipeline whose stage 1 lives in a shared ``stage1_dir``, ``<stage1_dir>-seed<S>`` (stage 1 depends on the
-    seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed)."""
-    out = [f"train.seed={seed}", f"train.output_dir={config.train.output_dir.rstrip('/')}-seed{seed}"]
-    pipeline = config.method_options.get("pipeline")
-    if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir"):
-        out.append(f"method_options.pipeline.stage1_dir={str(pipeline['stage1_dir']).rstrip('/')}-seed{seed}")
+    seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed). ``output_dir`` and
+    ``stage1_dir`` default to the config's."""
+    output_dir = (output_dir or config.train.output_dir).rstrip("/")
+    stage1_dir = stage1_dir or _stage1_dir(config)
+    out = [f"train.seed={seed}", f"train.output_dir={output_dir}-seed{seed}"]
+    if stage1_dir:
+        out.append(f"method_options.pipeline.stage1_dir={stage1_dir}-seed{seed}")
     return out
 
 
@@ -677,19 +680,18 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     stage1_dir = None
     if isinstance(pipeline, dict):
         # twin pipelines: every variant shares one stage 1 per seed (only stage 2's loss terms are ablated)
-        stage1_dir = str(pipeline.get("stage1_dir") or f"{base}-stage1").rstrip("/")
+        stage1_dir = _stage1_dir(base_config) or f"{base}-stage1"
         overrides = [*overrides, f"method_options.pipeline.stage1_dir={stage1_dir}"]
     records, ran, skipped, variants = [], [], [], []
     for subset in subsets:
         variant = "+".join(subset)
         variants.append(variant)
         for seed in seed_list:
-            suffix = f"-{variant}" + ("" if seed is None else f"-seed{seed}")
-            per_seed = [] if seed is None else [f"train.seed={seed}"]
-            if seed is not None and stage1_dir:
-                per_seed.append(f"method_options.pipeline.stage1_dir={stage1_dir}-seed{seed}")
+            out = f"{base}-{variant}"
+            placement = ([f"train.output_dir={out}"] if seed is None
+                         else seed_overrides(base_config, seed, output_dir=out, stage1_dir=stage1_dir))
             run_overrides = [*overrides, *[f"method_options.loss_weights.{t}=0" for t in terms if t not in subset],
-                             *per_seed, f"train.output_dir={base}{suffix}"]
+                             *placement]
             record, did_run = _run_one(config_path, run_overrides, method=method, variant=variant,
                                        results_file=results_file, progress=progress, echo=say)
             key = (variant, seed if seed is not None else base_config.train.seed)

@@ -296,13 +296,12 @@ class Trainer:
             if evaluate or save:
                 synchronize(self.device)
                 self.state.train_seconds += time.perf_counter() - segment_start
-            if evaluate:
-                self.method.eval()
-                self._eval_and_select()
-                self.method.train()
-            if save:
-                self._save_last()
-            if evaluate or save:
+                if evaluate:
+                    self.method.eval()
+                    self._eval_and_select()
+                    self.method.train()
+                if save:
+                    self._save_last()
                 segment_start = time.perf_counter()
         bar.close()
         self.dist.barrier()
