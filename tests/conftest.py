@@ -99,6 +99,15 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-bert"), "bert")
 
 
+@pytest.fixture(autouse=True)
+def empty_data_home(request, tmp_path_factory, monkeypatch):
+    """Every test that is not marked ``network`` sees an EMPTY ``$CSELAB_HOME``, as on a fresh machine, so a
+    data home warmed by earlier fetches can never hide a test that silently needs fetched data. Tests that
+    need STS data use ``sts_home``; network tests fetch into homes of their own."""
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setenv("CSELAB_HOME", str(tmp_path_factory.mktemp("empty-home")))
+
+
 @pytest.fixture(scope="session")
 def tiny_roberta_dir(tmp_path_factory) -> Path:
     return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-roberta"), "roberta")

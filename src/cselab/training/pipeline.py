@@ -84,7 +84,9 @@ class PipelineSpec(_Strict):
 class PipelinePlan:
     """The effective configs of every stage, built (and validated) before anything runs."""
 
-    source: Path  # the stage-2 training corpus, which stage 1 sees augmented
+    # the stage-2 training corpus (a fetched corpus's name or a file), which stage 1 sees augmented; resolved
+    # only when the pipeline runs, so a plan can be built and validated before the corpus is fetched
+    corpus: str
     stage1: list[RunConfig]
     stage2: RunConfig
     augmentations: list[AugmentationSpec]  # with their seeds filled in
@@ -148,16 +150,13 @@ def pipeline_spec(config: RunConfig) -> PipelineSpec:
 
 
 def plan_pipeline(config: RunConfig) -> PipelinePlan:
-    """Build every stage's config (validated, so a typo fails before any training)."""
-    from ..data.training_data import corpus_path
-
+    """Build every stage's config (validated, so a typo fails before any training; nothing is read)."""
     spec = pipeline_spec(config)
     root = Path(config.train.output_dir)
     stage1_dir = Path(spec.stage1_dir) if spec.stage1_dir else root / STAGE1_DIR
     base = config.model_dump(mode="json")
     base["method"] = spec.stage1.method
     base["method_options"] = {}
-    source = corpus_path(config.data.corpus)
     stage1, augmentations = [], []
     for k, encoder in enumerate(spec.stage1.encoders, start=1):
         augmentation = encoder.augmentation
@@ -173,7 +172,7 @@ def plan_pipeline(config: RunConfig) -> PipelinePlan:
                    encoder_1=str(stage1_dir / "encoder_1" / BEST_DIR), encoder_2=str(stage1_dir / "encoder_2" / BEST_DIR))
     stage2 = config.model_copy(update={"method_options": options,
                                        "train": config.train.model_copy(update={"output_dir": str(root / STAGE2_DIR)})})
-    return PipelinePlan(source, stage1, stage2, augmentations, stage1_dir)
+    return PipelinePlan(config.data.corpus, stage1, stage2, augmentations, stage1_dir)
 
 
 # -- running ------------------------------------------------------------------------------------------
@@ -239,10 +238,13 @@ def run_twin_pipeline(
     best checkpoint is scored once on the test sets and a results record (DATA_AND_EVAL.md section 6,
     variant ``variant``) is written to ``stage2/results.json`` and appended to ``results_file``.
     """
+    from ..data.training_data import corpus_path
+
     plan = plan_pipeline(config)
+    source = corpus_path(plan.corpus)
     stage1_results, skipped = [], []
     for k, (stage_config, augmentation) in enumerate(zip(plan.stage1, plan.augmentations, strict=True), start=1):
-        prepare_augmented_corpus(plan.source, augmentation, plan.stage1_dir / AUGMENTED_DIR,
+        prepare_augmented_corpus(source, augmentation, plan.stage1_dir / AUGMENTED_DIR,
                                  default_seed=config.train.seed)
         result, was_skipped = run_stage(stage_config, progress=progress)
         stage1_results.append(result)
