@@ -173,7 +173,7 @@ _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _spl
 @_labels_opt
 def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
-    from .analysis.runners import align_uniform
+    from .analysis.align_uniform_report import align_uniform
 
     for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
@@ -188,7 +188,7 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @click.option("--label", help="the model's name in the plots (default: from the path)")
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
-    from .analysis.runners import attention_report
+    from .analysis.attention_report import attention_report
 
     report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
@@ -205,7 +205,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @_pooler_opt
 def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
     """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
-    from .analysis.runners import cost_report
+    from .analysis.cost_report import cost_report
 
     r = cost_report(model, seq_len=seq_len, score=score, score_task=score_task, pooler=pooler)
     eta = f"  score {r.score:.2f}  eta {r.efficiency:.2f}" if r.efficiency is not None else ""
@@ -219,7 +219,7 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_labels_opt
 def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
-    from .analysis.runners import density_report
+    from .analysis.density_report import density_report
 
     density_report(list(models), out_dir, pooler=pooler, labels=labels)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")
@@ -236,8 +236,9 @@ def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, 
 def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, compare: tuple[str, str] | None,
                   out_dir: Path, overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
-    from .analysis.runners import seeds_report, seeds_run
+    from .analysis.seeds_report import seeds_report
     from .reporting.tables import read_records
+    from .training.seeds import seeds_run
 
     seed_list = [int(s) for s in _split_list(seeds)]
     seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
@@ -257,8 +258,9 @@ def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, co
 def ablate_command(config_file: Path, results: Path, subsets: tuple[str, ...], out_dir: Path,
                    overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
-    from .analysis.runners import ablation_report, ablation_run
+    from .analysis.ablation_report import ablation_report
     from .reporting.tables import read_records
+    from .training.ablation import ablation_run
 
     chosen = [tuple(t.strip() for t in s.split("+")) for s in subsets] or None
     run = ablation_run(config_file, chosen, list(overrides), results_file=results, echo=click.echo)
