@@ -262,7 +262,7 @@ def run_twin_pipeline(
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
                      row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
-    from .runs import append_record, results_record, score_test_sets
+    from .results import append_record, results_record, score_test_sets
 
     # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
     results_json = Path(outcome.stage2.output_dir).parent / "results.json"
