@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CselabError
-from .report_json import _write_json
+from .report_json import write_report_json
 from .significance import summarize_seeds
 
 
@@ -57,5 +57,5 @@ def ablation_report(records: Sequence[dict[str, Any]], terms: Sequence[str], out
     files = {"plot": str(out / "ablation.png"), "markdown": str(out / "ablation.md"), "json": str(out / "ablation.json")}
     report = AblationReport(method=method, terms=tuple(terms), metric=metric, means=means, stds=stds, seeds=seeds,
                             markdown=markdown, files=files)
-    _write_json(out / "ablation.json", {"analysis": "ablation", **asdict(report)})
+    write_report_json(out / "ablation.json", {"analysis": "ablation", **asdict(report)})
     return report

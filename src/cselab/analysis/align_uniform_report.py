@@ -13,8 +13,15 @@ from torch import nn
 from ..errors import CselabError
 from .alignment_uniformity import sts_alignment_uniformity
 from .plots import AlignUniformPoint, plot_alignment_uniformity
-from .report_inputs import ModelRef, _encode_pairs, _labels, _load, _stsb_spearman, _stsb_test
-from .report_json import _write_json
+from .report_inputs import (
+    ModelRef,
+    encode_pairs,
+    load_model_ref,
+    plot_labels,
+    stsb_spearman,
+    stsb_test_subset,
+)
+from .report_json import write_report_json
 
 
 @dataclass(frozen=True)
@@ -42,20 +49,20 @@ def align_uniform(models: Sequence[ModelRef], out_dir: str | Path, *, pooler: st
     if not models:
         raise CselabError("align-uniform needs at least one model")
     out = Path(out_dir)
-    sub = _stsb_test(senteval_dir)
+    sub = stsb_test_subset(senteval_dir)
     results = []
-    for ref, label in zip(models, _labels(models, labels), strict=True):
-        model = _load(ref, pooler)
-        e1, e2 = _encode_pairs(model, sub, batch_size)
+    for ref, label in zip(models, plot_labels(models, labels), strict=True):
+        model = load_model_ref(ref, pooler)
+        e1, e2 = encode_pairs(model, sub, batch_size)
         au = sts_alignment_uniformity(e1, e2, sub.scores)
         results.append(AlignUniformResult(label=label, model=str(ref) if not isinstance(ref, nn.Module) else label,
                                           alignment=au.alignment, uniformity=au.uniformity,
                                           n_positive_pairs=au.n_positive_pairs, n_sentences=au.n_sentences,
-                                          stsb_test=_stsb_spearman(e1, e2, sub.scores)))
+                                          stsb_test=stsb_spearman(e1, e2, sub.scores)))
         del model
     points = [AlignUniformPoint(r.label, r.alignment, r.uniformity, r.stsb_test) for r in results]
     plot_alignment_uniformity(points, out / "align_uniform.png", score_label="STS-B test Spearman x 100")
-    _write_json(out / "align_uniform.json", {"analysis": "align_uniform", "data": "stsb/test", "threshold": 4.0,
+    write_report_json(out / "align_uniform.json", {"analysis": "align_uniform", "data": "stsb/test", "threshold": 4.0,
                                              "models": [asdict(r) for r in results],
                                              "files": {"plot": str(out / "align_uniform.png")}})
     return results

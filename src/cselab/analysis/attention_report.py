@@ -30,8 +30,15 @@ from .attention import (
     punctuation_token_ids,
     sentence_attention_heatmap,
 )
-from .report_inputs import ModelRef, _load, _model_kind, member_encoders, model_label, stsb_test_sentences
-from .report_json import _write_json
+from .report_inputs import (
+    ModelRef,
+    load_model_ref,
+    member_encoders,
+    model_kind,
+    model_label,
+    stsb_test_sentences,
+)
+from .report_json import write_report_json
 
 DEFAULT_HEATMAP_SENTENCE = "A man is playing the guitar."
 
@@ -95,7 +102,7 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
     ``attention.json`` into ``out_dir``.
     """
     out = Path(out_dir)
-    loaded = _load(model, pooler)
+    loaded = load_model_ref(model, pooler)
     members = member_encoders(loaded)
     texts = list(sentences) if sentences is not None else stsb_test_sentences(senteval_dir=senteval_dir)
     if not texts:
@@ -136,9 +143,9 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
         **{f"heatmap_{r.member}": r.heatmap for r in reports if r.heatmap is not None},
     }
     report = AttentionReport(label=label, model=str(model) if not isinstance(model, nn.Module) else label,
-                             kind=_model_kind(loaded), n_sentences=len(texts), heatmap_sentence=sentence_for_heatmap,
+                             kind=model_kind(loaded), n_sentences=len(texts), heatmap_sentence=sentence_for_heatmap,
                              heatmap_layers=layers_used, members=reports, files=files)
-    _write_json(out / "attention.json", {"analysis": "attention", **asdict(report)})
+    write_report_json(out / "attention.json", {"analysis": "attention", **asdict(report)})
     files["json"] = str(out / "attention.json")
     return report
 

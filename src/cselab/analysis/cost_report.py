@@ -15,8 +15,8 @@ from torch import nn
 
 from ..errors import CselabError
 from .cost import count_gmacs, efficiency
-from .report_inputs import ModelRef, _load, _model_kind, member_encoders, model_label
-from .report_json import _write_json
+from .report_inputs import ModelRef, load_model_ref, member_encoders, model_kind, model_label
+from .report_json import write_report_json
 
 
 @dataclass(frozen=True)
@@ -65,18 +65,18 @@ def cost_report(model: ModelRef, *, seq_len: int = 64, score: float | None = Non
         raise CselabError(f"unknown score task {score_task!r}; choose one of: {', '.join(SCORE_TASKS)}")
     if seq_len < 1:
         raise CselabError(f"seq_len must be >= 1, got {seq_len}")
-    loaded = _load(model, pooler)
+    loaded = load_model_ref(model, pooler)
     members = member_encoders(loaded)
     report = count_gmacs([enc.backbone for _, enc in members], seq_len)
     source = "given" if score is not None else None
     if score_task is not None:
         score, source = _test_score(loaded, score_task, senteval_dir, batch_size), f"{score_task}/test"
     result = CostResult(
-        model=str(model) if not isinstance(model, nn.Module) else model_label(model), kind=_model_kind(loaded),
+        model=str(model) if not isinstance(model, nn.Module) else model_label(model), kind=model_kind(loaded),
         seq_len=seq_len, gmacs=report.gmacs,
         members={name: g for (name, _), g in zip(members, report.per_module, strict=True)},
         by_operator=report.by_operator, score=score, score_source=source,
         efficiency=efficiency(score, report.gmacs) if score is not None else None)
     if out_dir is not None:
-        _write_json(Path(out_dir) / "cost.json", {"analysis": "cost", **asdict(result)})
+        write_report_json(Path(out_dir) / "cost.json", {"analysis": "cost", **asdict(result)})
     return result

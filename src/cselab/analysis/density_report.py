@@ -10,8 +10,15 @@ from pathlib import Path
 from torch import nn
 
 from ..errors import CselabError
-from .report_inputs import ModelRef, _encode_pairs, _labels, _load, _stsb_spearman, _stsb_test
-from .report_json import _write_json
+from .report_inputs import (
+    ModelRef,
+    encode_pairs,
+    load_model_ref,
+    plot_labels,
+    stsb_spearman,
+    stsb_test_subset,
+)
+from .report_json import write_report_json
 from .similarity_density import plot_similarity_density, similarity_density
 
 
@@ -37,21 +44,21 @@ def density_report(models: Sequence[ModelRef], out_dir: str | Path, *, pooler: s
     if not models:
         raise CselabError("density needs at least one model")
     out = Path(out_dir)
-    sub = _stsb_test(senteval_dir)
+    sub = stsb_test_subset(senteval_dir)
     densities, results = {}, []
-    for ref, label in zip(models, _labels(models, labels), strict=True):
-        model = _load(ref, pooler)
-        e1, e2 = _encode_pairs(model, sub, batch_size)
+    for ref, label in zip(models, plot_labels(models, labels), strict=True):
+        model = load_model_ref(ref, pooler)
+        e1, e2 = encode_pairs(model, sub, batch_size)
         dens = similarity_density(e1, e2, sub.scores)
         densities[label] = dens
         results.append(DensityResult(
             label=label, model=str(ref) if not isinstance(ref, nn.Module) else label,
             sizes={k: int(v.size) for k, v in dens.groups.items()}, medians=dict(dens.medians),
             means={k: float(v.mean()) if v.size else math.nan for k, v in dens.groups.items()},
-            stsb_test=_stsb_spearman(e1, e2, sub.scores)))
+            stsb_test=stsb_spearman(e1, e2, sub.scores)))
         del model
     plot_similarity_density(densities, out / "similarity_density.png")
-    _write_json(out / "similarity_density.json", {"analysis": "similarity_density", "data": "stsb/test",
+    write_report_json(out / "similarity_density.json", {"analysis": "similarity_density", "data": "stsb/test",
                                                   "models": [asdict(r) for r in results],
                                                   "files": {"plot": str(out / "similarity_density.png")}})
     return results

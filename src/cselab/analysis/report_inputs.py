@@ -31,7 +31,8 @@ def model_label(model: ModelRef) -> str:
     return path.name or str(model)
 
 
-def _labels(models: Sequence[ModelRef], labels: Sequence[str] | None) -> list[str]:
+def plot_labels(models: Sequence[ModelRef], labels: Sequence[str] | None) -> list[str]:
+    """One distinct label per model: ``labels`` when given (as many as models), else :func:`model_label`."""
     if labels is not None:
         if len(labels) != len(models):
             raise CselabError(f"{len(labels)} labels for {len(models)} models")
@@ -46,7 +47,8 @@ def _labels(models: Sequence[ModelRef], labels: Sequence[str] | None) -> list[st
     return unique
 
 
-def _load(model: ModelRef, pooler: str | None) -> nn.Module:
+def load_model_ref(model: ModelRef, pooler: str | None) -> nn.Module:
+    """The sentence model a reference names (a built model is returned as is)."""
     if isinstance(model, nn.Module):
         return model
     from ..models.sentence_model import load_model
@@ -67,12 +69,14 @@ def member_encoders(model: nn.Module) -> list[tuple[str, Any]]:
     raise CselabError(f"cannot find the encoders of a {type(model).__name__}; expected an encoder, twin or ensemble")
 
 
-def _model_kind(model: nn.Module) -> str:
+def model_kind(model: nn.Module) -> str:
+    """The kind a model describes itself as (encoder, twin, ensemble), else its class name."""
     describe = getattr(model, "describe", None)
     return str(describe().get("kind", type(model).__name__)) if callable(describe) else type(model).__name__
 
 
-def _stsb_test(senteval_dir: Path | None) -> Any:
+def stsb_test_subset(senteval_dir: Path | None) -> Any:
+    """The STS-B test pairs and gold scores (SentEval's copy when ``senteval_dir`` is given)."""
     from ..data.sts import load_task
 
     return load_task("stsb", "test", senteval_dir=senteval_dir).subsets[0]
@@ -80,12 +84,12 @@ def _stsb_test(senteval_dir: Path | None) -> Any:
 
 def stsb_test_sentences(limit: int | None = DEFAULT_ATTENTION_SENTENCES, *, senteval_dir: Path | None = None) -> list[str]:
     """The first ``limit`` distinct STS-B test sentences in file order (sentence 1, then 2, of each pair)."""
-    sub = _stsb_test(senteval_dir)
+    sub = stsb_test_subset(senteval_dir)
     ordered = list(dict.fromkeys(s for pair in zip(sub.sentences1, sub.sentences2, strict=True) for s in pair))
     return ordered if limit is None else ordered[:limit]
 
 
-def _encode_pairs(model: nn.Module, sub: Any, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_pairs(model: nn.Module, sub: Any, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Embeddings of both sides of every pair; each distinct sentence is encoded once."""
     sentences = list(dict.fromkeys([*sub.sentences1, *sub.sentences2]))
     index = {s: i for i, s in enumerate(sentences)}
@@ -93,7 +97,8 @@ def _encode_pairs(model: nn.Module, sub: Any, batch_size: int) -> tuple[torch.Te
     return emb[[index[s] for s in sub.sentences1]], emb[[index[s] for s in sub.sentences2]]
 
 
-def _stsb_spearman(emb1: torch.Tensor, emb2: torch.Tensor, gold: np.ndarray) -> float:
+def stsb_spearman(emb1: torch.Tensor, emb2: torch.Tensor, gold: np.ndarray) -> float:
+    """Spearman x 100 of the pair cosines against the gold scores (the STS evaluator's formula)."""
     from ..evaluation.scoring import pair_cosine, spearman100
 
     return spearman100(pair_cosine(emb1, emb2), np.asarray(gold, dtype=float))

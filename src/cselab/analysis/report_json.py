@@ -30,7 +30,7 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> Path:
+def write_report_json(path: Path, payload: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_jsonable({**payload, **provenance()}), indent=2, allow_nan=False) + "\n")

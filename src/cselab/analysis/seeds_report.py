@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import CselabError
 from .plots import plot_seed_summary
-from .report_json import _write_json
+from .report_json import write_report_json
 from .significance import paired_test, summarize_seeds
 
 
@@ -69,5 +69,5 @@ def seeds_report(records: Sequence[dict[str, Any]], out_dir: str | Path, *, a_va
     files = {"plot": str(out / "seeds.png"), "markdown": str(out / "seeds.md"), "json": str(out / "seeds.json")}
     report = SeedsReport(metric=metric, scores=scores, summaries=summaries, paired=paired, markdown=markdown,
                          files=files)
-    _write_json(out / "seeds.json", {"analysis": "seeds", **asdict(report)})
+    write_report_json(out / "seeds.json", {"analysis": "seeds", **asdict(report)})
     return report

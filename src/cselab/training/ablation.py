@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CselabError
-from .recorded_runs import _run_one, _stage1_dir, seed_overrides
+from .recorded_runs import run_unless_recorded, seed_overrides, shared_stage1_dir
 
 
 @dataclass
@@ -47,7 +47,7 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     ``results_file`` with the variant name; recorded (variant, seed) pairs are skipped.
     """
     from ..methods import METHODS
-    from ..training.config import load_config
+    from .config import load_config
 
     base_config = load_config(config_path, list(overrides), method=method)
     terms = tuple(METHODS.get(base_config.method).terms)
@@ -65,7 +65,7 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     stage1_dir = None
     if isinstance(pipeline, dict):
         # twin pipelines: every variant shares one stage 1 per seed (only stage 2's loss terms are ablated)
-        stage1_dir = _stage1_dir(base_config) or f"{base}-stage1"
+        stage1_dir = shared_stage1_dir(base_config) or f"{base}-stage1"
         overrides = [*overrides, f"method_options.pipeline.stage1_dir={stage1_dir}"]
     records, ran, skipped, variants = [], [], [], []
     for subset in subsets:
@@ -77,7 +77,7 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
                          else seed_overrides(base_config, seed, output_dir=out, stage1_dir=stage1_dir))
             run_overrides = [*overrides, *[f"method_options.loss_weights.{t}=0" for t in terms if t not in subset],
                              *placement]
-            record, did_run = _run_one(config_path, run_overrides, method=method, variant=variant,
+            record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
                                        results_file=results_file, progress=progress, echo=say)
             key = (variant, seed if seed is not None else base_config.train.seed)
             (ran if did_run else skipped).append(key)

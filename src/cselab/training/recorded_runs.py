@@ -51,7 +51,7 @@ def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any])
     return out
 
 
-def _stage1_dir(config: Any) -> str | None:
+def shared_stage1_dir(config: Any) -> str | None:
     """The shared stage-1 directory a twin pipeline names (``None``: not a pipeline, or stage 1 under its own run)."""
     pipeline = config.method_options.get("pipeline")
     return str(pipeline["stage1_dir"]).rstrip("/") if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir") else None
@@ -63,7 +63,7 @@ def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, sta
     seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed). ``output_dir`` and
     ``stage1_dir`` default to the config's."""
     output_dir = (output_dir or config.train.output_dir).rstrip("/")
-    stage1_dir = stage1_dir or _stage1_dir(config)
+    stage1_dir = stage1_dir or shared_stage1_dir(config)
     out = [f"train.seed={seed}", f"train.output_dir={output_dir}-seed{seed}"]
     if stage1_dir:
         out.append(f"method_options.pipeline.stage1_dir={stage1_dir}-seed{seed}")
@@ -76,11 +76,11 @@ def _read_records(results_file: Path) -> list[dict[str, Any]]:
     return read_records(results_file) if results_file.is_file() else []
 
 
-def _run_one(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
+def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
              results_file: Path, progress: bool, echo: Callable[[str], None]) -> tuple[dict[str, Any] | None, bool]:
     """Train and record one (variant, seed) unless the results file has it. Returns (record, ran)."""
-    from ..training.config import load_config
-    from ..training.runs import train_and_record
+    from .config import load_config
+    from .runs import train_and_record
 
     config = load_config(config_path, overrides, method=method)
     seed = config.train.seed

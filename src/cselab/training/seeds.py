@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CselabError
-from .recorded_runs import _run_one, seed_overrides
+from .recorded_runs import run_unless_recorded, seed_overrides
 
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
@@ -36,7 +36,7 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise CselabError(f"seeds must be distinct and at least one, got {seeds}")
-    from ..training.config import load_config
+    from .config import load_config
 
     results_file, say = Path(results_file), echo or (lambda _msg: None)
     base_config = load_config(config_path, list(overrides), method=method)
@@ -44,7 +44,7 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
     records, ran, skipped = [], [], []
     for seed in seeds:
         run_overrides = [*overrides, *seed_overrides(base_config, seed)]
-        record, did_run = _run_one(config_path, run_overrides, method=method, variant=variant,
+        record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
                                    results_file=results_file, progress=progress, echo=say)
         (ran if did_run else skipped).append(seed)
         if record is not None:
