@@ -1,4 +1,4 @@
-"""The analysis runners (cselab.analysis.runners) on tiny random BERTs and a tiny STS-B: each writes real PNG
+"""The analysis reports (cselab.analysis.*_report) and the seeds/ablation runs (cselab.training.seeds, .ablation) on tiny random BERTs and a tiny STS-B: each writes real PNG
 and JSON files, and its numbers equal an independent computation (direct loops over the STS-B file read here,
 HF's own attention outputs, a hand MAC count, scipy's paired t-test)."""
 
@@ -15,11 +15,19 @@ from scipy import stats
 from transformers import BertConfig, BertModel
 
 from conftest import build_tiny_model_dir, write_corpus
-from cselab.analysis import runners
+from cselab.analysis.ablation_report import ablation_report
+from cselab.analysis.align_uniform_report import align_uniform
+from cselab.analysis.attention_report import attention_report
+from cselab.analysis.cost_report import cost_report
+from cselab.analysis.density_report import density_report
+from cselab.analysis.seeds_report import seeds_report
 from cselab.errors import CselabError
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 from cselab.reporting.tables import ablation_table, read_records, seeds_table
+from cselab.training.ablation import ablation_run
+from cselab.training.recorded_runs import _config_differences, seed_overrides
+from cselab.training.seeds import seeds_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -109,7 +117,7 @@ def twin_dir(tiny_bert_dir, second_bert_dir, tmp_path_factory):
 
 def test_align_uniform_matches_direct_loops(tiny_bert_dir, second_bert_dir, sts_home, tmp_path):
     write_crafted_stsb_test(sts_home)
-    results = runners.align_uniform([tiny_bert_dir, second_bert_dir], tmp_path / "au", labels=["one", "two"],
+    results = align_uniform([tiny_bert_dir, second_bert_dir], tmp_path / "au", labels=["one", "two"],
                                     pooler="mean")
     rows = stsb_test_rows(sts_home)
     assert len(rows) == len(CRAFTED_TEST)
@@ -138,7 +146,7 @@ def test_align_uniform_matches_direct_loops(tiny_bert_dir, second_bert_dir, sts_
 
 def test_density_groups_and_medians(tiny_bert_dir, sts_home, tmp_path):
     write_crafted_stsb_test(sts_home)
-    (res,) = runners.density_report([tiny_bert_dir], tmp_path / "dens", pooler="mean")
+    (res,) = density_report([tiny_bert_dir], tmp_path / "dens", pooler="mean")
     rows = stsb_test_rows(sts_home)
     model = load_model(tiny_bert_dir, pooler="mean")
     a, b = embed_rows(model, rows)
@@ -166,7 +174,7 @@ def test_density_groups_and_medians(tiny_bert_dir, sts_home, tmp_path):
 
 
 def test_attention_report_matches_hf_attentions(tiny_bert_dir, sts_home, tmp_path):
-    rep = runners.attention_report(tiny_bert_dir, tmp_path / "att")
+    rep = attention_report(tiny_bert_dir, tmp_path / "att")
     rows = stsb_test_rows(sts_home)
     sentences = list(dict.fromkeys(s for s1, s2, _ in rows for s in (s1, s2)))
     assert rep.n_sentences == len(sentences) and rep.kind == "encoder"
@@ -213,10 +221,10 @@ def test_attention_report_matches_hf_attentions(tiny_bert_dir, sts_home, tmp_pat
 
 def test_attention_report_per_twin_member_and_without_pooler(tiny_bert_dir, second_bert_dir, twin_dir, tmp_path):
     sentences = ["a man plays the guitar.", "the dog runs on the road!", "two women eat food"]
-    twin = runners.attention_report(twin_dir, tmp_path / "twin", sentences=sentences, heatmap_layers=[-1])
+    twin = attention_report(twin_dir, tmp_path / "twin", sentences=sentences, heatmap_layers=[-1])
     assert twin.kind == "twin" and [m.member for m in twin.members] == ["encoder_1", "encoder_2"]
     for member, single_dir in zip(twin.members, [tiny_bert_dir, second_bert_dir], strict=True):
-        (single,) = runners.attention_report(single_dir, tmp_path / member.member, sentences=sentences,
+        (single,) = attention_report(single_dir, tmp_path / member.member, sentences=sentences,
                                              sentence_for_heatmap=None).members
         assert single.heatmap is None and not (tmp_path / member.member / "attention_heatmap.png").exists()
         assert member.cls_energy == pytest.approx(single.cls_energy, rel=1e-6)
@@ -231,7 +239,7 @@ def test_attention_report_per_twin_member_and_without_pooler(tiny_bert_dir, seco
     torch.manual_seed(0)
     config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
     no_pooler = Encoder(BertModel(config, add_pooling_layer=False), AutoTokenizer.from_pretrained(tiny_bert_dir))
-    rep = runners.attention_report(no_pooler, tmp_path / "nopool", sentences=sentences, label="no-pooler")
+    rep = attention_report(no_pooler, tmp_path / "nopool", sentences=sentences, label="no-pooler")
     assert rep.members[0].norms is None and "pooler" in rep.members[0].norms_note
     data = read_json(tmp_path / "nopool" / "attention.json")
     assert data["label"] == "no-pooler" and data["members"][0]["norms"] is None
@@ -246,10 +254,10 @@ def test_cost_single_twin_ensemble_and_efficiency(tiny_bert_dir, twin_dir, sts_h
     # hand count, seq_len 16, hidden 32, FFN 64, 2 layers: Q,K,V,O + 2 FFN linears, QK^T and PV, the pooler
     t, h, ff = 16, 32, 64
     hand = (2 * (t * (4 * h * h + 2 * h * ff) + 2 * t * t * h) + h * h) / 1e9
-    single = runners.cost_report(tiny_bert_dir, seq_len=t)
+    single = cost_report(tiny_bert_dir, seq_len=t)
     assert single.gmacs == pytest.approx(hand, rel=1e-9) and single.members == {"encoder": single.gmacs}
     assert single.efficiency is None and single.kind == "encoder"
-    twin = runners.cost_report(twin_dir, seq_len=t, score=80.0, out_dir=tmp_path / "cost")
+    twin = cost_report(twin_dir, seq_len=t, score=80.0, out_dir=tmp_path / "cost")
     assert twin.gmacs == pytest.approx(2 * hand, rel=1e-9) and set(twin.members) == {"encoder_1", "encoder_2"}
     assert twin.efficiency == pytest.approx(80.0 / (2 * hand))
     data = read_json(tmp_path / "cost" / "cost.json")
@@ -257,7 +265,7 @@ def test_cost_single_twin_ensemble_and_efficiency(tiny_bert_dir, twin_dir, sts_h
 
     ensemble_dir = save_model(EnsembleModel([load_model(twin_dir), load_model(tiny_bert_dir)], [0.5, 0.5]),
                               tmp_path / "ensemble")
-    ens = runners.cost_report(ensemble_dir, seq_len=t, score_task="stsb")
+    ens = cost_report(ensemble_dir, seq_len=t, score_task="stsb")
     assert ens.gmacs == pytest.approx(3 * hand, rel=1e-9)
     assert list(ens.members) == ["member_1/encoder_1", "member_1/encoder_2", "member_2"]
     rows = stsb_test_rows(sts_home)
@@ -265,7 +273,7 @@ def test_cost_single_twin_ensemble_and_efficiency(tiny_bert_dir, twin_dir, sts_h
     assert ens.score == pytest.approx(expected, rel=1e-4) and ens.score_source == "stsb/test"
     assert ens.efficiency == pytest.approx(ens.score / ens.gmacs)
     with pytest.raises(CselabError, match="not both"):
-        runners.cost_report(tiny_bert_dir, score=1.0, score_task="stsb")
+        cost_report(tiny_bert_dir, score=1.0, score_task="stsb")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -284,8 +292,8 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     results = tmp_path / "results.jsonl"
     a_over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-a", "train.lr=1e-3")
     b_over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-b", "train.lr=2e-4")
-    run_a = runners.seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
-    run_b = runners.seeds_run(None, b_over, seeds=(1, 2), results_file=results, variant="b", progress=False)
+    run_a = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
+    run_b = seeds_run(None, b_over, seeds=(1, 2), results_file=results, variant="b", progress=False)
     assert run_a.ran == [1, 2] and run_a.skipped == [] and run_a.label == "simcse/a"
     assert [r["seed"] for r in run_b.records] == [1, 2] and {r["variant"] for r in run_b.records} == {"b"}
     assert (tmp_path / "run-a-seed2" / "best").is_dir() and (tmp_path / "run-b-seed1" / "best").is_dir()
@@ -296,7 +304,7 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     a = [r["scores"]["avg-available"] for r in run_a.records]
     b = [r["scores"]["avg-available"] for r in run_b.records]
     expected = stats.ttest_rel(a, b)
-    report = runners.seeds_report(records, tmp_path / "seeds", a_variant="a", b_variant="b")
+    report = seeds_report(records, tmp_path / "seeds", a_variant="a", b_variant="b")
     assert report.paired["t_statistic"] == pytest.approx(expected.statistic, rel=1e-9)
     assert report.paired["t_pvalue"] == pytest.approx(expected.pvalue, rel=1e-9)
     assert report.paired["seeds"] == [1, 2] and report.paired["df"] == 1
@@ -317,18 +325,18 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     assert p_row["p (Wilcoxon)"] == "-"
 
     # a rerun skips what is recorded ...
-    again = runners.seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
+    again = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
     assert again.ran == [] and again.skipped == [1, 2] and len(read_records(results)) == 4
     # ... and redoes a seed whose record is missing, resuming its finished run directory
     removed = next(r for r in records if r["variant"] == "a" and r["seed"] == 2)
     results.write_text("".join(json.dumps(r) + "\n" for r in records if r is not removed))
-    redo = runners.seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
+    redo = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
     assert redo.ran == [2] and redo.skipped == [1] and len(read_records(results)) == 4
     assert redo.records[1]["scores"] == removed["scores"] and redo.records[1]["steps"] == 2
     # the same name with another configuration is refused
     other = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-a", "train.lr=5e-4")
     with pytest.raises(CselabError, match="different configuration"):
-        runners.seeds_run(None, other, seeds=(1,), results_file=results, variant="a", progress=False)
+        seeds_run(None, other, seeds=(1,), results_file=results, variant="a", progress=False)
 
 
 @pytest.fixture
@@ -360,7 +368,7 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     corpus = write_corpus(tmp_path / "corpus.txt", n=60)
     results = tmp_path / "ablation.jsonl"
     over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "abl")
-    run = runners.ablation_run(None, overrides=over, results_file=results, method=two_term_method, progress=False)
+    run = ablation_run(None, overrides=over, results_file=results, method=two_term_method, progress=False)
     assert run.terms == ("info_nce", "warm") and run.variants == ["info_nce+warm", "info_nce", "warm"]
     assert run.ran == [("info_nce+warm", 42), ("info_nce", 42), ("warm", 42)]
     weights = {r["variant"]: r["config"]["effective"]["method_options"].get("loss_weights", {}) for r in run.records}
@@ -381,15 +389,15 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     only_warm = run.records[2]["scores"]["avg-available"]
     assert rows[0].rstrip(" |").endswith("+0.00")
     assert rows[2].rstrip(" |").endswith(f"{only_warm - full:+.2f}")
-    report = runners.ablation_report(read_records(results), run.terms, tmp_path / "ablation-report")
+    report = ablation_report(read_records(results), run.terms, tmp_path / "ablation-report")
     assert report.means == {r["variant"]: r["scores"]["avg-available"] for r in run.records}
     assert_png(tmp_path / "ablation-report" / "ablation.png")
     read_json(tmp_path / "ablation-report" / "ablation.json")
 
-    again = runners.ablation_run(None, [["warm"]], over, results_file=results, method=two_term_method, progress=False)
+    again = ablation_run(None, [["warm"]], over, results_file=results, method=two_term_method, progress=False)
     assert again.ran == [] and again.skipped == [("warm", 42)]
     with pytest.raises(CselabError, match="invalid loss-term subset"):
-        runners.ablation_run(None, [["nope"]], over, results_file=results, method=two_term_method, progress=False)
+        ablation_run(None, [["nope"]], over, results_file=results, method=two_term_method, progress=False)
 
     # the CLI trains only the subsets named with --subset (recorded here, so skipped); a bad one is one line
     from cselab.cli import main
@@ -416,19 +424,19 @@ def test_twin_seeds_get_their_own_stage1_and_records_match_across_locations():
     jtcse = load_config(root / "configs/jtcse/cpu-minilm.yaml", [])
     shared = tncse.method_options["pipeline"]["stage1_dir"]
     assert shared == jtcse.method_options["pipeline"]["stage1_dir"]  # the presets share one stage 1
-    assert runners.seed_overrides(tncse, 3) == [
+    assert seed_overrides(tncse, 3) == [
         "train.seed=3", f"train.output_dir={tncse.train.output_dir}-seed3",
         f"method_options.pipeline.stage1_dir={shared}-seed3",
     ]
     # ... and so do their runs of one seed
-    assert runners.seed_overrides(jtcse, 3)[-1] == f"method_options.pipeline.stage1_dir={shared}-seed3"
+    assert seed_overrides(jtcse, 3)[-1] == f"method_options.pipeline.stage1_dir={shared}-seed3"
     # a single-encoder method only moves its output directory
     simcse = load_config(root / "configs/simcse/cpu-minilm.yaml", [])
-    assert runners.seed_overrides(simcse, 2) == ["train.seed=2", f"train.output_dir={simcse.train.output_dir}-seed2"]
+    assert seed_overrides(simcse, 2) == ["train.seed=2", f"train.output_dir={simcse.train.output_dir}-seed2"]
 
     # where stage 1 lives is a location, not a setting; a stage-2 loss weight is a setting
     a = tncse.model_dump(mode="json")
     moved = load_config(root / "configs/tncse/cpu-minilm.yaml", ["method_options.pipeline.stage1_dir=elsewhere"])
-    assert runners._config_differences(a, moved.model_dump(mode="json")) == []
+    assert _config_differences(a, moved.model_dump(mode="json")) == []
     reweighted = load_config(root / "configs/tncse/cpu-minilm.yaml", ["method_options.loss_weights.ictn=0.5"])
-    assert runners._config_differences(a, reweighted.model_dump(mode="json")) == ["method_options"]
+    assert _config_differences(a, reweighted.model_dump(mode="json")) == ["method_options"]

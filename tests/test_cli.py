@@ -144,7 +144,8 @@ def test_analyze_commands_on_tiny_model(tiny_bert_dir, sts_home, tmp_path, capsy
     assert code == 0, err
     assert (tmp_path / "a" / "align_uniform.png").stat().st_size > 0
     assert out.startswith("x: alignment") and "\ny: alignment" in out
-    code, _, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), "--labels", "x,y"], capsys)
+    code, _, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), "--labels", "x,y", "--out", str(tmp_path / "a")],
+                           capsys)
     assert_one_line_error(code, err, "2 labels for 1 models")
     code, out, err = run_cli(["analyze", "density", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
     assert code == 0, err

@@ -100,23 +100,70 @@ def encode_command(model: str, input_file: Path, output_file: Path, pooler: str 
 
 
 # -- training --------------------------------------------------------------------------------------------
+_preset_opt = click.option("--preset", help="a preset shipped with cselab instead of --config, e.g. simcse/cpu-minilm")
+
+
+def _config_file(config_file: Path | None, preset: str | None, *, required: bool = False) -> Path | None:
+    """The YAML file that --config or --preset names."""
+    if config_file is not None and preset:
+        raise CselabError("give --config FILE or --preset NAME, not both")
+    if preset:
+        from .training.presets import preset_path
+
+        return preset_path(preset)
+    if required and config_file is None:
+        raise CselabError("give --config FILE or --preset NAME (`cselab presets` lists the presets)")
+    return config_file
+
+
+@cli.command("presets")
+def presets_command() -> None:
+    """List the presets shipped with cselab (use one with --preset NAME)."""
+    from .training.config import load_config
+    from .training.presets import list_presets
+
+    presets = list_presets()
+    width = max(len(p.name) for p in presets)
+    for p in presets:
+        c = load_config(p.path)
+        steps = f"{c.train.max_steps} steps" if c.train.max_steps else f"{c.train.epochs} epoch(s)"
+        click.echo(f"{p.name.ljust(width)}  {c.method:<9} {c.model.backbone}, {steps}, batch {c.train.batch_size}")
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Run configurations: what every key means."""
+
+
+@config_group.command("show")
+@click.argument("method")
+def config_show(method: str) -> None:
+    """Every key of a METHOD run config with its default and description (KEY=DEFAULT, as an override)."""
+    from .training.config_reference import render_config_reference
+
+    click.echo(render_config_reference(method))
+
+
 @cli.command("train", context_settings={"ignore_unknown_options": True})
 @click.option("--method", help="training method (simcse, ...); overrides the config's")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML preset")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML config file")
+@_preset_opt
 @click.option("--resume", is_flag=True, help="continue the run in train.output_dir exactly where it stopped")
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record (test scores) to this JSONL")
 @click.option("--variant", default="", help="label of this run in the results record (e.g. '+DCL only')")
 @click.option("--row", default="", help="identifier of the results row (benchmarks/run_protocol.sh)")
 @click.argument("overrides", nargs=-1)
-def train_command(method: str | None, config_file: Path | None, resume: bool, results: Path | None,
-                  variant: str, row: str, overrides: tuple[str, ...]) -> None:
+def train_command(method: str | None, config_file: Path | None, preset: str | None, resume: bool,
+                  results: Path | None, variant: str, row: str, overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from .training.config import load_config
     from .training.runs import train_and_record
 
+    config_file = _config_file(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
+    source = f"preset {preset}" if preset else str(config_file) if config_file else None
     summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
-                               config_source=str(config_file) if config_file else None, overrides=list(overrides))
+                               config_source=source, overrides=list(overrides))
     click.echo(summary)
 
 
@@ -126,15 +173,17 @@ def train_command(method: str | None, config_file: Path | None, resume: bool, re
 @click.option("--corpus", default="default", show_default=True, help="training sentences (name or file)")
 @click.option("--output-dir", required=True, type=click.Path(path_type=Path))
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML with training settings")
+@_preset_opt
 @click.option("--resume", is_flag=True)
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record to this JSONL")
 @click.argument("overrides", nargs=-1)
 def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
-                    resume: bool, results: Path | None, overrides: tuple[str, ...]) -> None:
+                    preset: str | None, resume: bool, results: Path | None, overrides: tuple[str, ...]) -> None:
     """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D)."""
     from .training.pipeline import distill_config
     from .training.runs import train_and_record
 
+    config_file = _config_file(config_file, preset)
     config = distill_config(teacher, student, corpus, output_dir=output_dir, config_file=config_file,
                             overrides=list(overrides))
     click.echo(train_and_record(config, resume=resume, results_file=results, variant="-D",
@@ -160,7 +209,11 @@ def analyze() -> None:
 
 
 _models_arg = click.argument("models", nargs=-1, required=True)
-_out_opt = click.option("--out", "out_dir", default="analysis", show_default=True, type=click.Path(path_type=Path))
+_out_opt = click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+                        help="directory for the JSON and PNG files")
+# seeds/ablate: the summary goes under the run unless --out says otherwise
+_summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path),
+                                help="directory for the summary (default: train.output_dir)")
 _pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
 _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _split_list(value) if value else None,
                            help="comma-separated plot labels, one per model (default: from the paths)")
@@ -173,7 +226,7 @@ _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _spl
 @_labels_opt
 def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
-    from .analysis.runners import align_uniform
+    from .analysis.align_uniform_report import align_uniform
 
     for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
@@ -188,7 +241,7 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @click.option("--label", help="the model's name in the plots (default: from the path)")
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
-    from .analysis.runners import attention_report
+    from .analysis.attention_report import attention_report
 
     report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
@@ -205,7 +258,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @_pooler_opt
 def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
     """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
-    from .analysis.runners import cost_report
+    from .analysis.cost_report import cost_report
 
     r = cost_report(model, seq_len=seq_len, score=score, score_task=score_task, pooler=pooler)
     eta = f"  score {r.score:.2f}  eta {r.efficiency:.2f}" if r.efficiency is not None else ""
@@ -219,26 +272,38 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_labels_opt
 def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
-    from .analysis.runners import density_report
+    from .analysis.density_report import density_report
 
     density_report(list(models), out_dir, pooler=pooler, labels=labels)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")
 
 
+def _run_dir(config_file: Path | None, overrides: tuple[str, ...]) -> Path:
+    """train.output_dir of the configuration: where seeds/ablate keep their records and summary by default."""
+    from .training.config import load_config
+
+    return Path(load_config(config_file, list(overrides)).train.output_dir)
+
+
 @cli.command("seeds", context_settings={"ignore_unknown_options": True})
-@click.option("--config", "config_file", required=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path))
+@_preset_opt
 @click.option("--seeds", default="1,2,3,4,5", show_default=True)
 @click.option("--variant", default="")
-@click.option("--results", default="benchmarks/results/seeds.jsonl", show_default=True, type=click.Path(path_type=Path))
+@click.option("--results", type=click.Path(path_type=Path), help="records (JSONL; default: train.output_dir/seeds.jsonl)")
 @click.option("--compare", nargs=2, help="two configuration labels (method/variant) for the paired test")
-@_out_opt
+@_summary_out_opt
 @click.argument("overrides", nargs=-1)
-def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, compare: tuple[str, str] | None,
-                  out_dir: Path, overrides: tuple[str, ...]) -> None:
+def seeds_command(config_file: Path | None, preset: str | None, seeds: str, variant: str, results: Path | None,
+                  compare: tuple[str, str] | None, out_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
-    from .analysis.runners import seeds_report, seeds_run
+    from .analysis.seeds_report import seeds_report
     from .reporting.tables import read_records
+    from .training.seeds import seeds_run
 
+    config_file = _config_file(config_file, preset, required=True)
+    run_dir = _run_dir(config_file, overrides)
+    results, out_dir = results or run_dir / "seeds.jsonl", out_dir or run_dir
     seed_list = [int(s) for s in _split_list(seeds)]
     seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
     a, b = compare if compare else (None, None)
@@ -247,18 +312,24 @@ def seeds_command(config_file: Path, seeds: str, variant: str, results: Path, co
 
 
 @cli.command("ablate", context_settings={"ignore_unknown_options": True})
-@click.option("--config", "config_file", required=True, type=click.Path(path_type=Path))
-@click.option("--results", default="benchmarks/results/ablation.jsonl", show_default=True, type=click.Path(path_type=Path))
+@click.option("--config", "config_file", type=click.Path(path_type=Path))
+@_preset_opt
+@click.option("--results", type=click.Path(path_type=Path), help="records (JSONL; default: train.output_dir/ablation.jsonl)")
 @click.option("--subset", "subsets", multiple=True, metavar="TERM+TERM",
               help="train only this subset of the loss terms (repeatable; default: every non-empty subset), "
                    "e.g. to share the subsets out between machines")
-@_out_opt
+@_summary_out_opt
 @click.argument("overrides", nargs=-1)
-def ablate_command(config_file: Path, results: Path, subsets: tuple[str, ...], out_dir: Path,
-                   overrides: tuple[str, ...]) -> None:
+def ablate_command(config_file: Path | None, preset: str | None, results: Path | None, subsets: tuple[str, ...],
+                   out_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
-    from .analysis.runners import ablation_report, ablation_run
+    from .analysis.ablation_report import ablation_report
     from .reporting.tables import read_records
+    from .training.ablation import ablation_run
+
+    config_file = _config_file(config_file, preset, required=True)
+    run_dir = _run_dir(config_file, overrides)
+    results, out_dir = results or run_dir / "ablation.jsonl", out_dir or run_dir
 
     chosen = [tuple(t.strip() for t in s.split("+")) for s in subsets] or None
     run = ablation_run(config_file, chosen, list(overrides), results_file=results, echo=click.echo)
@@ -268,25 +339,26 @@ def ablate_command(config_file: Path, results: Path, subsets: tuple[str, ...], o
 
 # -- reporting -------------------------------------------------------------------------------------------
 @cli.command("report")
-@click.option("--results", "results_file", default="benchmarks/results/protocol.jsonl", show_default=True,
-              type=click.Path(path_type=Path), help="results records (JSONL)")
-@click.option("--seeds", "seeds_file", default="benchmarks/results/seeds.jsonl", show_default=True,
-              type=click.Path(path_type=Path), help="records of `cselab seeds` (table rendered when the file exists)")
-@click.option("--ablation", "ablation_file", default="benchmarks/results/ablation.jsonl", show_default=True,
-              type=click.Path(path_type=Path), help="records of `cselab ablate` (table rendered when the file exists)")
+@click.option("--results", "results_file", type=click.Path(path_type=Path), help="results records of `cselab train --results`")
+@click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
+@click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
 @click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
 @click.option("--update-readme", type=click.Path(path_type=Path),
               help="replace the <!-- cselab:protocol|seeds|ablation --> blocks of this README with the tables")
-def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, compare: tuple[str, str] | None,
-                   update_readme: Path | None) -> None:
+def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None,
+                   compare: tuple[str, str] | None, update_readme: Path | None) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
-    tables = {"protocol": protocol_table(read_records(results_file))}
-    if seeds_file.is_file():
+    if not (results_file or seeds_file or ablation_file):
+        raise CselabError("give at least one records file: --results, --seeds or --ablation")
+    tables = {}
+    if results_file:
+        tables["protocol"] = protocol_table(read_records(results_file))
+    if seeds_file:
         a, b = compare if compare else (None, None)
         tables["seeds"] = seeds_table(read_records(seeds_file), a, b)
-    if ablation_file.is_file():
+    if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
     if not update_readme:
         click.echo("\n\n".join(tables.values()))

@@ -22,8 +22,8 @@ class _Strict(BaseModel):
 
 
 class ModelConfig(_Strict):
-    backbone: str = "all-MiniLM-L6-v2"
-    pooler: str = "cls"
+    backbone: str = Field("all-MiniLM-L6-v2", description="HF/sentence-transformers directory, fetched model or hub name")
+    pooler: str = Field("cls", description="sentence vector: " + ", ".join(POOLERS))
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
@@ -43,30 +43,30 @@ class DataConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    output_dir: str = "runs/simcse"
-    seed: int = 42
-    lr: float = Field(3e-5, gt=0)
+    output_dir: str = Field("runs/simcse", description="run directory (config.yaml, metrics.jsonl, best/, last/, ...)")
+    seed: int = Field(42, description="data order, dropout masks and new weights")
+    lr: float = Field(3e-5, gt=0, description="peak AdamW learning rate")
     batch_size: int = Field(64, gt=0, description="GLOBAL batch size (split over data-parallel ranks)")
     max_steps: int | None = Field(None, gt=0, description="stop after this many steps; null = epochs")
-    epochs: int = Field(1, gt=0)
-    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0)
-    scheduler: Literal["linear", "constant"] = "linear"
-    weight_decay: float = Field(0.0, ge=0.0)
-    grad_clip: float | None = Field(None, gt=0)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    epochs: int = Field(1, gt=0, description="passes over the corpus when max_steps is null")
+    warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0, description="share of the steps with a linear warm-up")
+    scheduler: Literal["linear", "constant"] = Field("linear", description="learning rate after the warm-up")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    grad_clip: float | None = Field(None, gt=0, description="max global gradient norm; null = no clipping")
+    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="autocast of the encoders (fp16: GPU only)")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
-    eval_every: int = Field(125, gt=0)
-    eval_at_start: bool = True
-    eval_batch_size: int = Field(128, gt=0)
+    eval_every: int = Field(125, gt=0, description="dev evaluation (and best/ selection) every N steps")
+    eval_at_start: bool = Field(True, description="evaluate the untrained model at step 0 (it can be selected)")
+    eval_batch_size: int = Field(128, gt=0, description="batch size of dev/test encoding")
     dev_task: str = Field("stsb", description="model selection uses this task's DEV split only")
     save_every: int | None = Field(None, gt=0, description="resumable state every N steps; null = eval_every")
-    log_every: int = Field(10, gt=0)
-    tensorboard: bool = False
+    log_every: int = Field(10, gt=0, description="a metrics.jsonl line every N steps")
+    tensorboard: bool = Field(False, description="also write TensorBoard logs to <output_dir>/tensorboard")
     threads: int | None = Field(None, gt=0, description="torch CPU threads; null keeps torch's default")
 
 
 class RunConfig(_Strict):
-    method: str = "simcse"
+    method: str = Field("simcse", description="training method (cselab config show METHOD lists its options)")
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

@@ -1,5 +1,5 @@
 """Multi-stage recipes built from ordinary training runs: the TNCSE/JTCSE two-stage pipeline, distillation
-into one encoder (-D), the +UC ensemble and the loss-term ablation grid (METHODS.md sections 5-6).
+into one encoder (-D) and the +UC ensemble (METHODS.md sections 5-6).
 
 The two-stage pipeline (:func:`run_twin_pipeline`) reads a stage-2 config (method ``tncse`` or ``jtcse``)
 whose ``method_options.pipeline`` block describes stage 1::
@@ -56,14 +56,14 @@ class _Strict(BaseModel):
 
 
 class Stage1EncoderSpec(_Strict):
-    augmentation: AugmentationSpec
+    augmentation: AugmentationSpec = Field(description="how this encoder's copy of the corpus is made")
     settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for this encoder only")
 
 
 class Stage1Spec(_Strict):
     method: str = Field("simcse", description="the stage-1 training method")
     settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for both encoders")
-    encoders: list[Stage1EncoderSpec]
+    encoders: list[Stage1EncoderSpec] = Field(description="exactly two: encoder I and encoder II")
 
     @field_validator("encoders")
     @classmethod
@@ -76,7 +76,7 @@ class Stage1Spec(_Strict):
 class PipelineSpec(_Strict):
     """The ``method_options.pipeline`` block of a TNCSE/JTCSE config."""
 
-    stage1: Stage1Spec
+    stage1: Stage1Spec = Field(description="how stage 1 trains the two encoders")
     stage1_dir: str | None = Field(None, description="stage-1 runs and augmented corpora; default <output_dir>/stage1")
 
 
@@ -262,7 +262,7 @@ def run_twin_pipeline(
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
                      row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
-    from .runs import append_record, results_record, score_test_sets
+    from .results import append_record, results_record, score_test_sets
 
     # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
     results_json = Path(outcome.stage2.output_dir).parent / "results.json"

@@ -1,0 +1,107 @@
+"""A training run recorded in a results file under (method, variant, seed), the unit of `cselab seeds` and
+`cselab ablate`.
+
+Decisions
+---------
+* A run is skipped when the results file already has a record of the same method, variant and seed; if that
+  record's effective configuration differs (ignoring output dir, device, threads and logging), the runner
+  stops with an error instead of mixing two configurations under one name. A run whose output directory
+  holds a saved state but no record (it was interrupted) is resumed.
+* Seed ``S`` of a configuration uses ``train.seed=S`` and ``train.output_dir=<output_dir>-seed<S>`` (and a twin
+  pipeline's shared ``stage1_dir`` becomes ``<stage1_dir>-seed<S>``: stage 1 depends on the seed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CselabError
+
+# Effective-config keys that do not change what a run computes (skipped when matching records).
+_IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
+                        ("train", "tensorboard"), ("train", "log_every"), ("train", "save_every"),
+                        ("train", "eval_batch_size"), ("method_options", "pipeline", "stage1_dir")}
+
+
+def _flatten(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    out: dict[tuple[str, ...], Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, (*prefix, str(k))))
+        else:
+            out[(*prefix, str(k))] = v
+    return out
+
+
+def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Keys (dotted) whose values differ between two effective configs. Run-location keys are ignored, and so
+    are typed keys only one side has (a newer cselab may add keys with defaults); ``method_options`` is
+    free-form (no defaults filled in), so every key counts, present on one side or both (run locations aside)."""
+    a = _flatten({k: v for k, v in recorded.items() if k != "method_options"})
+    b = _flatten({k: v for k, v in current.items() if k != "method_options"})
+    out = [".".join(k) for k in sorted(set(a) & set(b)) if k not in _IGNORED_CONFIG_KEYS and a[k] != b[k]]
+    missing = object()
+    ma = _flatten(recorded.get("method_options", {}), ("method_options",))
+    mb = _flatten(current.get("method_options", {}), ("method_options",))
+    if any(ma.get(k, missing) != mb.get(k, missing) for k in set(ma) | set(mb) if k not in _IGNORED_CONFIG_KEYS):
+        out.append("method_options")
+    return out
+
+
+def shared_stage1_dir(config: Any) -> str | None:
+    """The shared stage-1 directory a twin pipeline names (``None``: not a pipeline, or stage 1 under its own run)."""
+    pipeline = config.method_options.get("pipeline")
+    return str(pipeline["stage1_dir"]).rstrip("/") if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir") else None
+
+
+def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, stage1_dir: str | None = None) -> list[str]:
+    """The overrides that make ``config`` the run of ``seed``: the seed, ``<output_dir>-seed<S>`` and, for a twin
+    pipeline whose stage 1 lives in a shared ``stage1_dir``, ``<stage1_dir>-seed<S>`` (stage 1 depends on the
+    seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed). ``output_dir`` and
+    ``stage1_dir`` default to the config's."""
+    output_dir = (output_dir or config.train.output_dir).rstrip("/")
+    stage1_dir = stage1_dir or shared_stage1_dir(config)
+    out = [f"train.seed={seed}", f"train.output_dir={output_dir}-seed{seed}"]
+    if stage1_dir:
+        out.append(f"method_options.pipeline.stage1_dir={stage1_dir}-seed{seed}")
+    return out
+
+
+def _read_records(results_file: Path) -> list[dict[str, Any]]:
+    from ..reporting.tables import read_records
+
+    return read_records(results_file) if results_file.is_file() else []
+
+
+def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
+             results_file: Path, progress: bool, echo: Callable[[str], None]) -> tuple[dict[str, Any] | None, bool]:
+    """Train and record one (variant, seed) unless the results file has it. Returns (record, ran)."""
+    from .config import load_config
+    from .runs import train_and_record
+
+    config = load_config(config_path, overrides, method=method)
+    seed = config.train.seed
+    effective = config.model_dump(mode="json")
+    recorded = [r for r in _read_records(results_file)
+                if r.get("method") == config.method and (r.get("variant") or "") == variant and r.get("seed") == seed]
+    if recorded:
+        previous = recorded[-1]
+        differences = _config_differences(previous.get("config", {}).get("effective", {}), effective)
+        if differences:
+            raise CselabError(
+                f"{results_file} already records {config.method} variant {variant!r} seed {seed} with a different "
+                f"configuration ({', '.join(differences[:3])}); choose another variant name or results file")
+        echo(f"{config.method}{f' {variant}' if variant else ''} seed {seed}: already recorded, skipped")
+        return previous, False
+    output_dir = Path(config.train.output_dir)
+    resume = (output_dir / "last").exists()
+    summary = train_and_record(config, resume=resume, results_file=results_file, variant=variant,
+                               config_source=str(config_path) if config_path else None, overrides=overrides,
+                               progress=progress)
+    if not summary:  # a non-main data-parallel rank: the main rank records
+        return None, True
+    echo(summary)
+    return json.loads((output_dir / "results.json").read_text()), True

@@ -1,0 +1,56 @@
+"""The results record of a finished run (DATA_AND_EVAL.md section 6): the selected checkpoint's test scores,
+the effective configuration, cost and provenance; one JSON line per run in a results file.
+
+Its own module so that single runs (:mod:`cselab.training.runs`) and the two-stage pipeline
+(:mod:`cselab.training.pipeline`) both record through it without importing each other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..provenance import provenance
+from .config import RunConfig
+from .trainer import TrainResult
+
+
+def score_test_sets(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
+    """Test scores of a saved model on every available STS task (one evaluation, after selection)."""
+    from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from ..models.sentence_model import load_model
+
+    evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
+    result = evaluator(load_model(model_dir))
+    scores = {task: round(s.all, 2) for (task, _), s in result.scores.items()}
+    scores["avg-available"] = round(result.average, 2)
+    return scores
+
+
+def results_record(config: RunConfig, result: TrainResult, scores: dict[str, float], *, variant: str = "",
+                   row: str = "", config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """One line of a results file (DATA_AND_EVAL.md section 6)."""
+    return {
+        "row": row,
+        "method": config.method,
+        "variant": variant,
+        "backbone": config.model.backbone,
+        "config": {"path": config_source, "overrides": overrides or [], "effective": config.model_dump(mode="json")},
+        "seed": config.train.seed,
+        "steps": result.steps,
+        "precision": config.train.precision,
+        "scores": {**scores, "stsb_dev_best": round(result.best_dev, 2) if result.best_dev is not None else None,
+                   "stsb_dev_start": round(result.dev_at_start, 2) if result.dev_at_start is not None else None},
+        "best_step": result.best_step,
+        "wall_s": round(result.wall_s, 1),
+        "train_sentences_per_s": round(result.train_sentences_per_s, 1),
+        "peak_mem_mb": round(result.peak_mem_mb, 1),
+        **provenance(),
+    }
+
+
+def append_record(results_file: Path, record: dict[str, Any]) -> None:
+    results_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(results_file, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
