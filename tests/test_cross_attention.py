@@ -1,14 +1,16 @@
-"""JTCSE's cross-attention encoder layers on tiny BERT and RoBERTa, against HF's own layers and a by-hand reference."""
+"""JTCSE's cross-attention encoder layers and cross stream on tiny BERT and RoBERTa, against HF's own layers,
+a by-hand reference of one CAEL and a plain-tensor-maths loop over the layers' weights for the whole stream."""
 
 import copy
 import math
 
 import pytest
 import torch
+from transformers import AutoConfig, AutoModel
 
 from conftest import build_tiny_model_dir
 from cselab.errors import CselabError
-from cselab.models.cross_attention import cael_positions, cross_cls, cross_layer, encoder_layers
+from cselab.models.cross_attention import cael_positions, cross_layer, cross_stream_cls, encoder_layers
 from cselab.models.encoder import Encoder
 
 TEXTS = ["a man plays the guitar .", "the dog", "two women are walking in the park with a cat"]
@@ -35,16 +37,28 @@ def test_cael_positions_rejects_non_divisors(n_layers, num_ca):
         cael_positions(n_layers, num_ca)
 
 
+def build_deep_model_dir(path, family, seed, n_layers=4):
+    """Like conftest's tiny model directory but ``n_layers`` deep (room for a non-CAEL layer inside the stream)."""
+    build_tiny_model_dir(path, family, seed=seed)  # the tokenizer and a config to deepen
+    config = AutoConfig.from_pretrained(path)
+    config.num_hidden_layers = n_layers
+    torch.manual_seed(seed)
+    AutoModel.from_config(config).save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory):
-    """Per family: two tiny encoders with DIFFERENT weights (same vocabulary), dropout 0, eval mode."""
+    """Per family: two tiny encoders with DIFFERENT weights (same vocabulary), dropout 0, eval mode;
+    ``family`` has 2 layers, ``family + "-4"`` has 4."""
     out = {}
     for family in ("bert", "roberta"):
-        encoders = []
-        for seed in (0, 1):
-            path = build_tiny_model_dir(tmp_path_factory.mktemp(f"{family}{seed}"), family, seed=seed)
-            encoders.append(Encoder.from_pretrained(path, dropout=0.0).eval())
-        out[family] = encoders
+        for depth, build in ((2, build_tiny_model_dir), (4, build_deep_model_dir)):
+            encoders = []
+            for seed in (0, 1):
+                path = build(tmp_path_factory.mktemp(f"{family}{depth}-{seed}"), family, seed=seed)
+                encoders.append(Encoder.from_pretrained(path, dropout=0.0).eval())
+            out[family if depth == 2 else f"{family}-4"] = encoders
     return out
 
 
@@ -112,10 +126,10 @@ def test_cross_layer_matches_a_by_hand_computation(twins, family):
     with torch.no_grad():
         expected = _by_hand(l_1, h_1[j - 1], l_2, h_2[j - 1], mask)
         got = cross_layer(l_1, h_1[j - 1], l_2, h_2[j - 1], mask)
-        c_1, c_2 = cross_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, num_ca_layers=1)
+        c_1, c_2 = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, num_ca_layers=1)
         expected_2 = _by_hand(l_2, h_2[j - 1], l_1, h_1[j - 1], mask)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    # c = first token of the LAST CAEL (layer 2 of 2), symmetric for the second encoder
+    # one CAEL = the last layer: c = its first token, started from hidden_states[1]; symmetric for encoder II
     torch.testing.assert_close(c_1, expected[:, 0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(c_2, expected_2[:, 0], atol=1e-5, rtol=1e-5)
 
@@ -125,20 +139,143 @@ def test_cross_cls_errors(twins, tmp_path):
     features = enc_1.tokenize(TEXTS)
     h = _states(enc_1, features)
     with pytest.raises(CselabError, match="at least one"):
-        cross_cls(enc_1.backbone, enc_2.backbone, h, h, features["attention_mask"], num_ca_layers=0)
+        cross_stream_cls(enc_1.backbone, enc_2.backbone, h, h, features["attention_mask"], num_ca_layers=0)
     with pytest.raises(CselabError, match="does not divide"):
-        cross_cls(enc_1.backbone, enc_2.backbone, h, h, features["attention_mask"], num_ca_layers=3)
+        cross_stream_cls(enc_1.backbone, enc_2.backbone, h, h, features["attention_mask"], num_ca_layers=3)
     with pytest.raises(CselabError, match="encoder.layer"):
         encoder_layers(torch.nn.Linear(2, 2))
 
 
-def test_gradient_reaches_both_encoders(twins):
+# -- the cross stream against plain tensor maths ---------------------------------------------------------------
+def _linear(x, weights, name):
+    return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+
+
+def _layer_norm(x, weights, name, eps):
+    centred = x - x.mean(-1, keepdim=True)
+    variance = (centred**2).mean(-1, keepdim=True)
+    return centred / torch.sqrt(variance + eps) * weights[f"{name}.weight"] + weights[f"{name}.bias"]
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def plain_layer(weights_q, x_q, weights_v, x_v, mask, heads, eps):
+    """A BERT layer from its weights: queries/keys/output/feed-forward of ``weights_q`` on ``x_q``, values of
+    ``weights_v`` on ``x_v`` (the same weights and states give the ordinary layer)."""
+    n, t, d = x_q.shape
+    size = d // heads
+
+    def split(z):
+        return z.reshape(n, t, heads, size).transpose(1, 2)
+
+    q = split(_linear(x_q, weights_q, "attention.self.query"))
+    k = split(_linear(x_q, weights_q, "attention.self.key"))
+    v = split(_linear(x_v, weights_v, "attention.self.value"))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(size)
+    scores = scores.masked_fill(mask[:, None, None, :] == 0, float("-inf"))
+    context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(n, t, d)
+    attended = _layer_norm(_linear(context, weights_q, "attention.output.dense") + x_q, weights_q,
+                           "attention.output.LayerNorm", eps)
+    hidden = _gelu(_linear(attended, weights_q, "intermediate.dense"))
+    return _layer_norm(_linear(hidden, weights_q, "output.dense") + attended, weights_q, "output.LayerNorm", eps)
+
+
+def plain_cross_stream(backbone_1, backbone_2, hidden_1, hidden_2, mask, positions):
+    """``(c_I, c_II)`` by a per-layer loop over the layers' weights (METHODS.md section 6, written out):
+    start at ``hidden[j0 - 1]``; a CAEL mixes own queries/keys with the other stream's values, any other
+    layer is the encoder's ordinary layer on its own stream."""
+    config = backbone_1.config
+    assert config.hidden_act == "gelu", "the reference writes out exact (erf) GELU"
+    heads, eps = config.num_attention_heads, config.layer_norm_eps
+    weights_1 = [dict(layer.named_parameters()) for layer in backbone_1.encoder.layer]
+    weights_2 = [dict(layer.named_parameters()) for layer in backbone_2.encoder.layer]
+    x_1, x_2 = hidden_1[positions[0] - 1], hidden_2[positions[0] - 1]
+    for j in range(positions[0], len(weights_1) + 1):
+        w_1, w_2 = weights_1[j - 1], weights_2[j - 1]
+        if j in positions:
+            x_1, x_2 = plain_layer(w_1, x_1, w_2, x_2, mask, heads, eps), plain_layer(w_2, x_2, w_1, x_1, mask, heads, eps)
+        else:
+            x_1, x_2 = plain_layer(w_1, x_1, w_1, x_1, mask, heads, eps), plain_layer(w_2, x_2, w_2, x_2, mask, heads, eps)
+    return x_1[:, 0], x_2[:, 0]
+
+
+def _hf_states(encoder, features):
+    """The backbone's own forward (HF's hidden_states), not cselab's wrapper."""
+    inputs = {k: features[k] for k in ("input_ids", "attention_mask")}
+    return encoder.backbone(**inputs, output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("model, num_ca, positions", [
+    ("bert", 1, (2,)), ("bert", 2, (1, 2)), ("roberta", 2, (1, 2)),
+    ("bert-4", 2, (2, 4)), ("roberta-4", 2, (2, 4)), ("bert-4", 4, (1, 2, 3, 4)), ("bert-4", 1, (4,)),
+])
+def test_cross_stream_matches_a_plain_per_layer_loop(twins, model, num_ca, positions):
+    enc_1, enc_2 = twins[model]
+    features = enc_1.tokenize(TEXTS)
+    mask = features["attention_mask"]
+    assert (mask == 0).any(), "the batch must contain padding"
+    with torch.no_grad():
+        h_1, h_2 = _hf_states(enc_1, features), _hf_states(enc_2, features)
+        expected = plain_cross_stream(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, positions)
+        got = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, num_ca_layers=num_ca)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["bert", "bert-4"])
+def test_every_cael_shapes_c(twins, model):
+    """Two streams: with 2 CAELs the first one is in the path to c, so c differs from the 1-CAEL value."""
+    enc_1, enc_2 = twins[model]
+    features = enc_1.tokenize(TEXTS)
+    with torch.no_grad():
+        h_1, h_2 = _hf_states(enc_1, features), _hf_states(enc_2, features)
+        one = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, features["attention_mask"], num_ca_layers=1)
+        two = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, features["attention_mask"], num_ca_layers=2)
+    for a, b in zip(one, two, strict=True):
+        assert (a - b).abs().max() > 1e-3, "the first CAEL did not change c"
+
+
+def test_gradient_of_c_flows_through_the_cross_stream(twins):
+    """The primitive stream's states are detached, so any gradient on layer 1 (the first of 2 CAELs) can only
+    come through the cross stream: own query/key/output/feed-forward and the OTHER encoder's value."""
     enc_1, enc_2 = (copy.deepcopy(e).train() for e in twins["bert"])
     features = enc_1.tokenize(TEXTS)
-    c_1, _ = cross_cls(enc_1.backbone, enc_2.backbone, _states(enc_1, features), _states(enc_2, features),
-                       features["attention_mask"], num_ca_layers=2)
+    h_1, h_2 = ([s.detach() for s in _hf_states(e, features)] for e in (enc_1, enc_2))
+    c_1, _ = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, features["attention_mask"], num_ca_layers=2)
     c_1.sum().backward()
+    first_1, first_2 = encoder_layers(enc_1.backbone)[0], encoder_layers(enc_2.backbone)[0]
     last_1, last_2 = encoder_layers(enc_1.backbone)[-1], encoder_layers(enc_2.backbone)[-1]
-    assert last_1.attention.self.query.weight.grad.abs().sum() > 0
-    assert last_2.attention.self.value.weight.grad.abs().sum() > 0
-    assert last_2.attention.self.query.weight.grad is None, "c_I must not use encoder II's queries"
+    own = [first_1.attention.self.query, first_1.attention.self.key, first_1.attention.output.dense,
+           first_1.attention.output.LayerNorm, first_1.intermediate.dense, first_1.output.dense]
+    for module in [*own, first_2.attention.self.value, last_1.attention.self.query, last_2.attention.self.value]:
+        assert module.weight.grad is not None and module.weight.grad.abs().sum() > 0, module
+    # c_I's last step uses encoder I's queries and encoder II's values of the last layer, never the reverse
+    assert last_2.attention.self.query.weight.grad is None
+    assert last_1.attention.self.value.weight.grad is None
+
+
+@pytest.mark.parametrize("model, num_ca, positions", [("bert", 2, (1, 2)), ("roberta-4", 2, (2, 4))])
+def test_gradients_of_c_equal_those_of_the_plain_loop(twins, model, num_ca, positions):
+    """Every parameter's gradient of a loss on (c_I, c_II), through cselab's stream vs through the plain loop
+    (autograd through the same parameter tensors, starting from the backbone's own forward)."""
+    # float64 so that summation order cannot hide a wiring error; dropout 0: train mode is deterministic
+    enc_1, enc_2 = (copy.deepcopy(e).double().train() for e in twins[model])
+    features = enc_1.tokenize(TEXTS)
+    mask = features["attention_mask"]
+    params = [*enc_1.backbone.parameters(), *enc_2.backbone.parameters()]
+
+    def gradients(stream):
+        h_1, h_2 = _hf_states(enc_1, features), _hf_states(enc_2, features)
+        c_1, c_2 = stream(h_1, h_2)
+        loss = (c_1 * torch.linspace(-1, 1, c_1.shape[-1], dtype=c_1.dtype)).sum() + (c_2**2).sum()
+        return torch.autograd.grad(loss, params, allow_unused=True)
+
+    got = gradients(lambda h_1, h_2: cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, num_ca))
+    expected = gradients(lambda h_1, h_2: plain_cross_stream(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, positions))
+    for g, e in zip(got, expected, strict=True):
+        if e is None:
+            assert g is None or not g.any()
+        else:
+            torch.testing.assert_close(g, e, atol=1e-10, rtol=1e-8)

@@ -1,5 +1,6 @@
 """TNCSE / JTCSE stage 2 on tiny BERT and RoBERTa: loss wiring against direct computations, the twin
-inference, the R draw, the no-CAEL equivalence, and clear errors."""
+inference, the R draw, the no-CAEL equivalence, the cross stream's c-terms against a plain per-layer loop (and
+their gradients), what the CAEL count does and does not change, and clear errors."""
 
 import math
 
@@ -12,27 +13,32 @@ from cselab.losses import cross_encoder_info_nce, info_nce
 from cselab.methods import build_method
 from cselab.methods.base import StepContext
 from cselab.methods.jtcse import draw_query_side
-from cselab.models.cross_attention import cross_layer, encoder_layers
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model, save_model
 from cselab.training.config import load_config
 from cselab.training.distributed import DistributedContext
+from test_cross_attention import build_deep_model_dir, plain_cross_stream
 
 TEXTS = ["a man plays the guitar .", "the dog runs", "two women are walking in the park", "a cat",
          "the young man is riding a horse on the road"]
 
 
-def make_stage1_dir(path, family, seed):
+def make_stage1_dir(path, family, seed, build=build_tiny_model_dir):
     """A stage-1 model directory: a tiny backbone plus a (random) trained-MLP head, saved as cselab does."""
-    backbone = build_tiny_model_dir(path / "hf", family, seed=seed)
+    backbone = build(path / "hf", family, seed=seed)
     torch.manual_seed(100 + seed)
     return save_model(Encoder.from_pretrained(backbone, with_head=True), path / "model")
 
 
 @pytest.fixture(scope="module")
 def stage1(tmp_path_factory):
+    """Per family two stage-1 models with different weights; ``family + "-4"``: 4 layers instead of 2."""
     root = tmp_path_factory.mktemp("stage1")
-    return {family: [make_stage1_dir(root / f"{family}{s}", family, s) for s in (0, 1)] for family in ("bert", "roberta")}
+    out = {}
+    for family in ("bert", "roberta"):
+        out[family] = [make_stage1_dir(root / f"{family}{s}", family, s) for s in (0, 1)]
+        out[f"{family}-4"] = [make_stage1_dir(root / f"{family}-4-{s}", family, s, build_deep_model_dir) for s in (0, 1)]
+    return out
 
 
 def twin_config(method, enc_1, enc_2, *extra):
@@ -137,44 +143,92 @@ def _seed_with_r(r):
     return next(s for s in range(100) if draw_query_side(ctx(s).generator) == r)
 
 
-@pytest.mark.parametrize("family, r", [("bert", 0), ("bert", 1), ("roberta", 1)])
-def test_jtcse_icnce_follows_the_drawn_query_side(stage1, family, r):
+def _hf_views(method, batch):
+    """Both dropout copies through each backbone's own forward: ``(features, hidden_states per encoder)``."""
+    features = {k: torch.cat([v, v]) for k, v in batch.items()}
+    return features, [e.backbone(**features, output_hidden_states=True).hidden_states for e in method.encoders]
+
+
+@pytest.mark.parametrize("model, r, num_ca, positions", [
+    ("bert", 0, 1, (2,)), ("bert", 1, 1, (2,)), ("roberta", 1, 1, (2,)),  # one CAEL: the last layer alone
+    ("bert", 1, 2, (1, 2)), ("bert-4", 1, 2, (2, 4)), ("roberta-4", 0, 2, (2, 4)),
+])
+def test_jtcse_icnce_equals_the_plain_cross_stream_on_the_drawn_query_side(stage1, model, r, num_ca, positions):
     # dropout 0: the forward passes are deterministic, so the reference can recompute everything
-    method = build_method(twin_config("jtcse", *stage1[family], "method_options.num_ca_layers=2",
+    method = build_method(twin_config("jtcse", *stage1[model], f"method_options.num_ca_layers={num_ca}",
                                       "model.dropout=0.0", "method_options.loss_weights={nce: 0, ictn: 0}")).train()
     batch = method.collate(TEXTS)
-    seed = _seed_with_r(r)
-    terms = method.loss_terms(batch, ctx(seed))
-    features = {k: torch.cat([v, v]) for k, v in batch.items()}
-    states = [e.backbone(**features, output_hidden_states=True).hidden_states for e in method.encoders]
+    terms = method.loss_terms(batch, ctx(_seed_with_r(r)))
+    features, states = _hf_views(method, batch)
     h_1, h_2 = states[0][-1][:, 0], states[1][-1][:, 0]
-    n = len(encoder_layers(method.encoder_1.backbone))  # the last CAEL is the last layer
-    l_1, l_2 = encoder_layers(method.encoder_1.backbone)[n - 1], encoder_layers(method.encoder_2.backbone)[n - 1]
-    mask = features["attention_mask"]
-    c_1 = cross_layer(l_1, states[0][n - 1], l_2, states[1][n - 1], mask)[:, 0]
-    c_2 = cross_layer(l_2, states[1][n - 1], l_1, states[0][n - 1], mask)[:, 0]
+    c_1, c_2 = plain_cross_stream(method.encoder_1.backbone, method.encoder_2.backbone, *states,
+                                  features["attention_mask"], positions)
     x = cross_encoder_info_nce
     expected = x(h_1, h_2) + x(c_1, c_2) if r == 1 else x(h_2, h_1) + x(c_2, c_1)
     other = x(h_2, h_1) + x(c_2, c_1) if r == 1 else x(h_1, h_2) + x(c_1, c_2)
-    torch.testing.assert_close(terms["icnce"], expected, atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(expected, other), "the two query sides must differ for the test to mean anything"
+    atol = 2e-6  # fp32 rounding of two computation orders; the two query sides differ by >= 1e-5 here
+    torch.testing.assert_close(terms["icnce"], expected, atol=atol, rtol=0.0)
+    assert float((expected - other).detach().abs()) > 4 * atol, "the two query sides must differ for the test to mean anything"
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"])
-def test_jtcse_cael_count_does_not_change_the_loss(stage1, family):
-    # the cross branch is a side output (METHODS.md Decision), so only the last CAEL (always the last layer)
-    # reaches the loss: 1 and 2 CAELs in a 2-layer model give the same terms, bit for bit
-    one, two = (build_method(twin_config("jtcse", *stage1[family], f"method_options.num_ca_layers={k}")).train()
+@pytest.mark.parametrize("model", ["bert", "roberta", "bert-4"])
+def test_jtcse_cael_count_changes_the_c_terms_and_not_the_h_terms(stage1, model):
+    one, two = (build_method(twin_config("jtcse", *stage1[model], f"method_options.num_ca_layers={k}")).train()
                 for k in (1, 2))
     two.load_state_dict(one.state_dict())
     batch = one.collate(TEXTS)
-    terms = []
-    for method in (one, two):
+    terms, h = [], []
+    for method in (one, two):  # training mode, dropout 0.1: the h-terms must agree bit for bit
         torch.manual_seed(3)
         terms.append(method.loss_terms(batch, ctx(4)))
-    assert terms[0].keys() == terms[1].keys() and "icnce" in terms[0]
-    for key in terms[0]:
+        torch.manual_seed(3)
+        h.append(method.twin_views(batch, with_pooler=False).h)
+    for key in ("nce", "ictn"):
         assert torch.equal(terms[0][key], terms[1][key]), key
+    for a, b in zip(*h, strict=True):
+        assert torch.equal(a, b)
+    assert not torch.allclose(terms[0]["icnce"], terms[1]["icnce"])
+    # without dropout the c-part alone: the first of two CAELs changes c (it feeds the cross stream's next layer)
+    c = []
+    with torch.no_grad():
+        for method in (one.eval(), two.eval()):
+            c.append(method.cross_views(method.twin_views(batch, with_pooler=False)))
+    for a, b in zip(*c, strict=True):
+        assert (a - b).abs().max() > 1e-3
+
+
+def test_jtcse_c_terms_train_the_first_cael_of_both_encoders(stage1):
+    """2 CAELs in 2 layers (CAELs at 1 and 2): the gradient of ICNCE equals the plain-loop reference's, and its
+    c-part reaches layer 1's own query/key/attention-output/feed-forward and the OTHER encoder's value."""
+    method = build_method(twin_config("jtcse", *stage1["bert"], "method_options.num_ca_layers=2",
+                                      "model.dropout=0.0", "method_options.loss_weights={nce: 0, ictn: 0}")).train()
+    method.double()  # float64 encoders (the losses still cast to float32), so the comparison can be tight
+    batch = method.collate(TEXTS)
+    params = list(method.parameters())
+    names = [name for name, _ in method.named_parameters()]
+    seed = _seed_with_r(1)
+
+    def gradients(loss):
+        return dict(zip(names, torch.autograd.grad(loss, params, retain_graph=True, materialize_grads=True), strict=True))
+
+    got = gradients(method.loss_terms(batch, ctx(seed))["icnce"])
+    features, states = _hf_views(method, batch)
+    h_1, h_2 = states[0][-1][:, 0], states[1][-1][:, 0]
+    c_1, c_2 = plain_cross_stream(method.encoder_1.backbone, method.encoder_2.backbone, *states,
+                                  features["attention_mask"], (1, 2))
+    from_h, from_c = gradients(cross_encoder_info_nce(h_1, h_2)), gradients(cross_encoder_info_nce(c_1, c_2))
+    for name in names:
+        expected = from_h[name] + from_c[name]
+        tolerance = 1e-6 * float(expected.abs().max()) + 1e-12
+        torch.testing.assert_close(got[name], expected, atol=tolerance, rtol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+    first = "backbone.encoder.layer.0."
+    for encoder, other in (("encoder_1.", "encoder_2."), ("encoder_2.", "encoder_1.")):
+        own = [f"{encoder}{first}{part}.weight" for part in (
+            "attention.self.query", "attention.self.key", "attention.output.dense", "attention.output.LayerNorm",
+            "intermediate.dense", "output.dense", "output.LayerNorm")]
+        for name in [*own, f"{other}{first}attention.self.value.weight"]:
+            c_part = got[name] - from_h[name]
+            assert c_part.abs().max() > 1e-3 * from_h[name].abs().max(), name
 
 
 def test_jtcse_draws_r_once_per_step_from_the_run_generator(stage1):

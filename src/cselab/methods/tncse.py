@@ -23,7 +23,8 @@ the sum of the two last-layer CLS vectors without pooler (the MLPs are saved wit
   backbone's own pooler layer (BERT's ``pooler.dense`` + tanh) as ``P`` instead.
 - ``h`` is always the first token of the last layer; ``model.pooler`` must be ``cls``/``cls_before_pooler``.
   ``model.backbone`` is not used (the encoders come from ``encoder_1``/``encoder_2``); ``model.dropout`` is
-  the stage-2 dropout of both encoders (paper: 0.00025 BERT, 0.0175 RoBERTa).
+  the stage-2 dropout of both encoders. TNCSE's presets use its reference code's values (0.00025 BERT, 0.0175
+  RoBERTa; the paper's text gives none); JTCSE's keep the backbone's own 0.1.
 - The MLPs ``P`` stay trainable in stage 2 (they only receive gradient from ICTN).
 - ICNCE uses encoder I as the query side (Eq. 5 as written); JTCSE adds the random side R.
 """

@@ -1,29 +1,39 @@
-"""JTCSE's cross-attention encoder layers (CAEL; JTCSE Eqs. 7-10, METHODS.md section 6).
+"""JTCSE's cross-attention encoder layers (CAEL; JTCSE Eqs. 7-10, Fig. 4, METHODS.md section 6).
 
-At a CAEL ``j`` encoder I attends with ITS OWN attention probabilities over encoder II's values:
+**Decision (two streams per encoder):** from the first CAEL ``j0 = min(L)`` on, each encoder carries a
+CROSS stream ``X_N`` beside its ordinary (primitive) stream ``P_N``. The primitive stream is the ordinary
+forward pass and is never touched; the cross stream starts from it, ``X_N^{j0-1} = P_N^{j0-1}``
+(``hidden_states[j0 - 1]``), and both encoders step it together, layer by layer, up to the last layer ``n``:
 
-    SA_I   = softmax(Q_I HD_I^{j-1} (K_I HD_I^{j-1})^T / sqrt(d_head) + mask)      (per head)
-    CACT_I = SA_I . (V_II HD_II^{j-1})
-    C_I^j  = the rest of encoder I's layer j (output projection, residual with HD_I^{j-1}, LayerNorm,
-             feed-forward, LayerNorm) applied to CACT_I
+    j in L:     SA_N   = softmax(Q_N X_N^{j-1} (K_N X_N^{j-1})^T / sqrt(d_head) + mask)      (per head)
+                ctx_N  = SA_N . (V_N' X_N'^{j-1})          (N' = the other encoder: ITS value weights)
+                X_N^j  = encoder N's own attention-output block (residual X_N^{j-1}) and feed-forward on ctx_N
+    j not in L: X_N^j  = Layer_N^j(X_N^{j-1})              (encoder N's ordinary layer on its cross stream)
 
-(symmetrically for II). The branch is computed AFTER the two ordinary forward passes from their
-``hidden_states`` (the input of layer ``j`` is ``hidden_states[j - 1]``) by composing the layer's own
-modules, for BERT- and RoBERTa-like layers of transformers 5.x: ``layer.attention.self.{query,key,value}``
-(and its attention-probability dropout), ``layer.attention.output(context, residual)`` and
-``layer.feed_forward_chunk(attention_output)``. No layer code is copied and no hooks are installed; the
-layers are found at ``backbone.encoder.layer``.
+and ``c_N = X_N^n[:, 0]`` (the last layer is always a CAEL). So every CAEL shapes ``c``: the cross context of
+one CAEL is propagated into the next layers (the paper's Section VI-B; its Table IX changes with the CAEL
+count). Only ``c`` comes from the cross stream; everything else (``h``, the pooler, inference, model
+selection, the saved model) is the primitive stream. An earlier reading of ours treated each CAEL as a side
+output of the primitive stream, so only the last CAEL reached the loss and the CAEL count changed nothing;
+that reading is gone (``num_ca_layers: 1`` is the one case where both readings agree).
 
-**Decision (METHODS.md):** the cross branch is a side output: it does not feed the next layer, and
-``c_I = C_I^{last CAEL}[:, 0]``. Consequences, both exact: (1) only the LAST CAEL enters the loss, and since
-``n_layers mod k == 0`` that is always the last layer ``n``; CAELs before it would produce outputs that
-nothing reads, so they are not computed (``num_ca_layers`` is validated, and ``0`` switches the branch off);
-(2) every part of a layer after the attention probabilities is position-wise, so ``C[:, 0]`` needs the query
-of the first token only (``cls_only=True``), which is much cheaper than the whole sequence and gives the
-same values.
+Gradients of the c-terms reach every layer ``>= j0`` of both encoders (own query/key/output/feed-forward, the
+other's value) and, through ``P^{j0-1}``, the lower layers and the embeddings. Cost: ``n - j0 + 1`` extra layer
+passes per encoder per step (forward and backward).
+
+Both kinds of step compose the layer's own modules of transformers 5.x BERT/RoBERTa-like layers (found at
+``backbone.encoder.layer``): a CAEL uses ``layer.attention.self.{query,key,value}`` (and its attention-probability
+dropout), ``layer.attention.output(context, residual)`` and ``layer.feed_forward_chunk(attention_output)``; a
+non-CAEL step calls the layer itself with the attention mask the backbone builds for it. No layer code is
+copied and no hooks are installed. Only the attention product is written here, because no module of the layer
+mixes one encoder's probabilities with another's values. At the last layer only the first token is needed, and
+every part of a layer after the attention probabilities is position-wise, so the last CAEL computes the query
+of the first token only (``cls_only=True``; exact, and much cheaper than the whole sequence).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -83,13 +93,13 @@ def cross_layer(
     *,
     cls_only: bool = False,
 ) -> Tensor:
-    """``C_q^j``: layer ``layer_q`` with its values replaced by ``layer_v``'s values of ``states_v``.
+    """One CAEL step ``X_q^j``: layer ``layer_q`` with its values replaced by ``layer_v``'s values of ``states_v``.
 
     Args:
         layer_q: layer ``j`` of the querying encoder (its query/key, output block and feed-forward are used).
-        states_q: ``[N, T, d]`` its input hidden states ``HD_q^{j-1}``.
+        states_q: ``[N, T, d]`` its cross-stream input ``X_q^{j-1}`` (also the residual).
         layer_v: layer ``j`` of the other encoder (only its value projection is used).
-        states_v: ``[N, T, d]`` the other encoder's input hidden states ``HD_v^{j-1}`` (same token ids).
+        states_v: ``[N, T, d]`` the other encoder's cross-stream input ``X_v^{j-1}`` (same token ids).
         attention_mask: ``[N, T]`` 0/1 padding mask of the (shared) token ids.
         cls_only: compute the output for the first token only (``[N, 1, d]``); exact, see the module notes.
 
@@ -120,7 +130,17 @@ def cross_layer(
     return layer_q.feed_forward_chunk(attention_output)
 
 
-def cross_cls(
+def layer_attention_mask(backbone: nn.Module, embeddings: Tensor, attention_mask: Tensor) -> Any:
+    """The attention mask ``backbone``'s own forward hands its layers (format set by its attention implementation).
+
+    ``embeddings`` is the embedding output ``[N, T, d]`` (``hidden_states[0]``); it only supplies shape and dtype.
+    """
+    from transformers.masking_utils import create_bidirectional_mask
+
+    return create_bidirectional_mask(config=backbone.config, inputs_embeds=embeddings, attention_mask=attention_mask)
+
+
+def cross_stream_cls(
     backbone_1: nn.Module,
     backbone_2: nn.Module,
     hidden_1: tuple[Tensor, ...],
@@ -128,22 +148,36 @@ def cross_cls(
     attention_mask: Tensor,
     num_ca_layers: int,
 ) -> tuple[Tensor, Tensor]:
-    """``(c_I, c_II)``: first-token outputs ``[N, d]`` of the cross branch at the last CAEL.
+    """``(c_I, c_II)``: the first token ``[N, d]`` of each encoder's cross stream after the last layer.
 
     Args:
-        backbone_1, backbone_2: the two encoders' backbones (same depth and hidden size).
+        backbone_1, backbone_2: the two encoders' backbones (same depth and hidden size), in the mode the step
+            needs (training mode applies the layers' dropout in the cross stream too).
         hidden_1, hidden_2: their ``hidden_states`` tuples ``(embeddings, layer 1, ..., layer n)`` from the
-            ordinary forward passes over the same token ids.
-        attention_mask: ``[N, T]``.
+            ordinary (primitive) forward passes over the same token ids; ``hidden_k[j0 - 1]`` starts the stream.
+        attention_mask: ``[N, T]`` 0/1 padding mask of the shared token ids.
         num_ca_layers: number of CAELs (>= 1, must divide the number of layers).
     """
     layers_1, layers_2 = encoder_layers(backbone_1), encoder_layers(backbone_2)
     if len(layers_1) != len(layers_2):
         raise CselabError(f"the twin encoders have {len(layers_1)} and {len(layers_2)} layers; CAELs need equal depth")
-    positions = cael_positions(len(layers_1), num_ca_layers)
+    n_layers = len(layers_1)
+    positions = cael_positions(n_layers, num_ca_layers)
     if not positions:
-        raise CselabError("cross_cls needs at least one cross-attention layer (num_ca_layers >= 1)")
-    j = positions[-1]
-    c_1 = cross_layer(layers_1[j - 1], hidden_1[j - 1], layers_2[j - 1], hidden_2[j - 1], attention_mask, cls_only=True)
-    c_2 = cross_layer(layers_2[j - 1], hidden_2[j - 1], layers_1[j - 1], hidden_1[j - 1], attention_mask, cls_only=True)
-    return c_1[:, 0], c_2[:, 0]
+        raise CselabError("the cross stream needs at least one cross-attention layer (num_ca_layers >= 1)")
+    first = positions[0]
+    x_1, x_2 = hidden_1[first - 1], hidden_2[first - 1]
+    masks = None  # the ordinary layers' masks, built once and only if a non-CAEL layer is in the stream
+    for j in range(first, n_layers + 1):
+        layer_1, layer_2 = layers_1[j - 1], layers_2[j - 1]
+        if j in positions:
+            last = j == n_layers
+            # both read the previous states of both streams, so neither is updated before the other is computed
+            x_1, x_2 = (cross_layer(layer_1, x_1, layer_2, x_2, attention_mask, cls_only=last),
+                        cross_layer(layer_2, x_2, layer_1, x_1, attention_mask, cls_only=last))
+        else:
+            if masks is None:
+                masks = (layer_attention_mask(backbone_1, hidden_1[0], attention_mask),
+                         layer_attention_mask(backbone_2, hidden_2[0], attention_mask))
+            x_1, x_2 = layer_1(x_1, masks[0]), layer_2(x_2, masks[1])
+    return x_1[:, 0], x_2[:, 0]
