@@ -12,20 +12,12 @@ import pytest
 import yaml
 
 from conftest import write_corpus
-from cselab.cli import main
 from cselab.methods import METHODS
 from cselab.training.config import RunConfig, load_config
+from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FILES = sorted(ROOT.glob("configs/*/*.yaml"))
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 def one_line_error(code, err) -> str:
