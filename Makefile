@@ -1,19 +1,51 @@
-# cselab: the two entry points of a fresh machine.
-#   make demo  installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol (150 steps), prints the table
-#   make test  installs and runs the test suite
-PYTHON ?= python3
+# cselab: the entry points of a fresh machine.
+#   make demo    installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol (150 steps), prints the table
+#   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
+#   make report  renders the README's result tables again from benchmarks/results/*.jsonl
+#
+# Python: the active virtual environment (or conda environment) when there is one; otherwise .venv, created
+# with $(BOOTSTRAP_PYTHON): a distribution's own Python refuses `pip install` outside a virtual environment
+# (PEP 668), so nothing is ever installed into it.
+# torch: the package accepts torch >=2.6,<3, so a torch already in the environment (e.g. a GPU user's CUDA
+# build) is kept. Otherwise $(TORCH_SPEC) is installed before the package, so no dependency picks the build;
+# where pip would find a CUDA build on a CPU machine, name the CPU index:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+BOOTSTRAP_PYTHON ?= python3
+ifneq ($(strip $(VIRTUAL_ENV)$(CONDA_PREFIX)),)
+PYTHON ?= python
+VENV_PYTHON :=
+else
+VENV ?= .venv
+PYTHON ?= $(VENV)/bin/python
+VENV_PYTHON := $(VENV)/bin/python
+endif
 PIP ?= $(PYTHON) -m pip
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 DEMO_DIR ?= runs/demo-simcse
 DEMO_STEPS ?= 150
+RESULTS ?= benchmarks/results
 
-.PHONY: install install-dev demo test lint
+.PHONY: install install-dev install-torch demo test lint report
+.DEFAULT_GOAL := install
 
-install:
-	$(PIP) install torch==2.13.0
+ifneq ($(VENV_PYTHON),)
+# a venv that failed half-way (e.g. no ensurepip on the distribution) is removed, not reused
+$(VENV_PYTHON):
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+endif
+
+install-torch: $(VENV_PYTHON)
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	  echo "keeping the installed torch $$($(PYTHON) -c 'import torch; print(torch.__version__)')"; \
+	else \
+	  $(PIP) install "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
+	fi
+
+install: install-torch
 	$(PIP) install -e .
 
-install-dev:
-	$(PIP) install torch==2.13.0
+install-dev: install-torch
 	$(PIP) install -e ".[dev,bench]"
 
 demo: install
@@ -22,7 +54,7 @@ demo: install
 	$(PYTHON) -m cselab.cli data fetch corpus
 	$(PYTHON) -m cselab.cli eval all-MiniLM-L6-v2 --pooler cls --tasks all --splits test
 	rm -rf $(DEMO_DIR)
-	$(PYTHON) -m cselab.cli train --config configs/simcse/cpu-minilm.yaml train.output_dir=$(DEMO_DIR) train.max_steps=$(DEMO_STEPS)
+	$(PYTHON) -m cselab.cli train --preset simcse/cpu-minilm train.output_dir=$(DEMO_DIR) train.max_steps=$(DEMO_STEPS)
 
 test: install-dev
 	$(PYTHON) -m ruff check src tests benchmarks
@@ -30,3 +62,7 @@ test: install-dev
 
 lint:
 	$(PYTHON) -m ruff check src tests benchmarks
+
+report: install
+	$(PYTHON) -m cselab.cli report --results $(RESULTS)/protocol.jsonl --seeds $(RESULTS)/seeds.jsonl \
+	  --ablation $(RESULTS)/ablation.jsonl --update-readme README.md
