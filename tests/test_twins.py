@@ -3,6 +3,7 @@ inference, the R draw, the no-CAEL equivalence, the cross stream's c-terms again
 their gradients), what the CAEL count does and does not change, and clear errors."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model, save_model
 from cselab.training.config import load_config
 from cselab.training.distributed import DistributedContext
+from cselab.training.pipeline import plan_pipeline
 from test_cross_attention import build_deep_model_dir, plain_cross_stream
 
 TEXTS = ["a man plays the guitar .", "the dog runs", "two women are walking in the park", "a cat",
@@ -288,3 +290,34 @@ def test_config_errors(stage1, tiny_bert_dir):
         build_method(twin_config("tncse", stage1["bert"][0], stage1["roberta"][0]))
     with pytest.raises(CselabError, match="no loss term"):
         build_method(twin_config("tncse", *stage1["bert"], "method_options.loss_weights={ictm: 1}"))
+
+
+PRESETS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("name", ["cpu-minilm", "paper-bert-base", "paper-roberta-base"])
+def test_tncse_and_jtcse_presets_share_one_stage1(name):
+    """They name one stage-1 directory, so their stage-1 runs must be the same configuration (the pipeline refuses
+    to reuse a directory holding a different one)."""
+    plans = [plan_pipeline(load_config(PRESETS / method / f"{name}.yaml")) for method in ("tncse", "jtcse")]
+    assert plans[0].stage1_dir == plans[1].stage1_dir
+    for a, b in zip(plans[0].stage1, plans[1].stage1, strict=True):
+        assert a.model_dump(mode="json") == b.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("family, dropout_tncse, pivots", [("bert", 0.00025, {"fr": 1.5e-5, "ru": 2.0e-5}),
+                                                           ("roberta", 0.0175, {"nl": 1.5e-5, "zh": 1.25e-5})])
+def test_twin_paper_presets(family, dropout_tncse, pivots):
+    for method in ("tncse", "jtcse"):
+        config = load_config(PRESETS / method / f"paper-{family}-base.yaml")
+        # stage-2 dropout: TNCSE's reference values; JTCSE keeps the backbone's own
+        assert config.model.dropout == (dropout_tncse if method == "tncse" else 0.1)
+        assert config.data.corpus == "data/wiki1m+sickr.txt" and config.train.grad_clip == 1.0
+        stage1 = plan_pipeline(config).stage1
+        assert [(c.data.corpus, c.train.lr, c.train.batch_size, c.train.grad_clip) for c in stage1] == [
+            (f"data/wiki1m+sickr.rtt-{pivot}.txt", lr, 64, 1.0) for pivot, lr in pivots.items()]
+
+
+@pytest.mark.parametrize("preset", sorted(p.relative_to(PRESETS).as_posix() for p in PRESETS.glob("*/paper-*.yaml")))
+def test_paper_presets_clip_gradients_like_the_hf_trainer(preset):
+    assert load_config(PRESETS / preset).train.grad_clip == 1.0
