@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from ..errors import CselabError
+from ..models.encoder import check_length
 from ..provenance import provenance
 from .alignment_uniformity import sts_alignment_uniformity
 from .attention import (
@@ -446,6 +447,7 @@ def cost_report(model: ModelRef, *, seq_len: int = 64, score: float | None = Non
     if seq_len < 1:
         raise CselabError(f"seq_len must be >= 1, got {seq_len}")
     loaded = _load(model, pooler)
+    check_length(loaded, seq_len, "--seq-len")
     members = member_encoders(loaded)
     report = count_gmacs([enc.backbone for _, enc in members], seq_len)
     source = "given" if score is not None else None
