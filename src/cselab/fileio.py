@@ -170,9 +170,9 @@ class DirectoryLock:
     already holds nests. A directory the lock created is removed again on release if it stayed empty.
     """
 
-    def __init__(self, directory: Path, what: str = "a run") -> None:
+    def __init__(self, directory: Path, what: str = "a run", *, name: str = LOCK_FILE) -> None:
         self.directory = Path(directory)
-        self.path = self.directory / LOCK_FILE
+        self.path = self.directory / name
         self.what = what
         self.held = False
         self._created: list[Path] = []
@@ -186,7 +186,7 @@ class DirectoryLock:
         self._created = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
         self.directory.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": round(time.time())}
-        private = self.directory / f"{LOCK_FILE}.{me['host']}.{me['pid']}"
+        private = self.path.with_name(f"{self.path.name}.{me['host']}.{me['pid']}")
         private.write_text(json.dumps(me))
         try:
             for _ in range(3):

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.corpus import utf8_payload
 from ..data.sts import TASK_NAMES
 from ..errors import CselabError
 from ..models.backbone import resolve_model_path
@@ -112,7 +113,7 @@ def read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise CselabError(f"input file not found: {path}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = utf8_payload(path.read_bytes(), path, "input file").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CselabError(f"{path} is not valid UTF-8 (byte {exc.start})") from exc
     lines = text.split("\n")
