@@ -346,7 +346,10 @@ def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, co
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return
-    text = update_readme.read_text(encoding="utf-8")
+    try:
+        text = update_readme.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CselabError(f"{update_readme} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
     for name, table in tables.items():
         if name == "protocol" or f"<!-- cselab:{name} -->" in text:
             text = replace_block(text, name, table)

@@ -63,7 +63,10 @@ def read_saved_config(directory: Path) -> RunConfig | None:
         raise CselabError(f"{file} is damaged (not YAML: {exc}); the run's configuration is unknown") from exc
     if not isinstance(raw, dict):
         raise CselabError(f"{file} is damaged (not a mapping); the run's configuration is unknown")
-    return validate(RunConfig, raw, prefix=f"{file}: ")
+    try:
+        return validate(RunConfig, raw)
+    except CselabError as exc:
+        raise CselabError(f"{file} is damaged ({exc}); the run's configuration is unknown") from None
 
 
 def check_resume_config(directory: Path, config: RunConfig, allow_change: tuple[str, ...] = ()) -> None:

@@ -119,6 +119,7 @@ class Trainer:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         self.device = pick_device(tc.device)
+        autocast_context(tc.precision, self.device)  # refuses fp16 on a CPU now, not after the first save
         self.dist: DistributedContext = init_distributed(self.device)
         if tc.batch_size % self.dist.world_size:
             raise CselabError(f"batch_size {tc.batch_size} is not divisible by the {self.dist.world_size} ranks")
@@ -141,6 +142,8 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         self._evaluator = None
+        if self.dist.is_main:
+            _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
         self._writer = None
         self._lock: DirectoryLock | None = None
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
