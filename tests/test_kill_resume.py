@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from conftest import write_corpus, write_sts_home
 from cselab.cli import main
-from cselab.fileio import KILL_HOOK_ENV, LOCK_FILE
+from cselab.fileio import KILL_HOOK_ENV, LOCK_FILE, SWAP_POINTS
 
 STEPS = 6
 
@@ -90,24 +90,11 @@ def reference(world, tmp_path_factory) -> Path:
     return out
 
 
-KILLS = ["swap-written:1", "swap-written:3", "swap-moved-aside:1", "swap-moved-aside:2", "swap-moved-aside:3",
-         "swap-installed:1", "swap-installed:2", "swap-installed:4"]
-
-
-@pytest.mark.parametrize("kill_at", KILLS)
-def test_kill_inside_a_checkpoint_swap_then_resume_is_bit_identical(kill_at, world, reference, tmp_path, capsys):
-    out = tmp_path / "run"
-    process = spawn(world, out, kill_at=kill_at)
-    _, err = process.communicate(timeout=300)
-    assert process.returncode == -9, f"the kill point {kill_at} was not reached: {err[-2000:]}"
-    names = {p.name for p in out.iterdir()}
-    if kill_at.startswith("swap-moved-aside"):
-        # the window between the renames: one of the checkpoints exists only as .old and .tmp
-        assert any(f"{d}.old" in names and f"{d}.tmp" in names and d not in names for d in ("last", "best")), names
+def check_resumed_run(world: Path, reference: Path, out: Path, capsys) -> None:
+    """``--resume`` after a kill finishes the run exactly as the uninterrupted reference did."""
     saved_wall = None
     if (out / "last" / "trainer_state.json").is_file():
         saved_wall = json.loads((out / "last" / "trainer_state.json").read_text())["wall_seconds"]
-
     code, err = cli(world, out, "--resume", capsys=capsys)
     assert code == 0, err
     assert_same_weights(out / "last" / "method.safetensors", reference / "last" / "method.safetensors")
@@ -119,6 +106,63 @@ def test_kill_inside_a_checkpoint_swap_then_resume_is_bit_identical(kill_at, wor
     assert summary["steps"] == STEPS
     if saved_wall is not None:  # the killed process's time counts too
         assert summary["wall_s"] > saved_wall > 0
+
+
+def in_window(out: Path) -> bool:
+    """Killed between the two renames: a checkpoint exists only as ``.old`` and ``.tmp``."""
+    names = {p.name for p in out.iterdir()}
+    return any(f"{d}.old" in names and f"{d}.tmp" in names and d not in names for d in ("last", "best"))
+
+
+# one real SIGKILL inside each step of a swap: new copy written / old one moved aside / new one installed
+@pytest.mark.parametrize("kill_at", ["swap-written:3", "swap-moved-aside:1", "swap-installed:2"])
+def test_sigkill_inside_a_checkpoint_swap_then_resume_is_bit_identical(kill_at, world, reference, tmp_path, capsys):
+    out = tmp_path / "run"
+    process = spawn(world, out, kill_at=kill_at)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == -9, f"the kill point {kill_at} was not reached: {err[-2000:]}"
+    assert in_window(out) == kill_at.startswith("swap-moved-aside")
+    assert (out / LOCK_FILE).exists()  # the killed process's lock stays; the resume takes it over as stale
+    check_resumed_run(world, reference, out, capsys)
+
+
+class SimulatedKill(BaseException):
+    """Stands in for SIGKILL in this process: no ``except Exception`` catches it, and nothing after it runs."""
+
+
+@pytest.mark.parametrize("point", SWAP_POINTS)
+def test_kill_at_every_swap_of_a_run_then_resume_is_bit_identical(point, world, reference, tmp_path, capsys,
+                                                                   monkeypatch):
+    # every occurrence of the point in the run, each a fresh run killed there (in-process, for speed; the
+    # real SIGKILL test above shows a killed process leaves the same files)
+    import cselab.fileio as fileio
+
+    occurrence = 0
+    while True:
+        occurrence += 1
+        seen = {"n": 0}
+
+        def kill_point(name: str, occurrence=occurrence, seen=seen) -> None:
+            if name == point:
+                seen["n"] += 1
+                if seen["n"] == occurrence:
+                    raise SimulatedKill
+
+        monkeypatch.setattr(fileio, "_kill_point", kill_point)
+        out = tmp_path / f"run-{occurrence}"
+        try:
+            cli(world, out)
+        except SimulatedKill:
+            pass
+        else:
+            break  # the run has fewer occurrences: all were killed at
+        finally:
+            monkeypatch.setattr(fileio, "_kill_point", lambda name: None)
+        assert in_window(out) == (point == "swap-moved-aside")
+        if occurrence == 1 and point != "swap-moved-aside":
+            assert not (out / "last").exists()  # killed before the first save: --resume starts over
+        check_resumed_run(world, reference, out, capsys)
+    assert occurrence > 3, f"{point} was reached only {occurrence - 1} times"
 
 
 def test_a_run_killed_before_its_first_save_resumes_from_the_start(world, reference, tmp_path, capsys):
