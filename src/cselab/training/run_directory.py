@@ -20,10 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import CselabError
-from .config import RunConfig, dump_config, validate
+from .config import RunConfig, dump_config, load_config
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 # settings that change neither the maths nor the data: they may differ on --resume without a word
@@ -54,17 +52,12 @@ def config_changes(old: RunConfig, new: RunConfig) -> dict[str, tuple[Any, Any]]
 
 
 def read_saved_config(directory: Path) -> RunConfig | None:
+    """The configuration a run directory records (None if it records none)."""
     file = directory / CONFIG_FILE
     if not file.is_file():
         return None
     try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise CselabError(f"{file} is damaged (not YAML: {exc}); the run's configuration is unknown") from exc
-    if not isinstance(raw, dict):
-        raise CselabError(f"{file} is damaged (not a mapping); the run's configuration is unknown")
-    try:
-        return validate(RunConfig, raw)
+        return load_config(file)
     except CselabError as exc:
         raise CselabError(f"{file} is damaged ({exc}); the run's configuration is unknown") from None
 
