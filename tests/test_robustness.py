@@ -538,3 +538,28 @@ def test_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, capsys):
     monkeypatch.setattr(api, "evaluate_model", lambda *a, **k: None.missing)
     with pytest.raises(AttributeError):
         main(["eval", "x"])
+
+
+def test_default_length_is_cut_to_the_position_embeddings(tiny_bert_dir, tiny_roberta_dir):
+    # conftest's tiny models: BERT with 128 positions; RoBERTa with 130, of which padding_idx (1) + 1 are never
+    # used, so both number 128 tokens; the default inference length 256 must not index past them
+    from cselab.models.encoder import Encoder
+
+    for directory in (tiny_bert_dir, tiny_roberta_dir):
+        encoder = Encoder.from_pretrained(directory, pooler="mean", max_length=256)
+        assert encoder.max_length == 128
+        long_text = " ".join(["the man plays the guitar"] * 80)  # far more than 128 tokens
+        assert len(encoder.tokenizer(long_text)["input_ids"]) > 128
+        assert encoder.encode([long_text]).shape == (1, 32)
+
+
+def test_fetch_removes_what_killed_fetches_left(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    (home / ".sts.k3j2.tmp" / "stsb").mkdir(parents=True)  # a build directory of a killed fetch
+    (home / ".sts.old-4242").mkdir()
+    (tmp_path / "arch").mkdir()
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    with pytest.raises(SystemExit) as exc:
+        main(["data", "fetch", "sts", "--from", str(tmp_path / "arch")])
+    assert exc.value.code == 2 and "not found in" in capsys.readouterr().err
+    assert sorted(p.name for p in home.iterdir()) == []  # leftovers and the fetch lock are gone

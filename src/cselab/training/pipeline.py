@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
 from ..errors import CselabError
 from .config import RunConfig, load_config, validate
-from .trainer import BEST_DIR, LAST_DIR, Trainer, TrainResult
+from .trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
@@ -214,10 +213,9 @@ def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult,
     summary = out / "summary.json"
     if summary.is_file():
         return TrainResult(**json.loads(summary.read_text())), True
-    resume = (out / LAST_DIR).is_dir()
-    if not resume and (out / BEST_DIR).exists():
-        # died after the step-0 evaluation but before the first saved state: nothing to resume, start over
-        shutil.rmtree(out / BEST_DIR)
+    # anything left by an earlier attempt: resume continues its saved state (also one a kill left as last.old),
+    # or starts the stage over when it died before its first save
+    resume = out.is_dir() and any(out.iterdir())
     return Trainer(config, progress=progress).run(resume=resume), False
 
 
