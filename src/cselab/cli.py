@@ -1,11 +1,16 @@
 """Command line: thin wrappers that parse arguments, call the library and print.
 
-Every user-input problem surfaces as ONE line ``error: ...`` and exit status 2, never a traceback.
+Every user-input problem surfaces as ONE line ``error: ...`` and exit status 2, never a traceback: option
+types carry their ranges, outputs are checked writable before any work, and :func:`main` is the one error
+boundary (see :func:`user_error_message` for what counts as the user's problem). ``cselab --debug ...``
+(or ``CSELAB_DEBUG=1``) shows the traceback instead; a genuine bug always shows one.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,14 +18,42 @@ from typing import Any
 import click
 
 from .errors import CselabError
+from .fileio import check_writable_dir, check_writable_file
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+POSITIVE = click.IntRange(min=1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cselab")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="show the full traceback of an error")
+def cli(debug: bool) -> None:
     """cselab: unsupervised contrastive learning of sentence embeddings."""
+
+
+def _writable_file(what: str) -> Any:
+    """A click callback: the option's path must be creatable as a file (checked before any work)."""
+    return lambda _ctx, _param, value: check_writable_file(value, what) if value is not None else None
+
+
+def _writable_dir(what: str) -> Any:
+    return lambda _ctx, _param, value: check_writable_dir(value, what) if value is not None else None
+
+
+def _seed_list(_ctx: Any, _param: Any, value: str) -> list[int]:
+    seeds = []
+    for text in _split_list(value):
+        try:
+            seed = int(text)
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not a whole number (e.g. --seeds 1,2,3)") from None
+        if seed < 0:
+            raise click.BadParameter(f"seed {seed} is negative")
+        seeds.append(seed)
+    if not seeds:
+        raise click.BadParameter("give at least one seed (e.g. --seeds 1,2,3)")
+    return seeds
 
 
 # -- data ------------------------------------------------------------------------------------------------
@@ -43,7 +76,8 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> Non
 
 @data.command("download")
 @click.argument("target")
-@click.option("--to", "dest", required=True, type=click.Path(path_type=Path), help="directory to put the archives in")
+@click.option("--to", "dest", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--to"),
+              help="directory to put the archives in")
 def data_download(target: str, dest: Path) -> None:
     """Download TARGET's verified archives only (on a machine with registry access), for a later
     `cselab data fetch TARGET --from DIR` on a machine without."""
@@ -64,10 +98,11 @@ def _split_list(text: str) -> list[str]:
 @click.option("--tasks", default="all", show_default=True, help="comma-separated task names, or 'all'")
 @click.option("--splits", default="dev,test", show_default=True, help="splits to score where a task has them")
 @click.option("--senteval-dir", type=click.Path(path_type=Path), help="a SentEval data directory (full STS12-16, SICK-R)")
-@click.option("--batch-size", default=128, show_default=True, type=int)
-@click.option("--max-length", type=int, help="override the truncation length")
+@click.option("--batch-size", default=128, show_default=True, type=POSITIVE)
+@click.option("--max-length", type=POSITIVE, help="override the truncation length (at most the model's positions)")
 @click.option("--json", "as_json", is_flag=True, help="print the scores as one JSON object (task -> split -> score)")
-@click.option("--output", type=click.Path(path_type=Path), help="write the detailed results JSON here")
+@click.option("--output", type=click.Path(path_type=Path), callback=_writable_file("--output"),
+              help="write the detailed results JSON here (default: $CSELAB_HOME/eval/, named after the model)")
 def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
                  batch_size: int, max_length: int | None, as_json: bool, output: Path | None) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks."""
@@ -87,9 +122,10 @@ def eval_command(model: str, pooler: str | None, tasks: str, splits: str, sentev
 @cli.command("encode")
 @click.argument("model")
 @click.option("--input", "input_file", required=True, type=click.Path(path_type=Path), help="text file, one sentence per line")
-@click.option("--output", "output_file", required=True, type=click.Path(path_type=Path), help="output .npy file")
+@click.option("--output", "output_file", required=True, type=click.Path(path_type=Path),
+              callback=_writable_file("--output"), help="output .npy file")
 @click.option("--pooler", help="override the pooler")
-@click.option("--batch-size", default=64, show_default=True, type=int)
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--normalize", is_flag=True, help="L2-normalise the embeddings")
 def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
@@ -144,6 +180,15 @@ def config_show(method: str) -> None:
     click.echo(render_config_reference(method))
 
 
+def _run_dir_options(command: Any) -> Any:
+    """--overwrite and --allow-change, shared by the commands that train into an output directory."""
+    command = click.option("--allow-change", multiple=True, metavar="KEY",
+                           help="with --resume: let this key differ from the run's recorded configuration "
+                                "(train.max_steps, train.epochs, train.eval_every, train.save_every)")(command)
+    return click.option("--overwrite", is_flag=True,
+                        help="start an unfinished run in the output directory again from step 0")(command)
+
+
 @cli.command("train", context_settings={"ignore_unknown_options": True})
 @click.option("--method", help="training method (simcse, ...); overrides the config's")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML config file")
@@ -152,9 +197,11 @@ def config_show(method: str) -> None:
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record (test scores) to this JSONL")
 @click.option("--variant", default="", help="label of this run in the results record (e.g. '+DCL only')")
 @click.option("--row", default="", help="identifier of the results row (benchmarks/run_protocol.sh)")
+@_run_dir_options
 @click.argument("overrides", nargs=-1)
 def train_command(method: str | None, config_file: Path | None, preset: str | None, resume: bool,
-                  results: Path | None, variant: str, row: str, overrides: tuple[str, ...]) -> None:
+                  results: Path | None, variant: str, row: str, overwrite: bool, allow_change: tuple[str, ...],
+                  overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from .training.config import load_config
     from .training.runs import train_and_record
@@ -163,7 +210,8 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
     summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
-                               config_source=source, overrides=list(overrides))
+                               config_source=source, overrides=list(overrides),
+                               overwrite=overwrite, allow_change=allow_change)
     click.echo(summary)
 
 
@@ -176,9 +224,11 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 @_preset_opt
 @click.option("--resume", is_flag=True)
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record to this JSONL")
+@_run_dir_options
 @click.argument("overrides", nargs=-1)
 def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
-                    preset: str | None, resume: bool, results: Path | None, overrides: tuple[str, ...]) -> None:
+                    preset: str | None, resume: bool, results: Path | None, overwrite: bool,
+                    allow_change: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D)."""
     from .training.pipeline import distill_config
     from .training.runs import train_and_record
@@ -187,14 +237,17 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
     config = distill_config(teacher, student, corpus, output_dir=output_dir, config_file=config_file,
                             overrides=list(overrides))
     click.echo(train_and_record(config, resume=resume, results_file=results, variant="-D",
-                                config_source=str(config_file) if config_file else None, overrides=list(overrides)))
+                                config_source=str(config_file) if config_file else None, overrides=list(overrides),
+                                overwrite=overwrite, allow_change=allow_change))
 
 
 @cli.command("ensemble")
 @click.argument("model_a")
 @click.argument("model_b")
-@click.option("--output", required=True, type=click.Path(path_type=Path))
-@click.option("--weight", default=0.7, show_default=True, type=float, help="w in (1 - w) * A + w * B")
+@click.option("--output", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
+              help="a new directory (an existing model is never replaced)")
+@click.option("--weight", default=0.7, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="w in (1 - w) * A + w * B")
 def ensemble_command(model_a: str, model_b: str, output: Path, weight: float) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
     from .training.pipeline import ensemble
@@ -210,9 +263,9 @@ def analyze() -> None:
 
 _models_arg = click.argument("models", nargs=-1, required=True)
 _out_opt = click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
-                        help="directory for the JSON and PNG files")
+                        callback=_writable_dir("--out"), help="directory for the JSON and PNG files")
 # seeds/ablate: the summary goes under the run unless --out says otherwise
-_summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path),
+_summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path), callback=_writable_dir("--out"),
                                 help="directory for the summary (default: train.output_dir)")
 _pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
 _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _split_list(value) if value else None,
@@ -252,7 +305,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 
 @analyze.command("cost")
 @click.argument("model")
-@click.option("--seq-len", default=64, show_default=True, type=int)
+@click.option("--seq-len", default=64, show_default=True, type=POSITIVE, help="at most the model's positions")
 @click.option("--score", type=float, help="score for the efficiency eta = score / GMAC")
 @click.option("--score-task", type=click.Choice(["stsb", "avg-available"]), help="compute the score on this test set")
 @_pooler_opt
@@ -288,14 +341,16 @@ def _run_dir(config_file: Path | None, overrides: tuple[str, ...]) -> Path:
 @cli.command("seeds", context_settings={"ignore_unknown_options": True})
 @click.option("--config", "config_file", type=click.Path(path_type=Path))
 @_preset_opt
-@click.option("--seeds", default="1,2,3,4,5", show_default=True)
+@click.option("--seeds", "seed_list", default="1,2,3,4,5", show_default=True, callback=_seed_list)
 @click.option("--variant", default="")
-@click.option("--results", type=click.Path(path_type=Path), help="records (JSONL; default: train.output_dir/seeds.jsonl)")
+@click.option("--results", type=click.Path(path_type=Path), callback=_writable_file("--results"),
+              help="records (JSONL; default: train.output_dir/seeds.jsonl)")
 @click.option("--compare", nargs=2, help="two configuration labels (method/variant) for the paired test")
 @_summary_out_opt
 @click.argument("overrides", nargs=-1)
-def seeds_command(config_file: Path | None, preset: str | None, seeds: str, variant: str, results: Path | None,
-                  compare: tuple[str, str] | None, out_dir: Path | None, overrides: tuple[str, ...]) -> None:
+def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[int], variant: str,
+                  results: Path | None, compare: tuple[str, str] | None, out_dir: Path | None,
+                  overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
     from .analysis.seeds_report import seeds_report
     from .reporting.tables import read_records
@@ -304,7 +359,6 @@ def seeds_command(config_file: Path | None, preset: str | None, seeds: str, vari
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
     results, out_dir = results or run_dir / "seeds.jsonl", out_dir or run_dir
-    seed_list = [int(s) for s in _split_list(seeds)]
     seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
     a, b = compare if compare else (None, None)
     report = seeds_report(read_records(results), out_dir, a_variant=a, b_variant=b)
@@ -314,7 +368,8 @@ def seeds_command(config_file: Path | None, preset: str | None, seeds: str, vari
 @cli.command("ablate", context_settings={"ignore_unknown_options": True})
 @click.option("--config", "config_file", type=click.Path(path_type=Path))
 @_preset_opt
-@click.option("--results", type=click.Path(path_type=Path), help="records (JSONL; default: train.output_dir/ablation.jsonl)")
+@click.option("--results", type=click.Path(path_type=Path), callback=_writable_file("--results"),
+              help="records (JSONL; default: train.output_dir/ablation.jsonl)")
 @click.option("--subset", "subsets", multiple=True, metavar="TERM+TERM",
               help="train only this subset of the loss terms (repeatable; default: every non-empty subset), "
                    "e.g. to share the subsets out between machines")
@@ -343,7 +398,7 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
 @click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
-@click.option("--update-readme", type=click.Path(path_type=Path),
+@click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
               help="replace the <!-- cselab:protocol|seeds|ablation --> blocks of this README with the tables")
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None,
                    compare: tuple[str, str] | None, update_readme: Path | None) -> None:
@@ -363,30 +418,85 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return
-    text = update_readme.read_text(encoding="utf-8")
+    try:
+        text = update_readme.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CselabError(f"{update_readme} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
     for name, table in tables.items():
         if name == "protocol" or f"<!-- cselab:{name} -->" in text:
             text = replace_block(text, name, table)
-    update_readme.write_text(text, encoding="utf-8")
+    tmp = update_readme.with_name(update_readme.name + ".tmp")  # a kill never leaves half a README
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, update_readme)
     click.echo(f"updated {update_readme} ({', '.join(tables)})")
 
 
+# -- the error boundary ----------------------------------------------------------------------------------
+_OS_HINTS = {
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EISDIR: "give a file, not a directory",
+    errno.EACCES: "check the permissions",
+    errno.EPERM: "check the permissions",
+    errno.EROFS: "the file system is read-only; choose another place",
+    errno.ENOSPC: "the disk is full; free some space",
+    errno.EEXIST: "it is in the way; move it or choose another path",
+    errno.ENOTEMPTY: "it is in the way; move it or choose another path",
+}
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """The one-line message of an EXPECTED failure (bad input, a file-system refusal, a damaged or wrongly
+    encoded file), or None for anything else: that is a bug, and its traceback is shown."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, CselabError):
+        return str(exc)
+    if isinstance(exc, click.ClickException):
+        return exc.format_message()
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else ""
+        where += f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        what = exc.strerror or type(exc).__name__
+        hint = _OS_HINTS.get(exc.errno or -1, "check the path and try again")
+        return f"{what}: {where}; {hint}" if where else f"{what}; {hint}"
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"a file is not UTF-8 text ({exc.reason} at byte {exc.start}, {exc.encoding}); "
+                "convert it to UTF-8 (e.g. iconv -t UTF-8)")
+    if isinstance(exc, json.JSONDecodeError):
+        return f"a JSON file is damaged ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"invalid value for {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: user errors become one line on stderr and exit status 2."""
+    """Console entry point, the one error boundary: an expected failure becomes ``error: <message>`` on one line
+    of stderr and exit status 2 (Ctrl-C: what was kept, status 130); with ``--debug`` the traceback is shown."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
+    debug = debug or os.environ.get("CSELAB_DEBUG", "") not in ("", "0")
     try:
-        return cli.main(args=argv, prog_name="cselab", standalone_mode=False)
-    except CselabError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        return cli.main(args=args, prog_name="cselab", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        # click turns Ctrl-C into Abort; the trainer's RunInterrupted (its cause) says what was kept
+        cause = exc.__cause__ if isinstance(exc, click.exceptions.Abort) else exc
+        message = str(cause) if isinstance(cause, KeyboardInterrupt) and str(cause) else "interrupted"
+        click.echo(f"interrupted: {message}" if not message.startswith("interrupted") else message, err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted (a resumable state is kept at the last save point)", err=True)
-        sys.exit(130)
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None or debug:
+            raise
+        click.echo(f"error: {_one_line(message)}", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 if __name__ == "__main__":  # pragma: no cover

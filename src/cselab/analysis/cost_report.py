@@ -14,6 +14,7 @@ from pathlib import Path
 from torch import nn
 
 from ..errors import CselabError
+from ..models.encoder import check_length
 from .cost import count_gmacs, efficiency
 from .report_inputs import ModelRef, load_model_ref, member_encoders, model_kind, model_label
 from .report_json import write_report_json
@@ -66,6 +67,7 @@ def cost_report(model: ModelRef, *, seq_len: int = 64, score: float | None = Non
     if seq_len < 1:
         raise CselabError(f"seq_len must be >= 1, got {seq_len}")
     loaded = load_model_ref(model, pooler)
+    check_length(loaded, seq_len, "--seq-len")
     members = member_encoders(loaded)
     report = count_gmacs([enc.backbone for _, enc in members], seq_len)
     source = "given" if score is not None else None

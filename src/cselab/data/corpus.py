@@ -74,13 +74,53 @@ def split_lines(data: bytes) -> list[bytes]:
     return [line[:-1] if line.endswith(b"\r") else line for line in lines]
 
 
+_BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-BE"),
+    (b"\xff\xfe", "UTF-16-LE"), (b"\xfe\xff", "UTF-16-BE"),
+)
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def guess_non_utf8_encoding(data: bytes) -> str | None:
+    """The encoding ``data`` looks like when it is clearly NOT UTF-8 text, else None.
+
+    A UTF-16/32 byte-order mark names it; without one, NUL bytes (which UTF-8 text never holds) in the first
+    4 KiB give it away: mostly at odd offsets is UTF-16-LE (ASCII text), at even offsets UTF-16-BE, else the
+    file is binary. Such a file often DECODES as UTF-8 (ASCII plus NULs), so decoding alone would train on
+    garbage.
+    """
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name
+    head = data[:4096]
+    nuls = [i for i, byte in enumerate(head) if byte == 0]
+    if not nuls:
+        return None
+    odd = sum(i % 2 for i in nuls)
+    if len(nuls) >= len(head) // 4:
+        if odd >= 0.9 * len(nuls):
+            return "UTF-16-LE"
+        if odd <= 0.1 * len(nuls):
+            return "UTF-16-BE"
+    return "binary (NUL bytes)"
+
+
+def utf8_payload(data: bytes, path: Path, what: str) -> bytes:
+    """``data`` without a UTF-8 byte-order mark; a file that looks like another encoding is refused, naming it."""
+    encoding = guess_non_utf8_encoding(data)
+    if encoding is not None:
+        convert = f"iconv -f {encoding} -t UTF-8" if encoding.startswith("UTF") else "a text export"
+        raise CselabError(f"{what} {path} is not UTF-8 text: it looks like {encoding}; convert it ({convert})")
+    return data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data
+
+
 def read_corpus(path: str | Path, *, max_words: int | None = None) -> Corpus:
     """Read a one-sentence-per-line UTF-8 file for training.
 
     Blank lines, lines that are not valid UTF-8 and (when ``max_words`` is given) lines with more than
     ``max_words`` whitespace-separated words are skipped and counted in the returned :class:`Corpus`.
-    Leading and trailing whitespace is stripped. Raises :class:`CselabError` if the file is missing or
-    has no usable line.
+    Leading and trailing whitespace is stripped. Raises :class:`CselabError` if the file is missing, is in
+    another encoding (:func:`guess_non_utf8_encoding`) or has no usable line.
     """
     path = Path(path)
     if not path.is_file():
@@ -89,7 +129,7 @@ def read_corpus(path: str | Path, *, max_words: int | None = None) -> Corpus:
         raise CselabError(f"max_words must be at least 1, got {max_words}")
     sentences: list[str] = []
     blank = invalid = too_long = 0
-    for raw in split_lines(path.read_bytes()):
+    for raw in split_lines(utf8_payload(path.read_bytes(), path, "corpus file")):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError:

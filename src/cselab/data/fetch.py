@@ -39,7 +39,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ..errors import CselabError
-from ..fileio import sha256_file
+from ..fileio import DirectoryLock, sha256_file
 from ..paths import cselab_home
 from . import corpus as corpus_lib
 from .parallel import is_clean_pair
@@ -711,19 +711,11 @@ def fetch(
     if is_fetched(target, home):
         progress(f"{target}: already in {final} (delete it to fetch again)")
     else:
-        with tempfile.TemporaryDirectory(prefix="cselab-fetch-") as tmp:
-            archives = _obtain(target, Path(tmp), from_dir, progress)
-            progress(f"{target}: building {final}")
-            manifest_name = MODEL_MANIFEST if target in MODEL_NAMES else MANIFEST
-            builders: dict[str, Callable[[Path], dict]] = {
-                "sts": lambda out: _build_sts(archives, out),
-                "corpus": lambda out: _build_corpus(archives, out, progress),
-                "parallel-de": lambda out: _build_parallel(archives, out, progress),
-                "models": lambda out: _build_minilm(archives, out),
-                "models-mpnet": lambda out: _build_mpnet(archives, out, progress),
-            }
-            _install_dir(final, manifest_name, builders[target])
-        progress(f"{target}: done, {final}")
+        # one fetch of a target at a time: a second waits for nothing and is refused with who holds it
+        with DirectoryLock(final.parent, f"`cselab data fetch {target}`", name=f".fetch-{final.name}.lock"):
+            _remove_stale_temporaries(final)
+            if not is_fetched(target, home):
+                _fetch_into(target, final, from_dir, progress)
     if target == "corpus" and include_stsb_train:
         if _complete(final / "manifest+stsb-train.json"):
             progress(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
@@ -732,6 +724,33 @@ def fetch(
             _build_stsb_train_corpus(home, progress)
             progress(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
     return final
+
+
+def _remove_stale_temporaries(final: Path) -> None:
+    """Delete what killed fetches of ``final`` left beside it (``.<name>.*.tmp`` build directories and
+    ``.<name>.old-<pid>``); called only under the target's fetch lock, so none belongs to a live fetch."""
+    for leftover in [*final.parent.glob(f".{final.name}.*.tmp"), *final.parent.glob(f".{final.name}.old-*")]:
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
+def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progress) -> None:
+    """Obtain the verified archives of ``target`` and install the built directory at ``final``."""
+    with tempfile.TemporaryDirectory(prefix="cselab-fetch-") as tmp:
+        archives = _obtain(target, Path(tmp), from_dir, progress)
+        progress(f"{target}: building {final}")
+        manifest_name = MODEL_MANIFEST if target in MODEL_NAMES else MANIFEST
+        builders: dict[str, Callable[[Path], dict]] = {
+            "sts": lambda out: _build_sts(archives, out),
+            "corpus": lambda out: _build_corpus(archives, out, progress),
+            "parallel-de": lambda out: _build_parallel(archives, out, progress),
+            "models": lambda out: _build_minilm(archives, out),
+            "models-mpnet": lambda out: _build_mpnet(archives, out, progress),
+        }
+        _install_dir(final, manifest_name, builders[target])
+    progress(f"{target}: done, {final}")
 
 
 def fetch_all(

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import CselabError
 from ..paths import cselab_home
-from .corpus import split_lines
+from .corpus import split_lines, utf8_payload
 
 STSB_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 # Published STS-B sizes; the fetch step checks them.
@@ -154,7 +154,7 @@ def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise CselabError(f"STS file not found: {path}")
     try:
-        return [line.decode("utf-8") for line in split_lines(path.read_bytes())]
+        return [line.decode("utf-8") for line in split_lines(utf8_payload(path.read_bytes(), path, "STS file"))]
     except UnicodeDecodeError as err:
         raise CselabError(f"{path} is not valid UTF-8 ({err.reason} at byte {err.start} of a line)") from None
 

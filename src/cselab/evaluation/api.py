@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -10,8 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ..data.corpus import utf8_payload
 from ..data.sts import TASK_NAMES
 from ..errors import CselabError
+from ..models.backbone import resolve_model_path
+from ..models.encoder import check_length
 from ..models.sentence_model import load_model
 from ..paths import cselab_home
 from ..provenance import provenance
@@ -53,6 +57,8 @@ def evaluate_model(
     names = resolve_tasks(tasks, senteval_dir)
     evaluator = StsEvaluator.from_names(names, splits, senteval_dir=senteval_dir, batch_size=batch_size)
     model = load_model(model_name, pooler=pooler, max_length=max_length)
+    if max_length is not None:
+        check_length(model, max_length, "--max-length")
     result = evaluator(model, progress=progress)
     report = {
         "model": str(model_name),
@@ -73,7 +79,17 @@ def evaluate_model(
 
 
 def default_output(model_name: str, pooler: str | None) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model_name).strip("/").split("/")[-1]) or "model"
+    """``$CSELAB_HOME/eval/<name>-<pooler>.json``, named after the MODEL: a local directory by its last two path
+    parts plus a short hash of its resolved path (two ``.../best`` directories never share a file), a hub or
+    fetched name by the name itself."""
+    source = Path(resolve_model_path(model_name))
+    if source.exists():
+        resolved = source.resolve()
+        readable = "-".join(resolved.parts[-2:])
+        name = f"{readable}-{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+    else:
+        name = str(model_name).strip("/")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
     return cselab_home() / "eval" / f"{slug}-{pooler or 'default'}.json"
 
 
@@ -97,7 +113,7 @@ def read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise CselabError(f"input file not found: {path}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = utf8_payload(path.read_bytes(), path, "input file").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CselabError(f"{path} is not valid UTF-8 (byte {exc.start})") from exc
     lines = text.split("\n")

@@ -21,6 +21,25 @@ from .prompts import PromptTemplate, pad_rows
 HEAD_FILE = "train_head.safetensors"
 
 
+def max_positions(backbone: nn.Module) -> int | None:
+    """How many tokens ``backbone`` can number: ``max_position_embeddings``, less the ``padding_idx + 1`` slots
+    that RoBERTa-style embeddings (position ids start after the padding index) never use; None if unknown."""
+    n = getattr(getattr(backbone, "config", None), "max_position_embeddings", None)
+    if not isinstance(n, int):
+        return None
+    padding_idx = getattr(getattr(backbone, "embeddings", None), "padding_idx", None)
+    return n - (padding_idx + 1) if isinstance(padding_idx, int) else n
+
+
+def check_length(model: nn.Module, length: int, what: str) -> None:
+    """Refuse an explicitly requested token length that some encoder of ``model`` has no positions for."""
+    for module in model.modules():
+        limit = getattr(module, "position_limit", None)
+        if isinstance(module, Encoder) and limit is not None and length > limit:
+            raise CselabError(f"{what} {length} is longer than the model's {limit} position embeddings; "
+                              f"use at most {limit}")
+
+
 class MLPHead(nn.Module):
     """SimCSE's train-only projection ``tanh(W x + b)`` (d -> d)."""
 
@@ -54,7 +73,10 @@ class Encoder(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooler = check_pooler(pooler)
-        self.max_length = int(max_length)
+        self.position_limit = max_positions(backbone)
+        # a default length (256 for inference) is cut to what the backbone can number; an explicit one is
+        # checked by the caller (check_length) so the user hears of it
+        self.max_length = min(int(max_length), self.position_limit or int(max_length))
         self.head = head
         self.prompt = prompt
         # tokenised once: every batch reuses the template's ids

@@ -151,7 +151,7 @@ def load_model(
     source = Path(resolve_model_path(name_or_path))
     if source.exists() and not source.is_dir():
         raise CselabError(f"{source} is a file, not a model directory")
-    description = _read_json(source / DESCRIPTION_FILE) if (source / DESCRIPTION_FILE).is_file() else None
+    description = read_description(source)
     if description is None:
         return _load_foreign(source if source.exists() else str(name_or_path), pooler, max_length)
     kind = description.get("kind")
@@ -161,17 +161,28 @@ def load_model(
         cls = COMPOSITE_KINDS[kind]
         given = {"pooler": pooler, "max_length": max_length}
         overrides = {key: given[key] for key in cls.member_overrides}
-        return cls.from_members([load_model(source / m, **overrides) for m in description["members"]], description)
+        members = description.get("members")
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+            raise CselabError(f"{source / DESCRIPTION_FILE}: 'members' must list the member directories")
+        if kind == "ensemble" and not (isinstance(description.get("weights"), list)
+                                       and all(isinstance(w, (int, float)) for w in description["weights"])):
+            raise CselabError(f"{source / DESCRIPTION_FILE}: an ensemble needs a list of numeric 'weights'")
+        return cls.from_members([load_model(source / m, **overrides) for m in members], description)
     raise CselabError(f"{source / DESCRIPTION_FILE}: unknown model kind {kind!r}")
 
 
 def read_description(path: str | Path) -> dict[str, Any] | None:
     """The ``cselab.json`` of a saved model, or None for foreign model directories."""
     file = Path(path) / DESCRIPTION_FILE
-    return _read_json(file) if file.is_file() else None
+    if not file.is_file():
+        return None
+    description = _read_json(file)
+    if not isinstance(description, dict):
+        raise CselabError(f"{file} is damaged: a model description is a JSON object, found {type(description).__name__}")
+    return description
 
 
-def _read_json(file: Path) -> dict[str, Any]:
+def _read_json(file: Path) -> Any:
     try:
         return json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -189,8 +200,13 @@ def _load_encoder(source: Path, description: dict[str, Any], pooler: str | None,
         prompt=prompt,
     )
     if description.get("head"):
+        from safetensors import SafetensorError
+
         encoder.head = MLPHead(encoder.hidden_size)
-        encoder.head.load_state_dict(load_file(source / description["head"]))
+        try:
+            encoder.head.load_state_dict(load_file(source / str(description["head"])))
+        except (OSError, RuntimeError, SafetensorError) as exc:
+            raise CselabError(f"{source / str(description['head'])}: the head's weights cannot be read ({exc})") from exc
     return encoder
 
 
@@ -208,6 +224,8 @@ def _load_foreign(source: Path | str, pooler: str | None, max_length: int | None
 
 def _read_sentence_transformers_dir(source: Path) -> tuple[str | None, int | None, Path]:
     modules = _read_json(source / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise CselabError(f"{source / 'modules.json'} is damaged: expected a list of module objects")
     pooler, max_length, backbone_dir = None, None, source
     for module in modules:
         module_dir = source / module.get("path", "")

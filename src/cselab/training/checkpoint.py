@@ -1,18 +1,22 @@
 """Resumable training state: weights (safetensors), optimizer/scheduler tensors, RNG states, position.
 
-Written to a temporary directory and renamed into place, so a killed process leaves either the previous
-state or the new one, never a half-written one. Only tensors and JSON are read back (``weights_only``).
+Written to a temporary directory and renamed into place (:func:`cselab.fileio.replace_directory`), so a
+killed process leaves either the previous state or the new one, never a half-written one. Only tensors and
+JSON are read back (``weights_only``); a damaged or foreign file is refused with a one-line
+:class:`CselabError` naming it, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
@@ -29,6 +33,8 @@ class TrainerState:
     best_step: int | None = None
     sentences_seen: int = 0
     train_seconds: float = 0.0
+    # wall time of the run up to this save, summed over the processes that ran it (kill + --resume)
+    wall_seconds: float = 0.0
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -74,22 +80,60 @@ def load_state(
     generator: torch.Generator,
     rank: int = 0,
 ) -> tuple[TrainerState, dict[str, torch.Tensor]]:
-    """Restore what :func:`save_state` wrote; returns the trainer state and the method's extra state."""
+    """Restore what :func:`save_state` wrote; returns the trainer state and the method's extra state.
+
+    A damaged or incomplete state is refused with the file it concerns; nothing on disk is changed."""
     if not (directory / STATE_FILE).is_file():
         raise CselabError(f"nothing to resume: {directory} holds no saved training state")
-    missing, unexpected = load_model(method, str(directory / "method.safetensors"), strict=False)
+    state = _read_trainer_state(directory / STATE_FILE)
+    blob = _read(directory / f"optim_rank{rank}.pt", lambda f: torch.load(f, weights_only=True))
+    if not isinstance(blob, dict) or not {"optimizer", "scheduler", "rng"} <= set(blob):
+        raise CselabError(f"{directory / f'optim_rank{rank}.pt'}: not a cselab optimizer state; the save is damaged")
+    py_state = _read(directory / "python_random.json", lambda f: json.loads(f.read_text()))
+    extra_file = directory / "method_extra.safetensors"
+    extra = _read(extra_file, load_file) if extra_file.is_file() else {}
+    # safetensors' load_model (not load_state_dict) because save_model dropped tied duplicates by name
+    missing, unexpected = _read(directory / "method.safetensors", lambda f: load_model(method, str(f), strict=False))
+    try:
+        optimizer.load_state_dict(blob["optimizer"])
+        scheduler.load_state_dict(blob["scheduler"])
+        torch.set_rng_state(blob["rng"]["torch"])
+        generator.set_state(blob["rng"]["generator"])
+        random.setstate((py_state[0], tuple(py_state[1]), py_state[2]))
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CselabError(f"{directory}: saved state does not fit this method/config ({_first_line(exc)}); "
+                          "was it written by another configuration?") from exc
     if missing or unexpected:
-        raise CselabError(f"{directory}: saved weights do not match this method/config ({len(missing)} missing)")
-    blob = torch.load(directory / f"optim_rank{rank}.pt", weights_only=True)
-    optimizer.load_state_dict(blob["optimizer"])
-    scheduler.load_state_dict(blob["scheduler"])
-    torch.set_rng_state(blob["rng"]["torch"])
-    generator.set_state(blob["rng"]["generator"])
+        raise CselabError(f"{directory}: saved weights do not match this method/config ({len(missing)} missing, "
+                          f"{len(unexpected)} unexpected)")
     if "cuda" in blob["rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(blob["rng"]["cuda"])
-    py_state = json.loads((directory / "python_random.json").read_text())
-    random.setstate((py_state[0], tuple(py_state[1]), py_state[2]))
-    extra_file = directory / "method_extra.safetensors"
-    extra = load_file(str(extra_file)) if extra_file.is_file() else {}
-    state = TrainerState(**json.loads((directory / STATE_FILE).read_text()))
     return state, extra
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _read(path: Path, reader: Any) -> Any:
+    """``reader(path)`` with every way a damaged or missing file fails turned into one line."""
+    if not path.is_file():
+        raise CselabError(f"{path} is missing; the saved state is incomplete")
+    try:
+        return reader(path)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError, UnicodeDecodeError,
+            SafetensorError) as exc:
+        raise CselabError(f"{path} is damaged ({_first_line(exc)}); the saved state cannot be read") from exc
+
+
+def _read_trainer_state(path: Path) -> TrainerState:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        state = TrainerState(**raw)
+    except (OSError, ValueError, TypeError) as exc:
+        raise CselabError(f"{path} is damaged ({_first_line(exc)}); the saved state cannot be read") from exc
+    numbers = (state.step, state.sentences_seen)
+    if not all(isinstance(n, int) and n >= 0 for n in numbers) or not isinstance(state.history, list):
+        raise CselabError(f"{path} is damaged (step/sentences_seen/history of the wrong type)")
+    return state

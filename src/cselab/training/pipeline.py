@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
 from ..errors import CselabError
 from .config import RunConfig, load_config, validate
-from .trainer import BEST_DIR, LAST_DIR, Trainer, TrainResult
+from .trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
@@ -214,10 +213,9 @@ def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult,
     summary = out / "summary.json"
     if summary.is_file():
         return TrainResult(**json.loads(summary.read_text())), True
-    resume = (out / LAST_DIR).is_dir()
-    if not resume and (out / BEST_DIR).exists():
-        # died after the step-0 evaluation but before the first saved state: nothing to resume, start over
-        shutil.rmtree(out / BEST_DIR)
+    # anything left by an earlier attempt: resume continues its saved state (also one a kill left as last.old),
+    # or starts the stage over when it died before its first save
+    resume = out.is_dir() and any(out.iterdir())
     return Trainer(config, progress=progress).run(resume=resume), False
 
 
@@ -308,9 +306,20 @@ def distill_config(
 # -- +UC ensemble --------------------------------------------------------------------------------------
 def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *, weight: float = 0.7) -> Path:
     """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7)."""
+    from ..fileio import DirectoryLock
     from ..models.sentence_model import EnsembleModel, load_model, save_model
 
     if not 0.0 <= weight <= 1.0:
         raise CselabError(f"ensemble weight must be in [0, 1], got {weight}")
+    output_dir = Path(output_dir)
+
+    def refuse_existing() -> None:  # like train: an existing directory (a model or anything else) is never replaced
+        if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
+            raise CselabError(f"{output_dir} already exists and is not empty; choose another --output or delete it")
+
+    refuse_existing()
     model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight])
-    return save_model(model, output_dir, extra={"sources": [str(model_a), str(model_b)]})
+    # one writer: the lock sits beside the output (the output itself is renamed into place)
+    with DirectoryLock(output_dir.parent, f"an ensemble save into {output_dir.name}", name=f".{output_dir.name}.lock"):
+        refuse_existing()
+        return save_model(model, output_dir, extra={"sources": [str(model_a), str(model_b)]})

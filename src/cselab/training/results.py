@@ -51,6 +51,14 @@ def results_record(config: RunConfig, result: TrainResult, scores: dict[str, flo
 
 
 def append_record(results_file: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one line, unless the file already holds exactly this record (a rerun or a
+    ``--resume`` of a recorded run never duplicates it)."""
+    line = json.dumps(record)
+    if results_file.is_file():
+        with open(results_file, encoding="utf-8", errors="replace") as f:
+            if any(existing.rstrip("\n") == line for existing in f):
+                return
     results_file.parent.mkdir(parents=True, exist_ok=True)
+    # one write of one line with O_APPEND: concurrent runs appending to one results file do not interleave
     with open(results_file, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+        f.write(line + "\n")

@@ -3,40 +3,87 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
+from ..errors import CselabError
+from ..fileio import DirectoryLock, check_writable_file
 from .config import RunConfig
 from .pipeline import run_twin_pipeline
 from .results import append_record, results_record, score_test_sets
+from .run_directory import RESULTS_FILE
 from .trainer import BEST_DIR, Trainer
+
+
+def _recorded(output_dir: Path) -> dict[str, Any] | None:
+    """The results record a finished, scored run left in its directory (None if it has none)."""
+    file = output_dir / RESULTS_FILE
+    if not file.is_file():
+        return None
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CselabError(f"{file} is damaged ({exc}); delete it to score the run again") from exc
+    return record if isinstance(record, dict) and isinstance(record.get("scores"), dict) else None
 
 
 def train_and_record(config: RunConfig, *, resume: bool = False, results_file: Path | None = None, variant: str = "",
                      row: str = "", config_source: str | None = None, overrides: list[str] | None = None,
-                     progress: bool = True) -> str:
+                     progress: bool = True, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> str:
     """Train, then score the best checkpoint on test; returns a printable summary.
 
     A twin method with a ``pipeline`` block runs the whole two-stage recipe (finished stages are skipped and
-    an interrupted one resumes, so ``resume`` is implied).
+    an interrupted one resumes, so ``resume`` is implied). The run directory is locked from training to
+    record; ``--resume`` of a run already scored reports its record instead of scoring (and appending) again.
     """
+    if results_file is not None:
+        check_writable_file(results_file, "results file")  # before training, not after it
     if config.method_options.get("pipeline"):
         return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
                                  config_source=config_source, overrides=overrides).summary()
-    trainer = Trainer(config, progress=progress)
-    result = trainer.run(resume=resume)
-    if not trainer.dist.is_main:
+    output_dir = Path(config.train.output_dir)
+    main_rank = int(os.environ.get("RANK", "0")) == 0
+    lock = DirectoryLock(output_dir, "a training run") if main_rank else None
+    if lock is not None:
+        lock.acquire()  # at once: a second run into this directory is refused before it loads anything
+    try:
+        recorded = _recorded(output_dir) if resume and main_rank else None
+        if recorded is not None:
+            if results_file is not None:
+                append_record(results_file, recorded)
+            return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),
+                            recorded.get("wall_s", 0.0), recorded.get("train_sentences_per_s", 0.0), output_dir,
+                            note=" (already recorded; not scored again)")
+        trainer = Trainer(config, progress=progress)
+        result = trainer.run(resume=resume, overwrite=overwrite, allow_change=allow_change)
+        if not trainer.dist.is_main:
+            trainer.dist.close()
+            return ""
+        scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size)
+        record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
+                                overrides=overrides)
+        tmp = output_dir / f"{RESULTS_FILE}.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
+        os.replace(tmp, output_dir / RESULTS_FILE)
+        if results_file is not None:
+            append_record(results_file, record)
         trainer.dist.close()
-        return ""
-    scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
-    record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
-                            overrides=overrides)
-    (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")
-    if results_file is not None:
-        append_record(results_file, record)
-    trainer.dist.close()
-    start = f"{result.dev_at_start:.2f} -> " if result.dev_at_start is not None else ""
-    lines = [f"{config.method} {variant}".strip() + f": {result.steps} steps, best dev {start}{result.best_dev:.2f}"
-             f" at step {result.best_step}, {result.wall_s:.0f} s, {result.train_sentences_per_s:.0f} sent/s",
-             "test: " + "  ".join(f"{k} {v:.2f}" for k, v in scores.items()),
-             f"model: {Path(result.output_dir) / BEST_DIR}"]
+    finally:
+        if lock is not None:
+            lock.release()
+    return _summary(config.method, variant, result.steps, record["scores"], result.best_step, result.wall_s,
+                    result.train_sentences_per_s, output_dir)
+
+
+def _summary(method: str, variant: str, steps: int, scores: dict[str, Any], best_step: int | None, wall_s: float,
+             sent_per_s: float, output_dir: Path, note: str = "") -> str:
+    dev = {k: scores.get(k) for k in ("stsb_dev_start", "stsb_dev_best")}
+    start = f"{dev['stsb_dev_start']:.2f} -> " if isinstance(dev["stsb_dev_start"], (int, float)) else ""
+    best = f"{dev['stsb_dev_best']:.2f}" if isinstance(dev["stsb_dev_best"], (int, float)) else "-"
+    tests = {k: v for k, v in scores.items() if not k.startswith("stsb_dev_") and isinstance(v, (int, float))}
+    lines = [f"{method} {variant}".strip() + f": {steps} steps, best dev {start}{best} at step {best_step}, "
+             f"{wall_s:.0f} s, {sent_per_s:.0f} sent/s{note}",
+             "test: " + "  ".join(f"{k} {v:.2f}" for k, v in tests.items()),
+             f"model: {output_dir / BEST_DIR}"]
     return "\n".join(lines)

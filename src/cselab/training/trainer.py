@@ -19,10 +19,13 @@ from typing import Any
 
 import torch
 
-from ..errors import CselabError
+from ..errors import CselabError, RunInterrupted
+from ..fileio import DirectoryLock, recover_directory
+from ..models.encoder import check_length
 from ..models.sentence_model import save_model
+from . import run_directory as rundir
 from .checkpoint import TrainerState, load_state, save_state
-from .config import RunConfig, dump_config
+from .config import RunConfig
 from .distributed import DistributedContext, init_distributed
 
 BEST_DIR, LAST_DIR = "best", "last"
@@ -45,7 +48,12 @@ def pick_device(name: str) -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         return torch.device("cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise CselabError(f"train.device {name!r} is not a device torch knows ('auto', 'cpu', 'cuda', 'cuda:1', ...)") from exc
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise CselabError(f"train.device {name!r}: cselab trains on 'cpu' or 'cuda' ('auto' picks)")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise CselabError(f"device {name!r} requested but no CUDA GPU is available")
     return device
@@ -111,6 +119,7 @@ class Trainer:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         self.device = pick_device(tc.device)
+        autocast_context(tc.precision, self.device)  # refuses fp16 on a CPU now, not after the first save
         self.dist: DistributedContext = init_distributed(self.device)
         if tc.batch_size % self.dist.world_size:
             raise CselabError(f"batch_size {tc.batch_size} is not divisible by the {self.dist.world_size} ranks")
@@ -118,6 +127,7 @@ class Trainer:
         self.generator = seed_everything(tc.seed)
         self.method = method if method is not None else build_method(config)
         self.method.to(self.device)
+        check_length(self.method, config.model.max_length, "model.max_length")
         self.examples = self.method.training_examples()
         self.steps_per_epoch = len(self.examples) // tc.batch_size
         if self.steps_per_epoch == 0:
@@ -133,6 +143,10 @@ class Trainer:
         self.state = TrainerState()
         self._evaluator = None
         self._writer = None
+        self._lock: DirectoryLock | None = None
+        self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
+        self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
+        self._started = time.perf_counter()
 
     # -- evaluation -----------------------------------------------------------------------------------
     @property
@@ -170,6 +184,7 @@ class Trainer:
         save_model(self.method.inference_model(), self.output_dir / BEST_DIR, extra=meta)
 
     def _save_last(self) -> None:
+        self.state.wall_seconds = self._wall_before + time.perf_counter() - self._started
         save_state(
             self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}",
             method=self.method,
@@ -180,6 +195,7 @@ class Trainer:
             extra=self.method.extra_state(),
             rank=self.dist.rank,
         )
+        self._saved_step = self.state.step
 
     def _eval_and_select(self) -> float:
         score = self.evaluate_dev() if self.dist.is_main else 0.0
@@ -192,30 +208,64 @@ class Trainer:
             self._log({"step": self.state.step, "dev": score, "best_dev": self.state.best_score})
         return score
 
-    def _prepare_output(self, resume: bool) -> None:
-        last = self.output_dir / LAST_DIR
-        if resume:
-            if not last.exists():
-                raise CselabError(f"--resume: {self.output_dir} has no saved state to continue from")
+    def _state_dir(self) -> Path:
+        return self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}"
+
+    def _prepare_output(self, resume: bool, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> None:
+        """Lock the output directory and open it fresh, resumed or overwritten (see :mod:`.run_directory`)."""
+        out = self.output_dir
+        if allow_change and not resume:
+            raise CselabError("--allow-change only applies with --resume")
+        if self.dist.is_main:
+            self._lock = DirectoryLock(out, "a training run").acquire()
+            recover_directory(out / BEST_DIR)
+        state_dir = recover_directory(self._state_dir())
+        if overwrite:
+            if rundir.is_finished(out):
+                raise CselabError(f"--overwrite: {out} holds a finished run; delete it yourself if it is not wanted, "
+                                  "or choose another train.output_dir")
+            if self.dist.is_main:
+                rundir.clear_run(out, (LAST_DIR, BEST_DIR))
+            state_dir = None
+        elif resume:
+            rundir.check_resume_config(out, self.config, allow_change)
+            if state_dir is None:
+                if rundir.is_finished(out):
+                    raise CselabError(f"--resume: {out} holds a finished run but no saved state")
+                # killed before its first save: nothing to continue, so the run starts again from step 0
+                if self.progress:
+                    print(f"--resume: {out} holds no saved state yet; starting the run from step 0", file=sys.stderr)
+                if self.dist.is_main:
+                    rundir.clear_run(out, (LAST_DIR, BEST_DIR))
+        elif state_dir is not None or (out / BEST_DIR).exists() or (out / rundir.METRICS_FILE).exists():
+            raise CselabError(
+                f"{out} already holds a run; pass --resume to continue it, --overwrite to start an unfinished "
+                "one again, or choose another train.output_dir")
+        if state_dir is not None and not overwrite:
             self.state, extra = load_state(
-                last if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}",
-                method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
+                state_dir, method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
                 generator=self.generator, rank=self.dist.rank,
             )
             self.method.load_extra_state(extra)
-        elif last.exists() or (self.output_dir / BEST_DIR).exists():
-            raise CselabError(
-                f"{self.output_dir} already holds a run; pass --resume to continue it or choose another train.output_dir"
-            )
+            self._saved_step, self._wall_before = self.state.step, self.state.wall_seconds
+            if self.dist.is_main:
+                rundir.truncate_metrics(out, self.state.step)
         if self.dist.is_main:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            (self.output_dir / "config.yaml").write_text(dump_config(self.config))
+            rundir.write_config(out, self.config)  # what runs from here (allowed changes included)
             if self.config.train.tensorboard:
                 try:
                     from torch.utils.tensorboard import SummaryWriter
                 except ImportError as exc:
                     raise CselabError("train.tensorboard needs the tensorboard package (pip install tensorboard)") from exc
-                self._writer = SummaryWriter(str(self.output_dir / "tensorboard"))
+                self._writer = SummaryWriter(str(out / "tensorboard"))
+
+    def _interrupted(self) -> RunInterrupted:
+        if self._saved_step is None:
+            kept = "nothing was saved yet; start it again with --overwrite (or choose another train.output_dir)"
+        else:
+            kept = (f"the state of step {self._saved_step} is kept in {self.output_dir / LAST_DIR}; "
+                    "continue with the same command plus --resume")
+        return RunInterrupted(f"interrupted at step {self.state.step}: {kept}")
 
     # -- the loop -------------------------------------------------------------------------------------
     def train_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -256,13 +306,29 @@ class Trainer:
         batch = self.method.collate([self.examples[i] for i in indices])
         return {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
-    def run(self, *, resume: bool = False) -> TrainResult:
+    def run(self, *, resume: bool = False, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> TrainResult:
+        """Train to the end; ``resume`` continues the saved state, ``overwrite`` starts an unfinished run again,
+        ``allow_change`` names the :data:`~.run_directory.CHANGEABLE_KEYS` that may differ on resume."""
+        try:
+            if self.dist.is_main:
+                _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
+            self._prepare_output(resume, overwrite, tuple(allow_change))
+            return self._loop()
+        except KeyboardInterrupt:
+            raise self._interrupted() from None
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+            if self._lock is not None:
+                self._lock.release()
+
+    def _loop(self) -> TrainResult:
         from tqdm.auto import tqdm
 
         tc = self.config.train
-        self._prepare_output(resume)
         save_every = tc.save_every or tc.eval_every
-        started = time.perf_counter()
+        self._started = time.perf_counter()
         dev_at_start = None
         if self.state.step == 0 and tc.eval_at_start and not self.state.history:
             dev_at_start = self._eval_and_select()
@@ -311,14 +377,12 @@ class Trainer:
             best_step=self.state.best_step,
             best_dev=self.state.best_score,
             dev_at_start=dev_at_start,
-            wall_s=time.perf_counter() - started,
+            wall_s=self._wall_before + time.perf_counter() - self._started,
             train_sentences_per_s=self.state.sentences_seen / max(1e-9, self.state.train_seconds),
             peak_mem_mb=peak_memory_mb(self.device),
         )
         if self.dist.is_main:
-            (self.output_dir / "summary.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-        if self._writer is not None:
-            self._writer.close()
+            (self.output_dir / rundir.SUMMARY_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
         return result
 
 

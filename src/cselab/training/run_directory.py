@@ -1,0 +1,118 @@
+"""The output directory of one training run: who may write it, how it is opened (fresh, resumed, overwritten)
+and how its books are kept straight after a kill.
+
+* One writer: the run holds :class:`cselab.fileio.DirectoryLock` on the directory from start to record, so a
+  second ``cselab train`` into it is refused at once instead of mixing two runs' files.
+* After a kill: a checkpoint swap cut between its renames is undone (:func:`cselab.fileio.recover_directory`),
+  ``metrics.jsonl`` is cut back to the resumed step (the lines after it are written again).
+* ``--resume`` continues the run that is recorded, so a changed configuration is refused with the keys that
+  differ; the few keys that do not change what the saved steps did may be changed with ``--allow-change``
+  and are then recorded (``config.yaml`` always says what ran).
+* ``--overwrite`` starts a directory again, unless it holds a finished run (that is a result; delete it yourself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CselabError
+from .config import RunConfig, dump_config, load_config
+
+CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
+# settings that change neither the maths nor the data: they may differ on --resume without a word
+RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
+                          "train.tensorboard", "train.output_dir"})
+# settings that only move where the run stops or what it looks at in between: --allow-change KEY permits them
+# (with a linear schedule a new max_steps also bends the rest of the learning-rate ramp; that is what is asked)
+CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train.save_every")
+_RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE)
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_changes(old: RunConfig, new: RunConfig) -> dict[str, tuple[Any, Any]]:
+    """Dotted key -> (old value, new value) for every setting that differs, runtime-only keys left out."""
+    a, b = _flat(old.model_dump(mode="json")), _flat(new.model_dump(mode="json"))
+    missing = "<unset>"
+    return {key: (a.get(key, missing), b.get(key, missing)) for key in sorted(set(a) | set(b))
+            if key not in RUNTIME_KEYS and a.get(key, missing) != b.get(key, missing)}
+
+
+def read_saved_config(directory: Path) -> RunConfig | None:
+    """The configuration a run directory records (None if it records none)."""
+    file = directory / CONFIG_FILE
+    if not file.is_file():
+        return None
+    try:
+        return load_config(file)
+    except CselabError as exc:
+        raise CselabError(f"{file} is damaged ({exc}); the run's configuration is unknown") from None
+
+
+def check_resume_config(directory: Path, config: RunConfig, allow_change: tuple[str, ...] = ()) -> None:
+    """Refuse a ``--resume`` whose configuration differs from the recorded one, except ``allow_change`` keys."""
+    bad = [key for key in allow_change if key not in CHANGEABLE_KEYS]
+    if bad:
+        raise CselabError(f"--allow-change {bad[0]}: only {', '.join(CHANGEABLE_KEYS)} may change on --resume "
+                          "(other keys change what the saved steps did: start a new run)")
+    saved = read_saved_config(directory)
+    if saved is None:
+        return
+    changes = {k: v for k, v in config_changes(saved, config).items() if k not in allow_change}
+    if changes:
+        listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:4])
+        more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+        hint = [k for k in changes if k in CHANGEABLE_KEYS]
+        how = f"; to change it pass --allow-change {hint[0]}" if hint and len(hint) == len(changes) else \
+            "; resume with the configuration the run was started with"
+        raise CselabError(f"--resume: {directory} was started with another configuration ({listed}{more}){how}")
+
+
+def truncate_metrics(directory: Path, step: int) -> None:
+    """Keep the ``metrics.jsonl`` lines of steps <= ``step`` (the resumed state); later ones are logged again."""
+    file = directory / METRICS_FILE
+    if not file.is_file():
+        return
+    kept = []
+    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the kill
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+            kept.append(line)
+    tmp = file.with_name(file.name + ".tmp")
+    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, file)
+
+
+def clear_run(directory: Path, checkpoint_dirs: tuple[str, ...]) -> None:
+    """Remove an unfinished run's files (``--overwrite``, or ``--resume`` with nothing saved yet)."""
+    for name in checkpoint_dirs:
+        shutil.rmtree(directory / name, ignore_errors=True)
+    shutil.rmtree(directory / "tensorboard", ignore_errors=True)
+    for name in _RUN_FILES:
+        (directory / name).unlink(missing_ok=True)
+
+
+def is_finished(directory: Path) -> bool:
+    return (directory / SUMMARY_FILE).is_file()
+
+
+def write_config(directory: Path, config: RunConfig) -> None:
+    tmp = directory / f"{CONFIG_FILE}.tmp"
+    tmp.write_text(dump_config(config), encoding="utf-8")
+    os.replace(tmp, directory / CONFIG_FILE)
