@@ -457,7 +457,7 @@ case("ablate-out-is-file", [*ABLATE[:5], "--out", "{W}/afile"], expect="is a fil
 case("ablate-bad-override", [*ABLATE, "model.pooler=avg"], expect="unknown pooler")
 
 # report
-REPORT = ["report", "--seeds", "{T}/none.jsonl", "--ablation", "{T}/none.jsonl"]
+REPORT = ["report"]
 case("report-results-missing", [*REPORT, "--results", "{T}/nope.jsonl"], expect="results file not found")
 case("report-results-dir", [*REPORT, "--results", "{T}"], expect="results file not found")
 for cid, content, expect in (
