@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..models.model_card import record_test_scores
 from ..provenance import provenance
 from .config import RunConfig
 from .trainer import BEST_DIR, Trainer, TrainResult
@@ -70,6 +71,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
         trainer.dist.close()
         return ""
     scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
+    record_test_scores(Path(result.output_dir) / BEST_DIR, scores)  # the model card shows them
     record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")
