@@ -221,13 +221,13 @@ def run_mteb(model: str | Path | nn.Module, task_names: Sequence[str], *, home: 
              batch_size: int = 64, local: bool = True, pooler: str | None = None,
              progress: bool = False) -> dict[str, dict[str, float]]:
     """Evaluate ``model`` on ``task_names`` with mteb; returns task -> split -> main score x 100."""
+    tasks = get_tasks(task_names, home=home, local=local)  # data problems surface before the model loads
     if isinstance(model, MtebEncoder):
         encoder = model
     elif isinstance(model, nn.Module):
         encoder = MtebEncoder(model)
     else:
         encoder = MtebEncoder.from_path(model, pooler=pooler)
-    tasks = get_tasks(task_names, home=home, local=local)
     result = mteb.evaluate(encoder, tasks, cache=None, encode_kwargs={"batch_size": batch_size},
                            show_progress_bar=progress)
     return {r.task_name: {split: round(100 * float(r.get_score(splits=[split])), 2) for split in r.scores}
