@@ -153,3 +153,14 @@ def test_unknown_kind_is_one_line_error(tiny_bert_dir, tmp_path):
     (path / "cselab.json").write_text(json.dumps({**description, "kind": "hologram"}))
     with pytest.raises(CselabError, match="unknown model kind 'hologram'"):
         load_model(path)
+
+
+def test_a_cselab_module_model_saved_by_sentence_transformers_reloads(tiny_bert_dir, tmp_path):
+    """SentenceTransformer.save of a twin writes a directory both libraries load to the same embeddings."""
+    twin = TwinModel(Encoder.from_pretrained(tiny_bert_dir, pooler="mean", max_length=12), _second_encoder(tmp_path))
+    path = save_model(twin, tmp_path / "twin")
+    st.SentenceTransformer(str(path), trust_remote_code=True, device="cpu").save(str(tmp_path / "resaved"))
+    assert json.loads((tmp_path / "resaved" / "modules.json").read_text())[0]["type"] == "cselab.st_modules.Twin"
+    expected = twin.encode(SENTENCES)
+    assert (load_model(tmp_path / "resaved").encode(SENTENCES) - expected).abs().max() <= TOL
+    assert (_st_encode(tmp_path / "resaved", True) - expected).abs().max() <= TOL
