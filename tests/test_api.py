@@ -63,22 +63,10 @@ def _stsb_test_by_hand(home: Path, model) -> float:
     return 100 * spearmanr((a * b).sum(1), [float(p[4]) for p in pairs]).statistic
 
 
-def _distinct_sts_home(home: Path, monkeypatch, n: int = 60) -> Path:
-    """STS-B files whose sentences are all different (no tied cosines, so float noise cannot reorder ranks)."""
-    import random
+def _distinct_sts_home(home: Path, monkeypatch) -> Path:
+    from conftest import write_distinct_sts_home
 
-    from conftest import WORDS
-    from cselab.data.sts import PART_TASKS
-
-    metadata = [entry for entries in PART_TASKS.values() for entry in entries]  # so every STS task has rows
-    rng = random.Random(3)
-    words = [w for w in WORDS if w.isalpha()]
-    (home / "sts" / "stsb").mkdir(parents=True)
-    for split in ("train", "dev", "test"):
-        lines = [f"main\t{metadata[i % len(metadata)][0]}\t{metadata[i % len(metadata)][1]}\t{i}\t{rng.uniform(0, 5):.3f}\t{' '.join(rng.sample(words, 7))}\t"
-                 f"{' '.join(rng.sample(words, 6))}" for i in range(n)]
-        (home / "sts" / "stsb" / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
-    monkeypatch.setenv("CSELAB_HOME", str(home))
+    monkeypatch.setenv("CSELAB_HOME", str(write_distinct_sts_home(home)))
     return home
 
 

@@ -23,17 +23,9 @@ TOPICS = ["business", "politics", "tech"]
 
 
 def _write_stsb(home: Path, n: int = 50) -> Path:
-    """STS-B files with distinct random sentences (no tied cosines)."""
-    from conftest import WORDS
+    from conftest import write_distinct_sts_home
 
-    rng = random.Random(5)
-    words = [w for w in WORDS if w.isalpha()]
-    (home / "sts" / "stsb").mkdir(parents=True)
-    for split in ("train", "dev", "test"):
-        lines = [f"main\tx\t2012\t{i}\t{rng.uniform(0, 5):.3f}\t{' '.join(rng.sample(words, 6))}\t"
-                 f"{' '.join(rng.sample(words, 5))}" for i in range(n)]
-        (home / "sts" / "stsb" / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
-    return home
+    return write_distinct_sts_home(home, n=n, seed=5)
 
 
 def test_stsbenchmark_on_local_data_is_cosine_spearman(tiny_bert_dir, tmp_path, monkeypatch):

@@ -129,6 +129,13 @@ def split_stratified(labels: Sequence[str], test_fraction: float, seed: int) -> 
     return sorted(train), sorted(test)
 
 
+def _classification_splits(rows: list[dict[str, Any]], splits: dict[str, list[int]]) -> DatasetDict:
+    """mteb's classification columns (``text``, ``label``) of the rows at each split's indices."""
+    return DatasetDict({split: Dataset.from_dict({"text": [rows[i]["text"] for i in idx],
+                                                  "label": [rows[i]["label"] for i in idx]})
+                        for split, idx in splits.items()})
+
+
 class _LocalTask:
     """Mixin of cselab's zero-shot tasks: the data comes from ``$CSELAB_HOME/zeroshot`` (or ``home``)."""
 
@@ -155,9 +162,7 @@ class BBCNewsClassification(_LocalTask, AbsTaskClassification):
     def local_dataset(self, home: Path | None) -> DatasetDict:
         rows = _zeroshot_rows("bbc-news", home)
         train, test = split_stratified([r["label"] for r in rows], 0.5, seed=0)
-        return DatasetDict({split: Dataset.from_dict({"text": [rows[i]["text"] for i in idx],
-                                                      "label": [rows[i]["label"] for i in idx]})
-                            for split, idx in (("train", train), ("test", test))})
+        return _classification_splits(rows, {"train": train, "test": test})
 
 
 class BBCNewsClustering(_LocalTask, AbsTaskClustering):
@@ -186,9 +191,8 @@ class TweetSentimentClassification(_LocalTask, AbsTaskClassification):
 
     def local_dataset(self, home: Path | None) -> DatasetDict:
         rows = _zeroshot_rows("tweet-sentiment", home)
-        return DatasetDict({split: Dataset.from_dict({"text": [r["text"] for r in rows if r["split"] == split],
-                                                      "label": [r["label"] for r in rows if r["split"] == split]})
-                            for split in ("train", "test")})
+        return _classification_splits(rows, {split: [i for i, r in enumerate(rows) if r["split"] == split]
+                                             for split in ("train", "test")})
 
 
 ZEROSHOT_TASKS: dict[str, type] = {c.metadata.name: c for c in
