@@ -38,10 +38,14 @@ class StModule:
 
 
 def transformer_config(max_length: int, **config_kwargs: Any) -> dict[str, Any]:
-    """``sentence_bert_config.json`` of the Transformer module (``config_kwargs`` go to the HF config)."""
+    """``sentence_bert_config.json`` of the Transformer module (``config_kwargs`` go to the HF config).
+
+    The HF config options are stored under ``config_args``, the name sentence-transformers 5 reads and 6
+    still maps to its ``config_kwargs``.
+    """
     config: dict[str, Any] = {"max_seq_length": int(max_length), "do_lower_case": False}
     if config_kwargs:
-        config["config_kwargs"] = config_kwargs
+        config["config_args"] = config_kwargs
     return config
 
 
