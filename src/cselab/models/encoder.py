@@ -14,11 +14,15 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
+from . import st_layout
 from .backbone import load_backbone
+from .kinds import register_kind
 from .poolers import check_pooler, pool
 from .prompts import PromptTemplate, pad_rows
 
 HEAD_FILE = "train_head.safetensors"
+# the cselab sentence-transformers module for encoders no standard module chain expresses (cselab.st_modules)
+ST_ENCODER_MODULE = "cselab.st_modules.Encoder"
 
 
 def max_positions(backbone: nn.Module) -> int | None:
@@ -52,12 +56,15 @@ class MLPHead(nn.Module):
         return self.activation(self.dense(x))
 
 
+@register_kind
 class Encoder(nn.Module):
     """Backbone + pooler (+ train-only head, + optional prompt template).
 
     ``forward(features, apply_head=True)`` is the training path; :meth:`encode` is the inference path,
     which never applies the head (SimCSE's ``mlp_only_train``).
     """
+
+    kind = "encoder"
 
     def __init__(
         self,
@@ -189,9 +196,80 @@ class Encoder(nn.Module):
     def describe(self) -> dict[str, Any]:
         """The JSON-serialisable description stored in ``cselab.json``."""
         return {
-            "kind": "encoder",
+            "kind": self.kind,
             "pooler": self.pooler,
             "max_length": self.max_length,
             "head": HEAD_FILE if self.head is not None else None,
             "prompt": self.prompt.to_dict() if self.prompt is not None else None,
         }
+
+    def save_files(self, path: Path) -> None:
+        """Backbone + tokenizer (HF layout), the train-only head, and the sentence-transformers modules."""
+        from safetensors.torch import save_file
+
+        self.backbone.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        if self.head is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, path / HEAD_FILE)
+        standard = self._standard_st_modules()
+        if standard is None:
+            st_layout.write_modules(path, [st_layout.StModule(ST_ENCODER_MODULE)])
+        else:
+            modules, transformer = standard
+            st_layout.write_modules(path, modules, transformer=transformer)
+
+    def _standard_st_modules(self) -> tuple[list[st_layout.StModule], dict[str, Any]] | None:
+        """The chain of standard sentence-transformers modules that computes exactly :meth:`encode`, or None
+        where there is none (a prompt template, mask pooling, a pooler layer whose activation is not tanh)."""
+        if self.prompt is not None or self.pooler == "mask":
+            return None
+        d = self.hidden_size
+        transformer = st_layout.transformer_config(self.max_length)
+        if self.pooler in ("cls", "cls_before_pooler", "mean"):
+            return [st_layout.StModule(st_layout.TRANSFORMER), st_layout.pooling(d, "mean" if self.pooler == "mean" else "cls")], transformer
+        if self.pooler == "pooler":
+            # the backbone's pooler layer is tanh(W h_[CLS] + b): CLS pooling, then a Dense holding W, b with tanh
+            layer = getattr(self.backbone, "pooler", None)
+            dense, activation = getattr(layer, "dense", None), getattr(layer, "activation", None)
+            if not isinstance(dense, nn.Linear) or not isinstance(activation, nn.Tanh):
+                return None
+            config = {"in_features": d, "out_features": dense.out_features, "bias": dense.bias is not None,
+                      "activation_function": st_layout.TANH}
+            weights = {"linear.weight": dense.weight, **({"linear.bias": dense.bias} if dense.bias is not None else {})}
+            return [st_layout.StModule(st_layout.TRANSFORMER), st_layout.pooling(d, "cls"),
+                    st_layout.StModule(st_layout.DENSE, "2_Dense", config, weights)], transformer
+        if self.pooler == "first_last_avg":
+            # (h_1 + h_L) / 2 is a layer average with weight 1 on layer 1 and layer L and 0 between, then mean
+            layers = int(self.backbone.config.num_hidden_layers)
+            weights = torch.zeros(layers)
+            weights[0] = weights[-1] = 1.0
+            config = {"word_embedding_dimension": d, "layer_start": 1, "num_hidden_layers": layers}
+            return [st_layout.StModule(st_layout.TRANSFORMER),
+                    st_layout.StModule(st_layout.WEIGHTED_LAYER_POOLING, "1_WeightedLayerPooling", config,
+                                       {"layer_weights": weights}),
+                    st_layout.pooling(d, "mean", "2_Pooling")], st_layout.transformer_config(
+                        self.max_length, output_hidden_states=True)
+        return None
+
+    @classmethod
+    def load_saved(cls, source: Path, description: dict[str, Any], *, pooler: str | None = None,
+                   max_length: int | None = None) -> Encoder:
+        """Load what :meth:`save_files` wrote; ``pooler``/``max_length`` override the saved ones."""
+        from safetensors.torch import load_file
+
+        prompt = PromptTemplate.from_dict(description["prompt"]) if description.get("prompt") else None
+        encoder = cls.from_pretrained(
+            source,
+            pooler=pooler or description.get("pooler", "cls"),
+            max_length=max_length or description.get("max_length", 256),
+            prompt=prompt,
+        )
+        if description.get("head"):
+            from safetensors import SafetensorError
+
+            encoder.head = MLPHead(encoder.hidden_size)
+            try:
+                encoder.head.load_state_dict(load_file(source / str(description["head"])))
+            except (OSError, RuntimeError, SafetensorError) as exc:
+                raise CselabError(f"{source / str(description['head'])}: the head's weights cannot be read ({exc})") from exc
+        return encoder

@@ -1,9 +1,14 @@
 """What gets saved, loaded, evaluated and exported: a model that turns sentences into vectors.
 
-Kinds (``cselab.json`` ``kind``): ``encoder`` (one encoder, possibly prompted), ``twin`` (sum of two
-encoders, TNCSE/JTCSE) and ``ensemble`` (weighted sum of members, +UC). Weights are safetensors, the
-description is JSON and the tokenizer is ``tokenizer.json``: loading never unpickles anything.
-A single ``cls``/``mean`` encoder directory is at the same time a sentence-transformers model directory.
+Kinds (``cselab.json`` ``kind``, registry in :mod:`cselab.models.kinds`): ``encoder`` (one encoder, possibly
+prompted; :class:`cselab.models.encoder.Encoder`), ``twin`` (sum of two encoders, TNCSE/JTCSE) and
+``ensemble`` (weighted sum of members, +UC). Each kind writes and reads its own files; weights are
+safetensors, the description is JSON and the tokenizer is ``tokenizer.json``: loading never unpickles anything.
+
+Every saved directory is also a sentence-transformers model (``modules.json``): with standard modules where
+they compute the model exactly, else with a module of :mod:`cselab.st_modules`, which sentence-transformers
+loads only with ``trust_remote_code=True`` and otherwise refuses (never a silent fallback to mean pooling).
+A model card (``README.md``) says what the model is and how it was made.
 """
 
 from __future__ import annotations
@@ -17,72 +22,150 @@ from torch import Tensor, nn
 
 from ..errors import CselabError
 from ..fileio import fresh_sibling, replace_directory
+from . import st_layout
 from .backbone import resolve_model_path
-from .encoder import HEAD_FILE, Encoder, MLPHead
-from .prompts import PromptTemplate
+from .encoder import Encoder
+from .kinds import kind_class, register_kind
+from .model_card import model_card
 
 DESCRIPTION_FILE = "cselab.json"
-# sentence-transformers pooling modes we can read and write
-_ST_POOLING = {"cls": "pooling_mode_cls_token", "cls_before_pooler": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens"}
+MEMBER_SEPARATOR = "."  # feature keys of a composite model: "<member>.<key>"
 
 
-class TwinModel(nn.Module):
+class WeightedSum(nn.Module):
+    """Members whose embeddings are summed with weights; the shared part of :class:`TwinModel` and
+    :class:`EnsembleModel`. Members are saved as complete model directories of their own kind."""
+
+    kind = ""
+    member_overrides: tuple[str, ...] = ()  # load_model overrides passed on to the members
+    st_module = ""  # the cselab.st_modules class sentence-transformers loads it with
+
+    def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
+        super().__init__()
+        if len(members) != len(weights) or not members:
+            raise CselabError(f"a {self.kind} model needs one weight per member and at least one member")
+        self.weights = [float(w) for w in weights]
+
+    def member_modules(self) -> list[nn.Module]:
+        raise NotImplementedError
+
+    def named_members(self) -> list[tuple[str, nn.Module]]:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
+        embeddings = [m.encode(texts, batch_size=batch_size, progress=progress) for m in self.member_modules()]
+        dims = {e.shape[-1] for e in embeddings}
+        if len(dims) != 1:
+            raise CselabError(f"{self.kind} members have different embedding sizes: {sorted(dims)}")
+        return sum(w * e for w, e in zip(self.weights, embeddings, strict=True))
+
+    # -- the token-level path (what sentence-transformers runs batch by batch) ----------------------
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Tensor]:
+        """Each member's features under ``"<member>.<key>"`` (members may use different tokenizers)."""
+        return {f"{name}{MEMBER_SEPARATOR}{key}": value for name, member in self.named_members()
+                for key, value in member.tokenize(texts).items()}
+
+    def forward(self, features: dict[str, Tensor]) -> Tensor:
+        """The weighted sum of the members' inference embeddings of :meth:`tokenize`'s features."""
+        out = None
+        for (name, member), weight in zip(self.named_members(), self.weights, strict=True):
+            prefix = name + MEMBER_SEPARATOR
+            own = {k[len(prefix):]: v for k, v in features.items() if k.startswith(prefix)}
+            term = weight * member(own)
+            out = term if out is None else out + term
+        return out
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.member_modules()[0].hidden_size)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.member_modules()[0].tokenizer
+
+    # -- persistence --------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "members": [name for name, _ in self.named_members()], "weights": self.weights}
+
+    def save_files(self, path: Path) -> None:
+        for name, member in self.named_members():
+            _write(member, path / name, {})
+        st_layout.write_modules(path, [st_layout.StModule(self.st_module)])
+
+    @classmethod
+    def load_saved(cls, source: Path, description: dict[str, Any], *, pooler: str | None = None,
+                   max_length: int | None = None) -> WeightedSum:
+        given = {"pooler": pooler, "max_length": max_length}
+        overrides = {key: given[key] for key in cls.member_overrides}
+        names = description.get("members")
+        if not isinstance(names, list) or not names or not all(isinstance(m, str) for m in names):
+            raise CselabError(f"{source / DESCRIPTION_FILE}: 'members' must list the member directories")
+        cls.check_description(source, description)
+        members = [load_model(source / name, **overrides) for name in names]
+        return cls.from_members(members, description)
+
+    @classmethod
+    def check_description(cls, source: Path, description: dict[str, Any]) -> None:
+        """Refuse a damaged description of this kind in one line (members are checked by :meth:`load_saved`)."""
+
+    @classmethod
+    def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> WeightedSum:
+        raise NotImplementedError
+
+
+@register_kind
+class TwinModel(WeightedSum):
     """Two encoders whose inference output is the sum ``h_I + h_II`` (TNCSE/JTCSE)."""
 
     kind = "twin"
-    member_overrides = ("pooler", "max_length")  # load_model overrides passed on to the members
+    member_overrides = ("pooler", "max_length")
+    st_module = "cselab.st_modules.Twin"
 
     def __init__(self, first: Encoder, second: Encoder) -> None:
-        super().__init__()
+        super().__init__([first, second], [1.0, 1.0])
         self.encoders = nn.ModuleList([first, second])
 
     @classmethod
     def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> TwinModel:
         return cls(*members)
 
+    def member_modules(self) -> list[nn.Module]:
+        return list(self.encoders)
+
     def named_members(self) -> list[tuple[str, nn.Module]]:
         return [(f"encoder_{i + 1}", e) for i, e in enumerate(self.encoders)]
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
-        return sum(e.encode(texts, batch_size=batch_size, progress=progress) for e in self.encoders)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "members": [name for name, _ in self.named_members()]}
 
 
-class EnsembleModel(nn.Module):
+@register_kind
+class EnsembleModel(WeightedSum):
     """Weighted sum of member models' embeddings (the papers' +UC ensemble)."""
 
     kind = "ensemble"
     member_overrides = ("max_length",)  # members may be of different kinds: their poolers stay as saved
+    st_module = "cselab.st_modules.Ensemble"
 
     def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
-        super().__init__()
-        if len(members) != len(weights) or not members:
-            raise CselabError("an ensemble needs one weight per member and at least one member")
+        super().__init__(members, weights)
         self.members = nn.ModuleList(members)
-        self.weights = [float(w) for w in weights]
+
+    @classmethod
+    def check_description(cls, source: Path, description: dict[str, Any]) -> None:
+        weights = description.get("weights")
+        if not (isinstance(weights, list) and all(isinstance(w, (int, float)) for w in weights)):
+            raise CselabError(f"{source / DESCRIPTION_FILE}: an ensemble needs a list of numeric 'weights'")
 
     @classmethod
     def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> EnsembleModel:
         return cls(members, description["weights"])
 
+    def member_modules(self) -> list[nn.Module]:
+        return list(self.members)
+
     def named_members(self) -> list[tuple[str, nn.Module]]:
         return [(f"member_{i + 1}", m) for i, m in enumerate(self.members)]
-
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
-        embeddings = [m.encode(texts, batch_size=batch_size, progress=progress) for m in self.members]
-        dims = {e.shape[-1] for e in embeddings}
-        if len(dims) != 1:
-            raise CselabError(f"ensemble members have different embedding sizes: {sorted(dims)}")
-        return sum(w * e for w, e in zip(self.weights, embeddings, strict=True))
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "members": [name for name, _ in self.named_members()], "weights": self.weights}
-
-
-# composite kinds: saved as one sub-directory per member (named by named_members) plus cselab.json
-COMPOSITE_KINDS: dict[str, type[TwinModel] | type[EnsembleModel]] = {c.kind: c for c in (TwinModel, EnsembleModel)}
 
 
 # -- saving -------------------------------------------------------------------------------------------
@@ -95,49 +178,15 @@ def save_model(model: nn.Module, path: str | Path, *, extra: dict[str, Any] | No
 
 
 def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
+    """The kind's own files, then ``cselab.json`` and the model card."""
+    save_files = getattr(model, "save_files", None)
+    if not callable(save_files):
+        raise TypeError(f"cannot save {type(model).__name__}: not a registered model kind")
     path.mkdir(parents=True)
+    save_files(path)
     description = dict(model.describe(), **extra)
-    if isinstance(model, Encoder):
-        _write_encoder(model, path)
-    elif hasattr(model, "named_members"):
-        for name, member in model.named_members():
-            _write(member, path / name, {})
-    else:
-        raise TypeError(f"cannot save {type(model).__name__}")
     (path / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2) + "\n")
-
-
-def _write_encoder(encoder: Encoder, path: Path) -> None:
-    from safetensors.torch import save_file
-
-    encoder.backbone.save_pretrained(path, safe_serialization=True)
-    encoder.tokenizer.save_pretrained(path)
-    if encoder.head is not None:
-        save_file({k: v.detach().cpu().contiguous() for k, v in encoder.head.state_dict().items()}, path / HEAD_FILE)
-    if encoder.pooler in _ST_POOLING and encoder.prompt is None:
-        _write_sentence_transformers_files(encoder, path)
-
-
-def _write_sentence_transformers_files(encoder: Encoder, path: Path) -> None:
-    """modules.json + pooling config, so the directory loads in sentence-transformers as it is."""
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    (path / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
-    (path / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": encoder.max_length, "do_lower_case": False}, indent=2) + "\n"
-    )
-    pooling = {
-        "word_embedding_dimension": encoder.hidden_size,
-        "pooling_mode_cls_token": False,
-        "pooling_mode_mean_tokens": False,
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    }
-    pooling[_ST_POOLING[encoder.pooler]] = True
-    (path / "1_Pooling").mkdir()
-    (path / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2) + "\n")
+    (path / "README.md").write_text(model_card(description, model_type=type(model).__name__))
 
 
 # -- loading ------------------------------------------------------------------------------------------
@@ -154,21 +203,8 @@ def load_model(
     description = read_description(source)
     if description is None:
         return _load_foreign(source if source.exists() else str(name_or_path), pooler, max_length)
-    kind = description.get("kind")
-    if kind == "encoder":
-        return _load_encoder(source, description, pooler, max_length)
-    if kind in COMPOSITE_KINDS:
-        cls = COMPOSITE_KINDS[kind]
-        given = {"pooler": pooler, "max_length": max_length}
-        overrides = {key: given[key] for key in cls.member_overrides}
-        members = description.get("members")
-        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
-            raise CselabError(f"{source / DESCRIPTION_FILE}: 'members' must list the member directories")
-        if kind == "ensemble" and not (isinstance(description.get("weights"), list)
-                                       and all(isinstance(w, (int, float)) for w in description["weights"])):
-            raise CselabError(f"{source / DESCRIPTION_FILE}: an ensemble needs a list of numeric 'weights'")
-        return cls.from_members([load_model(source / m, **overrides) for m in members], description)
-    raise CselabError(f"{source / DESCRIPTION_FILE}: unknown model kind {kind!r}")
+    cls = kind_class(description.get("kind"), str(source / DESCRIPTION_FILE))
+    return cls.load_saved(source, description, pooler=pooler, max_length=max_length)
 
 
 def read_description(path: str | Path) -> dict[str, Any] | None:
@@ -187,27 +223,6 @@ def _read_json(file: Path) -> Any:
         return json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CselabError(f"cannot read {file}: {exc}") from exc
-
-
-def _load_encoder(source: Path, description: dict[str, Any], pooler: str | None, max_length: int | None) -> Encoder:
-    from safetensors.torch import load_file
-
-    prompt = PromptTemplate.from_dict(description["prompt"]) if description.get("prompt") else None
-    encoder = Encoder.from_pretrained(
-        source,
-        pooler=pooler or description.get("pooler", "cls"),
-        max_length=max_length or description.get("max_length", 256),
-        prompt=prompt,
-    )
-    if description.get("head"):
-        from safetensors import SafetensorError
-
-        encoder.head = MLPHead(encoder.hidden_size)
-        try:
-            encoder.head.load_state_dict(load_file(source / str(description["head"])))
-        except (OSError, RuntimeError, SafetensorError) as exc:
-            raise CselabError(f"{source / str(description['head'])}: the head's weights cannot be read ({exc})") from exc
-    return encoder
 
 
 def _load_foreign(source: Path | str, pooler: str | None, max_length: int | None) -> Encoder:
@@ -236,9 +251,10 @@ def _read_sentence_transformers_dir(source: Path) -> tuple[str | None, int | Non
                 max_length = _read_json(config_file).get("max_seq_length")
         elif module.get("type", "").endswith("Pooling"):
             config = _read_json(module_dir / "config.json")
-            if config.get("pooling_mode_mean_tokens"):
+            # sentence-transformers 6 writes "pooling_mode", earlier versions one boolean per mode
+            if config.get("pooling_mode_mean_tokens") or config.get("pooling_mode") == "mean":
                 pooler = "mean"
-            elif config.get("pooling_mode_cls_token"):
+            elif config.get("pooling_mode_cls_token") or config.get("pooling_mode") == "cls":
                 pooler = "cls"
     return pooler, max_length, backbone_dir
 

@@ -260,6 +260,7 @@ def run_twin_pipeline(
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
                      row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
+    from ..models.model_card import record_test_scores
     from .results import append_record, results_record, score_test_sets
 
     # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
@@ -271,6 +272,7 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
     total = TrainResult(**{**asdict(outcome.stage2),
                            "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
     scores = score_test_sets(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
+    record_test_scores(outcome.model_dir, scores)  # the model card shows them
     record = results_record(plan.stage2, total, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     record["stage1"] = [{"output_dir": r.output_dir, "best_dev": r.best_dev, "steps": r.steps, "wall_s": r.wall_s}

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import CselabError
 from ..fileio import DirectoryLock, check_writable_file
+from ..models.model_card import record_test_scores
 from .config import RunConfig
 from .pipeline import run_twin_pipeline
 from .results import append_record, results_record, score_test_sets
@@ -61,6 +62,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
             trainer.dist.close()
             return ""
         scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size)
+        record_test_scores(output_dir / BEST_DIR, scores)  # the model card shows them
         record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                                 overrides=overrides)
         tmp = output_dir / f"{RESULTS_FILE}.tmp"

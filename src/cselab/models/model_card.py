@@ -1,0 +1,89 @@
+"""The model card (``README.md``) of a saved model: what it is, how to load it, how it was made.
+
+Rendered from the model's ``cselab.json`` only (kind, pooler, training method, configuration, data, dev and
+test scores), so the card never says more than the directory records. sentence-transformers shows the same
+file as the model's card; :func:`record_test_scores` adds the test scores once a run has computed them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CARD_FILE = "README.md"
+# kinds that sentence-transformers loads with its own modules (no cselab code runs)
+_STANDARD_POOLERS = ("cls", "cls_before_pooler", "mean", "pooler", "first_last_avg")
+
+
+def needs_cselab_module(description: dict[str, Any]) -> bool:
+    """True when ``SentenceTransformer(dir)`` needs ``trust_remote_code=True`` (a cselab module)."""
+    if description.get("kind") != "encoder":
+        return True
+    return bool(description.get("prompt")) or description.get("pooler") not in _STANDARD_POOLERS
+
+
+def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
+    """Markdown text of the card."""
+    kind = description.get("kind", "?")
+    training = description.get("training") or {}
+    config = training.get("config") or {}
+    lines = ["---", "library_name: sentence-transformers", "tags:", "- sentence-transformers",
+             "- sentence-similarity", "- cselab", "---", "", f"# cselab {kind} model", ""]
+    lines += [f"A sentence embedding model saved by cselab ({model_type or kind}): {_what(description)}", ""]
+    trust = needs_cselab_module(description)
+    lines += ["## Usage", "", "```python", "from sentence_transformers import SentenceTransformer", "",
+              "model = SentenceTransformer(\"PATH\"" + (", trust_remote_code=True)" if trust else ")"),
+              "embeddings = model.encode([\"A man is playing a guitar.\"])", "```", ""]
+    if trust:
+        lines += ["This model uses a module of cselab (`pip install cselab`); sentence-transformers runs it only "
+                  "with `trust_remote_code=True` and refuses to load it otherwise.", ""]
+    lines += ["or with cselab: `import cselab; cselab.load_model(\"PATH\").encode([...])`.", ""]
+    if training:
+        lines += ["## Training", "", f"- method: {training.get('method', '?')}"]
+        model_cfg, data_cfg, train_cfg = config.get("model", {}), config.get("data", {}), config.get("train", {})
+        if model_cfg.get("backbone"):
+            lines.append(f"- backbone: {model_cfg['backbone']}")
+        if data_cfg:
+            lines.append(f"- data: {data_cfg.get('corpus', '?')}")
+        keys = ("steps", "batch_size", "lr", "seed", "precision")
+        settings = ", ".join(f"{k} {train_cfg[k]}" for k in keys if k in train_cfg)
+        if settings:
+            lines.append(f"- training: {settings}")
+        if training.get("dev_score") is not None:
+            lines.append(f"- selected at step {training.get('step')} on {training.get('dev_task', 'dev')}: "
+                         f"{float(training['dev_score']):.2f}")
+        lines.append("")
+    scores = description.get("test_scores")
+    if scores:
+        lines += ["## Test scores (cosine Spearman x 100)", "", "| task | score |", "|---|---|"]
+        lines += [f"| {task} | {float(score):.2f} |" for task, score in scores.items()]
+        lines.append("")
+    if description.get("sources"):
+        lines += ["## Sources", "", *[f"- {s}" for s in description["sources"]], ""]
+    if config:
+        lines += ["## Configuration", "", "```json", json.dumps(config, indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def _what(description: dict[str, Any]) -> str:
+    kind = description.get("kind")
+    if kind == "encoder":
+        prompt = description.get("prompt")
+        text = f"one encoder, pooler `{description.get('pooler')}`, max length {description.get('max_length')}"
+        return text + (f", prompt template `{prompt['text']}`." if prompt else ".")
+    if kind == "twin":
+        return "the sum of two encoders' embeddings (TNCSE/JTCSE twin)."
+    if kind == "ensemble":
+        return f"a weighted sum of member models' embeddings, weights {description.get('weights')}."
+    return f"kind {kind}."
+
+
+def record_test_scores(model_dir: str | Path, scores: dict[str, float]) -> None:
+    """Add a run's test scores to the saved model's ``cselab.json`` and re-render its card."""
+    model_dir = Path(model_dir)
+    file = model_dir / "cselab.json"
+    description = json.loads(file.read_text())
+    description["test_scores"] = dict(scores)
+    file.write_text(json.dumps(description, indent=2) + "\n")
+    (model_dir / CARD_FILE).write_text(model_card(description))
