@@ -224,6 +224,22 @@ def test_cross_stream_matches_a_plain_per_layer_loop(twins, model, num_ca, posit
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_non_cael_layers_get_the_mask_their_attention_implementation_expects(twins, implementation):
+    """Layer 3 of 4 is an ordinary layer in the cross stream; it must mask padding under either implementation."""
+    enc_1, enc_2 = (copy.deepcopy(e) for e in twins["roberta-4"])
+    for encoder in (enc_1, enc_2):
+        encoder.backbone.set_attn_implementation(implementation)
+    features = enc_1.tokenize(TEXTS)
+    mask = features["attention_mask"]
+    with torch.no_grad():
+        h_1, h_2 = _hf_states(enc_1, features), _hf_states(enc_2, features)
+        expected = plain_cross_stream(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, (2, 4))
+        got = cross_stream_cls(enc_1.backbone, enc_2.backbone, h_1, h_2, mask, num_ca_layers=2)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("model", ["bert", "bert-4"])
 def test_every_cael_shapes_c(twins, model):
     """Two streams: with 2 CAELs the first one is in the path to c, so c differs from the 1-CAEL value."""
