@@ -142,8 +142,6 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         self._evaluator = None
-        if self.dist.is_main:
-            _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
         self._writer = None
         self._lock: DirectoryLock | None = None
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
@@ -312,6 +310,8 @@ class Trainer:
         """Train to the end; ``resume`` continues the saved state, ``overwrite`` starts an unfinished run again,
         ``allow_change`` names the :data:`~.run_directory.CHANGEABLE_KEYS` that may differ on resume."""
         try:
+            if self.dist.is_main:
+                _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
             self._prepare_output(resume, overwrite, tuple(allow_change))
             return self._loop()
         except KeyboardInterrupt:
