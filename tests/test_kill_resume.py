@@ -261,6 +261,7 @@ def test_allowed_change_on_resume_runs_and_is_recorded(world, tmp_path, capsys, 
     assert code == 0, err
     assert json.loads((out / "summary.json").read_text())["steps"] == 4
     assert "max_steps: 4" in (out / "config.yaml").read_text()
+    assert {"step": 2, "config_change": {"train.max_steps": [6, 4]}} in metrics(out)  # from where it applies
 
 
 def test_eval_outputs_are_named_after_the_model_not_its_leaf(tmp_path, monkeypatch):

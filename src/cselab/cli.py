@@ -8,6 +8,7 @@ boundary (see :func:`user_error_message` for what counts as the user's problem).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 import click
 
 from .errors import CselabError
-from .fileio import check_writable_dir, check_writable_file
+from .fileio import DirectoryLock, check_writable_dir, check_writable_file
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -216,6 +217,13 @@ def config_show(method: str) -> None:
     click.echo(render_config_reference(method))
 
 
+def _run_lock(output_dir: str) -> contextlib.AbstractContextManager:
+    """The writer lock of a run directory (the main process of a data-parallel run holds it)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return contextlib.nullcontext()
+    return DirectoryLock(Path(output_dir), "a training run")
+
+
 def _run_dir_options(command: Any) -> Any:
     """--overwrite and --allow-change, shared by the commands that train into an output directory."""
     command = click.option("--allow-change", multiple=True, metavar="KEY",
@@ -240,14 +248,16 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
                   overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from .training.config import load_config
-    from .training.runs import train_and_record
 
     config_file = _config_file(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
-    summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
-                               config_source=source, overrides=list(overrides),
-                               overwrite=overwrite, allow_change=allow_change)
+    with _run_lock(config.train.output_dir):  # a second run into this directory is refused before torch loads
+        from .training.runs import train_and_record
+
+        summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
+                                   config_source=source, overrides=list(overrides),
+                                   overwrite=overwrite, allow_change=allow_change)
     click.echo(summary)
 
 

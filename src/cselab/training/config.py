@@ -14,7 +14,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import CselabError
-from ..models.poolers import POOLERS
 
 
 class _Strict(BaseModel):
@@ -31,6 +30,10 @@ class ModelConfig(_Strict):
     @field_validator("pooler")
     @classmethod
     def _known_pooler(cls, value: str) -> str:
+        # imported here: the poolers need torch, and reading a config must not (`cselab train` locks its run
+        # directory, refusing a second run into it, before torch is loaded)
+        from ..models.poolers import POOLERS
+
         if value not in POOLERS:
             raise ValueError(f"unknown pooler {value!r}; choose one of: {', '.join(POOLERS)}")
         return value

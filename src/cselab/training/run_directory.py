@@ -62,16 +62,19 @@ def read_saved_config(directory: Path) -> RunConfig | None:
         raise CselabError(f"{file} is damaged ({exc}); the run's configuration is unknown") from None
 
 
-def check_resume_config(directory: Path, config: RunConfig, allow_change: tuple[str, ...] = ()) -> None:
-    """Refuse a ``--resume`` whose configuration differs from the recorded one, except ``allow_change`` keys."""
+def check_resume_config(directory: Path, config: RunConfig,
+                        allow_change: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """Refuse a ``--resume`` whose configuration differs from the recorded one, except ``allow_change`` keys;
+    returns the allowed changes (key -> (old, new)) so the run can record them."""
     bad = [key for key in allow_change if key not in CHANGEABLE_KEYS]
     if bad:
         raise CselabError(f"--allow-change {bad[0]}: only {', '.join(CHANGEABLE_KEYS)} may change on --resume "
                           "(other keys change what the saved steps did: start a new run)")
     saved = read_saved_config(directory)
     if saved is None:
-        return
-    changes = {k: v for k, v in config_changes(saved, config).items() if k not in allow_change}
+        return {}
+    every = config_changes(saved, config)
+    changes = {k: v for k, v in every.items() if k not in allow_change}
     if changes:
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:4])
         more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
@@ -79,6 +82,7 @@ def check_resume_config(directory: Path, config: RunConfig, allow_change: tuple[
         how = f"; to change it pass --allow-change {hint[0]}" if hint and len(hint) == len(changes) else \
             "; resume with the configuration the run was started with"
         raise CselabError(f"--resume: {directory} was started with another configuration ({listed}{more}){how}")
+    return every
 
 
 def truncate_metrics(directory: Path, step: int) -> None:

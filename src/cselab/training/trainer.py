@@ -220,15 +220,16 @@ class Trainer:
             self._lock = DirectoryLock(out, "a training run").acquire()
             recover_directory(out / BEST_DIR)
         state_dir = recover_directory(self._state_dir())
+        changes: dict[str, tuple[Any, Any]] = {}  # allowed configuration changes of a --resume
         if overwrite:
             if rundir.is_finished(out):
-                raise CselabError(f"--overwrite: {out} holds a finished run; delete it yourself if it is not wanted, "
-                                  "or choose another train.output_dir")
+                raise CselabError(f"--overwrite: {out} holds a finished run; delete it yourself if it is not "
+                                  "wanted, or choose another train.output_dir")
             if self.dist.is_main:
                 rundir.clear_run(out, (LAST_DIR, BEST_DIR))
             state_dir = None
         elif resume:
-            rundir.check_resume_config(out, self.config, allow_change)
+            changes = rundir.check_resume_config(out, self.config, allow_change)
             if state_dir is None:
                 if rundir.is_finished(out):
                     raise CselabError(f"--resume: {out} holds a finished run but no saved state")
@@ -250,6 +251,8 @@ class Trainer:
             self._saved_step, self._wall_before = self.state.step, self.state.wall_seconds
             if self.dist.is_main:
                 rundir.truncate_metrics(out, self.state.step)
+                if changes:  # the log says from which step the allowed changes apply
+                    self._log({"step": self.state.step, "config_change": {k: list(v) for k, v in changes.items()}})
         if self.dist.is_main:
             rundir.write_config(out, self.config)  # what runs from here (allowed changes included)
             if self.config.train.tensorboard:
