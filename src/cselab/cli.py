@@ -117,6 +117,8 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
         from .evaluation.mteb_adapter import run_mteb, task_settings
     except ImportError as exc:
         raise CselabError(f"mteb is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+    from importlib.metadata import version
+
     from .provenance import provenance
 
     names = _split_list(tasks)
@@ -129,7 +131,7 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
             for task, splits in scores.items():
                 record = {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,
                           "config": {"batch_size": batch_size, "data": "hub" if hub else "local",
-                                     "task": task_settings(task)},
+                                     "task": task_settings(task), "mteb": version("mteb")},
                           "seed": task_settings(task).get("seed"), **provenance()}
                 f.write(json.dumps(record) + "\n")
         click.echo(f"appended {len(scores)} record(s) to {results}")
