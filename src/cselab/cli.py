@@ -68,7 +68,7 @@ def data() -> None:
 @click.option("--from", "from_dir", type=click.Path(path_type=Path), help="directory holding already downloaded archives")
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
-    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet or all."""
+    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, zeroshot or all."""
     from .data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)
@@ -154,6 +154,8 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
         from .evaluation.mteb_adapter import run_mteb, task_settings
     except ImportError as exc:
         raise CselabError(f"mteb is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+    from importlib.metadata import version
+
     from .provenance import provenance
 
     names = _split_list(tasks)
@@ -166,7 +168,7 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
             for task, splits in scores.items():
                 record = {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,
                           "config": {"batch_size": batch_size, "data": "hub" if hub else "local",
-                                     "task": task_settings(task)},
+                                     "task": task_settings(task), "mteb": version("mteb")},
                           "seed": task_settings(task).get("seed"), **provenance()}
                 f.write(json.dumps(record) + "\n")
         click.echo(f"appended {len(scores)} record(s) to {results}")

