@@ -165,4 +165,4 @@ def test_presets_validate(preset):
     config = load_config(ROOT / preset)
     plan = plan_pipeline(config)
     METHODS.get(config.method).Options.model_validate(plan.stage2.method_options)
-    assert len(plan.stage1) == 2 and all(c.method == "simcse" and c.model.pooler == "cls" for c in plan.stage1)
+    assert len(plan.stage1) == 2 and all(c.method == "simcse" and c.model.pooler == config.model.pooler for c in plan.stage1)

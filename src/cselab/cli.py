@@ -53,6 +53,16 @@ def data_download(target: str, dest: Path) -> None:
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
 
 
+@data.command("indomain")
+def data_indomain() -> None:
+    """Build the adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones (docs/adapt.md)."""
+    from .data.indomain import build_indomain_corpora
+
+    for m in build_indomain_corpora():
+        kept = f"{m['kept']} of {m['train_sentences']} STS-B train sentences kept"
+        click.echo(f"{m['file']}: {kept}; not held out: {', '.join(m['not_held_out']) or 'none'}")
+
+
 # -- evaluation ------------------------------------------------------------------------------------------
 def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
@@ -274,11 +284,13 @@ def ablate_command(config_file: Path, results: Path, subsets: tuple[str, ...], o
               type=click.Path(path_type=Path), help="records of `cselab seeds` (table rendered when the file exists)")
 @click.option("--ablation", "ablation_file", default="benchmarks/results/ablation.jsonl", show_default=True,
               type=click.Path(path_type=Path), help="records of `cselab ablate` (table rendered when the file exists)")
+@click.option("--adapt", "adapt_file", default="benchmarks/results/adapt.jsonl", show_default=True,
+              type=click.Path(path_type=Path), help="adaptation-protocol records (table rendered when the file exists)")
 @click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
 @click.option("--update-readme", type=click.Path(path_type=Path),
-              help="replace the <!-- cselab:protocol|seeds|ablation --> blocks of this README with the tables")
-def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, compare: tuple[str, str] | None,
-                   update_readme: Path | None) -> None:
+              help="replace the <!-- cselab:protocol|seeds|ablation|adapt --> blocks of this README with the tables")
+def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, adapt_file: Path,
+                   compare: tuple[str, str] | None, update_readme: Path | None) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
@@ -288,6 +300,10 @@ def report_command(results_file: Path, seeds_file: Path, ablation_file: Path, co
         tables["seeds"] = seeds_table(read_records(seeds_file), a, b)
     if ablation_file.is_file():
         tables["ablation"] = ablation_tables(read_records(ablation_file))
+    if adapt_file.is_file():
+        from .reporting.tables import adapt_table
+
+        tables["adapt"] = adapt_table(read_records(adapt_file))
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return

@@ -67,6 +67,7 @@ class TrainConfig(_Strict):
 
 class RunConfig(_Strict):
     method: str = "simcse"
+    protocol: str | None = Field(None, description="the benchmark protocol a preset belongs to (e.g. 'adapt'); recorded")
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
