@@ -283,3 +283,18 @@ def test_adapt_table_never_averages_seen_and_held_out_columns():
     heading, _, *lines = parts[2].splitlines()
     row = _cells(lines)[0]
     assert "not recorded" in heading and row["avg held-out (0)"] == "-" and "STS-B †" in row
+
+
+def test_report_renders_the_adapt_table_and_fills_its_readme_block(tmp_path, capsys):
+    adapt = tmp_path / "adapt.jsonl"
+    adapt.write_text(json.dumps(_record("stsb-train-minus-all-eval", [], {"stsb": 83.3})) + "\n")
+    protocol = tmp_path / "protocol.jsonl"
+    protocol.write_text(json.dumps({"method": "simcse", "scores": {"stsb": 80.0}}) + "\n")
+    args = ["report", "--results", str(protocol), "--seeds", str(tmp_path / "none"), "--ablation", str(tmp_path / "none")]
+    main([*args, "--adapt", str(adapt)])
+    assert "**Training text `stsb-train-minus-all-eval`**" in capsys.readouterr().out
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- cselab:protocol -->\n<!-- /cselab:protocol -->\n<!-- cselab:adapt -->\nold\n<!-- /cselab:adapt -->\n")
+    main([*args, "--adapt", str(adapt), "--update-readme", str(readme)])
+    text = readme.read_text()
+    assert "old" not in text and "| 83.30 |" in text.split("<!-- cselab:adapt -->")[1]
