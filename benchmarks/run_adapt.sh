@@ -15,17 +15,8 @@ GENERAL=(data.corpus=default)
 
 python -m cselab.cli data indomain   # the in-domain texts (needs `cselab data fetch sts`)
 
-row() {  # row NAME VARIANT CONFIG [OVERRIDES...]
-  local name=$1 variant=$2 config=$3; shift 3
-  [[ -n "$ONLY" && ",$ONLY," != *",$name,"* ]] && return 0
-  if [[ -z "${FORCE:-}" && -f "$RESULTS" ]] && grep -q "\"row\": \"$name\"" "$RESULTS"; then
-    echo "== $name: already recorded"; return 0
-  fi
-  echo "== $name"
-  rm -rf "runs/adapt/$name"
-  python -m cselab.cli train --config "$config" --results "$RESULTS" --variant "$variant" --row "$name" \
-    train.output_dir="runs/adapt/$name" "$@"
-}
+RUNS=runs/adapt ONLY_MATCH=exact
+source benchmarks/rows.sh
 
 # SimCSE: the measured start of the protocol (T 0.2, lr 1e-5, 200 steps), on each training text
 row simcse-indomain       "T 0.2, lr 1e-5"  configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}"
