@@ -22,9 +22,6 @@ from the data themselves rather than from the corpus's name.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +30,7 @@ from ..errors import CselabError
 from ..fileio import sha256_file
 from ..paths import cselab_home
 from .corpus import shuffled
+from .fetch import _json_bytes, _lines_bytes, _write_atomic  # the fetch step's atomic writers, reused
 from .sts import PART_TASKS, STSB_SPLITS, StsbRow, read_stsb_file, stsb_dir
 
 INDOMAIN_SEED = 0  # the default corpus's shuffling seed, so every corpus file here is built the same way
@@ -129,19 +127,6 @@ def indomain_path(name: str, home: Path | None = None) -> Path:
     return (home if home is not None else cselab_home()) / "corpus" / f"{name}.txt"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def build_indomain_corpora(home: Path | None = None) -> list[dict]:
     """Write every in-domain corpus to ``$CSELAB_HOME/corpus/<name>.txt`` with a ``<name>.json`` manifest
     (counts, checksum, test-task overlap); returns the manifests. Needs ``cselab data fetch sts``."""
@@ -155,12 +140,12 @@ def build_indomain_corpora(home: Path | None = None) -> list[dict]:
     for name in INDOMAIN_CORPORA:
         text = indomain_text(name, rows)
         path = indomain_path(name, home)
-        _write_atomic(path, "".join(f"{s}\n" for s in text.sentences))
+        _write_atomic(path, _lines_bytes(text.sentences))
         overlap = text_overlap(text.sentences, tasks)
         manifest = {**{k: v for k, v in asdict(text).items() if k != "sentences"}, "kept": text.kept,
                     "file": path.name, "sha256": sha256_file(path), "seed": INDOMAIN_SEED,
                     "removed_datasets": [list(entry) for entry in INDOMAIN_CORPORA[name]],
                     "overlap": overlap, "not_held_out": [task for task, n in overlap.items() if n]}
-        _write_atomic(path.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
+        _write_atomic(path.with_suffix(".json"), _json_bytes(manifest))
         manifests.append(manifest)
     return manifests
