@@ -24,15 +24,16 @@ row simcse-general        "T 0.2, lr 1e-5"  configs/simcse/adapt-minilm.yaml "${
 row simcse-indomain-b1    "T 0.2, lr 1e-5"  configs/simcse/adapt-minilm.yaml "${INDOMAIN_B1[@]}"
 # the papers' temperature, for the record: its loss is ~1e-4 from the start on this encoder
 row simcse-indomain-t0.05 "T 0.05, lr 1e-5" configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}" method_options.temperature=0.05
-# the other methods at the same settings (twins: both stages count; IFCL: its own text, parallel-de)
+# the other methods at the same settings (IFCL: its own text, parallel-de); the twins need CLS + MLP and use the
+# CPU protocol's measured settings (their presets say why); both of their stages count
 row simcse-pp-indomain    "T 0.2, lr 1e-5"  configs/simcse_pp/adapt-minilm.yaml "${INDOMAIN[@]}"
 row simcse-pp-general     "T 0.2, lr 1e-5"  configs/simcse_pp/adapt-minilm.yaml "${GENERAL[@]}"
 row ifcl-own-text         "T 0.2, lr 1e-5"  configs/ifcl/adapt-minilm.yaml
-row tncse-indomain        "T 0.2, stage-2 lr 5e-6" configs/tncse/adapt-minilm.yaml "${INDOMAIN[@]}" \
+row tncse-indomain        "CLS, CPU settings" configs/tncse/adapt-minilm.yaml "${INDOMAIN[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-indomain
-row jtcse-indomain        "T 0.2, stage-2 lr 5e-6" configs/jtcse/adapt-minilm.yaml "${INDOMAIN[@]}" \
+row jtcse-indomain        "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "${INDOMAIN[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-indomain
-row tncse-general         "T 0.2, stage-2 lr 5e-6" configs/tncse/adapt-minilm.yaml "${GENERAL[@]}" \
+row tncse-general         "CLS, CPU settings" configs/tncse/adapt-minilm.yaml "${GENERAL[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general
-row jtcse-general         "T 0.2, stage-2 lr 5e-6" configs/jtcse/adapt-minilm.yaml "${GENERAL[@]}" \
+row jtcse-general         "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "${GENERAL[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general

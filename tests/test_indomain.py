@@ -23,6 +23,7 @@ from cselab.data.sts import PART_TASKS
 from cselab.errors import CselabError
 from cselab.reporting.tables import adapt_table
 from cselab.training.config import load_config
+from cselab.training.pipeline import plan_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm*.yaml"))
@@ -170,19 +171,21 @@ def test_adapt_presets(preset):
     config = load_config(REPO / preset)
     METHODS.get(config.method).Options.model_validate(config.method_options)
     assert config.protocol == "adapt" and config.model.backbone == "all-MiniLM-L6-v2"
-    assert config.model.pooler == "mean", "the checkpoint's own pooling (no train-only MLP: it comes with cls only)"
     tc = config.train
     assert (tc.precision, tc.eval_every, tc.eval_at_start, tc.batch_size, tc.dev_task) == ("fp32", 25, True, 64, "stsb")
-    assert config.method_options["temperature"] == 0.2
     expected_text = "parallel-de" if config.method == "ifcl" else "stsb-train-minus-all-eval"
     assert config.data.corpus == expected_text
     pipeline = config.method_options.get("pipeline")
-    if pipeline:  # the twins' stage 1 trains with the SimCSE adapt settings
-        simcse = load_config(REPO / "configs/simcse/adapt-minilm.yaml")
-        stage1 = pipeline["stage1"]["settings"]
-        assert stage1["train"]["lr"] == simcse.train.lr and stage1["method_options"] == simcse.method_options
+    if pipeline:
+        # the twins train CLS vectors with each stage-1 MLP as P: CLS + MLP, and the CPU protocol's measured
+        # settings for both stages (the adapt settings were measured from a mean-pooled start only)
+        cpu = load_config(REPO / preset.replace("adapt-minilm", "cpu-minilm"))
+        assert config.model.pooler == "cls" and all(c.model.pooler == "cls" for c in plan_pipeline(config).stage1)
+        assert pipeline["stage1"]["settings"] == cpu.method_options["pipeline"]["stage1"]["settings"]
+        assert (tc.lr, config.method_options["temperature"], config.model.dropout) == (cpu.train.lr, 0.05, 0.1)
     else:
-        assert tc.lr == 1e-5
+        assert config.model.pooler == "mean", "the checkpoint's own pooling (no train-only MLP: it comes with cls only)"
+        assert tc.lr == 1e-5 and config.method_options["temperature"] == 0.2
 
 
 def test_adapt_presets_cover_the_five_methods():

@@ -71,10 +71,10 @@ def test_plan_needs_a_pipeline_block_and_a_twin_method():
 
 
 def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
-    import cselab.training.runs as runs
+    import cselab.training.results as results
 
     scored = []
-    monkeypatch.setattr(runs, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
+    monkeypatch.setattr(results, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
     out = tmp_path / "run"
     config = twin_pipeline_config(tiny_bert_dir, corpus, out, "jtcse", "method_options.num_ca_layers=1")
@@ -165,4 +165,4 @@ def test_presets_validate(preset):
     config = load_config(ROOT / preset)
     plan = plan_pipeline(config)
     METHODS.get(config.method).Options.model_validate(plan.stage2.method_options)
-    assert len(plan.stage1) == 2 and all(c.method == "simcse" and c.model.pooler == config.model.pooler for c in plan.stage1)
+    assert len(plan.stage1) == 2 and all(c.method == "simcse" and c.model.pooler == "cls" for c in plan.stage1)
