@@ -71,10 +71,10 @@ def test_plan_needs_a_pipeline_block_and_a_twin_method():
 
 
 def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
-    import cselab.training.results as results
+    import cselab.training.runs as runs
 
     scored = []
-    monkeypatch.setattr(results, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
+    monkeypatch.setattr(runs, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
     out = tmp_path / "run"
     config = twin_pipeline_config(tiny_bert_dir, corpus, out, "jtcse", "method_options.num_ca_layers=1")
