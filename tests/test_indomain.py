@@ -301,3 +301,31 @@ def test_report_renders_the_adapt_table_and_fills_its_readme_block(tmp_path, cap
     main([*args, "--adapt", str(adapt), "--update-readme", str(readme)])
     text = readme.read_text()
     assert "old" not in text and "| 83.30 |" in text.split("<!-- cselab:adapt -->")[1]
+
+
+def test_every_run_adapt_row_is_a_valid_adapt_run(tmp_path):
+    """The rows of benchmarks/run_adapt.sh, captured through a stand-in `python`, load as adapt configs."""
+    import os
+    import subprocess
+    import sys
+
+    calls = tmp_path / "calls.jsonl"
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                    f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "RESULTS": str(tmp_path / "none.jsonl")}
+    subprocess.run(["bash", str(REPO / "benchmarks/run_adapt.sh")], env=env, check=True, capture_output=True)
+    runs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert runs[0] == ["-m", "cselab.cli", "data", "indomain"]
+    trains = [r for r in runs[1:] if r[:3] == ["-m", "cselab.cli", "train"]]
+    assert len(trains) == len(runs) - 1 >= 10
+    names = []
+    for args in trains:
+        config_file = args[args.index("--config") + 1]
+        names.append(args[args.index("--row") + 1])
+        overrides = [a for a in args[3:] if "=" in a and not a.startswith("--")]
+        config = load_config(REPO / config_file, overrides)
+        assert config.protocol == "adapt" and config.train.output_dir == f"runs/adapt/{names[-1]}"
+    assert len(set(names)) == len(names)
