@@ -8,17 +8,8 @@ cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-benchmarks/results/protocol.jsonl}
 ONLY=${1:-}
 
-row() {  # row NAME VARIANT CONFIG [OVERRIDES...]
-  local name=$1 variant=$2 config=$3; shift 3
-  [[ -n "$ONLY" && "$name" != *"$ONLY"* ]] && return 0
-  if [[ -z "${FORCE:-}" && -f "$RESULTS" ]] && grep -q "\"row\": \"$name\"" "$RESULTS"; then
-    echo "== $name: already recorded"; return 0
-  fi
-  echo "== $name"
-  rm -rf "runs/protocol/$name"
-  python -m cselab.cli train --config "$config" --results "$RESULTS" --variant "$variant" --row "$name" \
-    train.output_dir="runs/protocol/$name" "$@"
-}
+RUNS=runs/protocol
+source benchmarks/rows.sh
 
 row simcse-bf16        ""      configs/simcse/cpu-minilm.yaml
 row simcse-fp32        "fp32"  configs/simcse/cpu-minilm.yaml train.precision=fp32

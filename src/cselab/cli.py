@@ -88,6 +88,16 @@ def data_download(target: str, dest: Path) -> None:
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
 
 
+@data.command("indomain")
+def data_indomain() -> None:
+    """Build the adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones (docs/adapt.md)."""
+    from .data.indomain import build_indomain_corpora
+
+    for m in build_indomain_corpora():
+        kept = f"{m['kept']} of {m['train_sentences']} STS-B train sentences kept"
+        click.echo(f"{m['file']}: {kept}; not held out: {', '.join(m['not_held_out']) or 'none'}")
+
+
 # -- evaluation ------------------------------------------------------------------------------------------
 def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
@@ -445,16 +455,17 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--results", "results_file", type=click.Path(path_type=Path), help="results records of `cselab train --results`")
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
+@click.option("--adapt", "adapt_file", type=click.Path(path_type=Path), help="adaptation-protocol records (docs/adapt.md)")
 @click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
 @click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
-              help="replace the <!-- cselab:protocol|seeds|ablation --> blocks of this README with the tables")
-def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None,
+              help="replace the <!-- cselab:protocol|seeds|ablation|adapt --> blocks of this file with the tables")
+def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
                    compare: tuple[str, str] | None, update_readme: Path | None) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
-    if not (results_file or seeds_file or ablation_file):
-        raise CselabError("give at least one records file: --results, --seeds or --ablation")
+    if not (results_file or seeds_file or ablation_file or adapt_file):
+        raise CselabError("give at least one records file: --results, --seeds, --ablation or --adapt")
     tables = {}
     if results_file:
         tables["protocol"] = protocol_table(read_records(results_file))
@@ -463,6 +474,10 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         tables["seeds"] = seeds_table(read_records(seeds_file), a, b)
     if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
+    if adapt_file:
+        from .reporting.tables import adapt_table
+
+        tables["adapt"] = adapt_table(read_records(adapt_file))
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return
@@ -470,9 +485,8 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         text = update_readme.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CselabError(f"{update_readme} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
-    for name, table in tables.items():
-        if name == "protocol" or f"<!-- cselab:{name} -->" in text:
-            text = replace_block(text, name, table)
+    for name, table in tables.items():  # every table asked for must have its block
+        text = replace_block(text, name, table)
     tmp = update_readme.with_name(update_readme.name + ".tmp")  # a kill never leaves half a README
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, update_readme)

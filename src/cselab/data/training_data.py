@@ -9,6 +9,7 @@ from ..errors import CselabError
 from ..paths import cselab_home
 from ..training.config import DataConfig
 from .corpus import read_corpus
+from .indomain import BUILD_COMMAND, INDOMAIN_CORPORA
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +19,8 @@ NAMED_CORPORA = {
     "default+stsb-train": ("corpus/default+stsb-train.txt", "cselab data fetch corpus --with-stsb-train"),
     # the English side of the fetched English-German pairs (IFCL's sentences, as a plain corpus)
     "parallel-de.en": ("parallel-de/train.en", "cselab data fetch parallel-de"),
+    # unlabelled STS-B train sentences minus held-out evaluation sentences (the adaptation protocol)
+    **{name: (f"corpus/{name}.txt", BUILD_COMMAND) for name in INDOMAIN_CORPORA},
 }
 
 

@@ -237,3 +237,72 @@ def ablation_tables(records: Sequence[dict[str, Any]]) -> str:
     methods = list(dict.fromkeys(str(r.get("method")) for r in records))
     parts = [f"**{m}**\n\n" + ablation_table(records, tuple(METHODS.get(m).terms), method=m) for m in methods]
     return "\n\n".join(parts)
+
+
+# -- the adaptation protocol -------------------------------------------------------------------------------
+NOT_HELD_OUT_MARK = "†"
+
+
+def _effective(record: dict[str, Any], section: str, key: str) -> Any:
+    return record.get("config", {}).get("effective", {}).get(section, {}).get(key)
+
+
+def training_text_of(record: dict[str, Any]) -> tuple[str, list[str] | None]:
+    """(training text name, tasks it holds sentences of); ``None`` when the record does not say (unknown)."""
+    text = record.get("training_text") or {}
+    corpus = str(text.get("corpus") or _effective(record, "data", "corpus") or "?")
+    not_held_out = text.get("not_held_out")
+    return corpus, (list(not_held_out) if isinstance(not_held_out, list) else None)
+
+
+def _number(value: Any) -> str:
+    """A hyper-parameter as written (``1e-05``, ``0.2``), ``-`` when missing."""
+    return f"{value:g}" if isinstance(value, (int, float)) else "-"
+
+
+def adapt_table(records: Sequence[dict[str, Any]]) -> str:
+    """The adaptation protocol's results (docs/adapt.md): one table per training text, STS-B test first.
+
+    A column whose test sentences occur in the training text (the record's ``training_text.not_held_out``) is
+    marked ``†`` and left out of the average, which spans the held-out columns only, so no average mixes held-out
+    and seen test sets. A record that does not say what its text holds counts no column as held out.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(training_text_of(r)[0], []).append(r)
+    tasks = [key for key, _ in TASK_COLUMNS if key != "avg-available"]
+    names = dict(TASK_COLUMNS)
+    order = ["stsb", *[t for t in tasks if t != "stsb"]]
+    parts = []
+    for corpus, rows in groups.items():
+        known = [training_text_of(r)[1] for r in rows]
+        unknown = any(k is None for k in known)
+        seen = set(tasks) if unknown else {t for k in known for t in (k or [])}
+        held_out = [t for t in order if t not in seen]
+        sizes = sorted({r.get("training_text", {}).get("sentences") for r in rows} - {None})
+        size = f"{', '.join(f'{n:,}' for n in sizes)} sentences; " if sizes else ""
+        if unknown:
+            note = "which test sets it holds is not recorded: no column counts as held out"
+        elif seen:
+            note = (f"{NOT_HELD_OUT_MARK} = not held out (its test sentences are in the text): "
+                    + ", ".join(names[t] for t in order if t in seen))
+        else:
+            note = "every column held out"
+        avg_name = f"avg held-out ({len(held_out)})"
+        header = ["method", "variant", "seed", "steps", "lr", "τ", "best step", "dev start", "dev best",
+                  *[names[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in order], avg_name,
+                  "wall s", "commit"]
+        body = []
+        for r in rows:
+            scores = r.get("scores", {})
+            values = [scores.get(t) for t in held_out]
+            avg = (round(sum(round(float(v), 2) for v in values) / len(values), 2)
+                   if values and all(isinstance(v, (int, float)) for v in values) else None)
+            body.append([r.get("method", "?"), r.get("variant") or "", str(r.get("seed", "")), str(r.get("steps", "")),
+                         _number(_effective(r, "train", "lr")),
+                         _number(r.get("config", {}).get("effective", {}).get("method_options", {}).get("temperature")),
+                         str(r.get("best_step", "-")), _fmt(scores.get("stsb_dev_start")),
+                         _fmt(scores.get("stsb_dev_best")), *[_fmt(scores.get(t)) for t in order], _fmt(avg),
+                         _fmt(r.get("wall_s"), 0), _short_commit(str(r.get("git", "")))])
+        parts.append("\n".join([f"**Training text `{corpus}`** ({size}{note})", "", *_markdown(header, body)]))
+    return "\n\n".join(parts)

@@ -22,7 +22,7 @@ class _Strict(BaseModel):
 
 class ModelConfig(_Strict):
     backbone: str = Field("all-MiniLM-L6-v2", description="HF/sentence-transformers directory, fetched model or hub name")
-    pooler: str = Field("cls", description="sentence vector: " + ", ".join(POOLERS))
+    pooler: str = Field("cls", description="sentence vector: cls, cls_before_pooler, mean, first_last_avg, pooler, mask")
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
@@ -70,6 +70,7 @@ class TrainConfig(_Strict):
 
 class RunConfig(_Strict):
     method: str = Field("simcse", description="training method (cselab config show METHOD lists its options)")
+    protocol: str | None = Field(None, description="the benchmark protocol a preset belongs to (e.g. 'adapt'); recorded")
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

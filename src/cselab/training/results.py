@@ -30,8 +30,13 @@ def score_test_sets(model_dir: Path, *, batch_size: int = 128) -> dict[str, floa
 
 def results_record(config: RunConfig, result: TrainResult, scores: dict[str, float], *, variant: str = "",
                    row: str = "", config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """One line of a results file (DATA_AND_EVAL.md section 6)."""
+    """One line of a results file (DATA_AND_EVAL.md section 6). A run of a named protocol says so; an
+    adaptation run also describes its training text (which test sets it holds, docs/adapt.md)."""
+    protocol = {"protocol": config.protocol} if config.protocol else {}
+    if config.protocol == "adapt":
+        protocol["training_text"] = _training_text(config.data.corpus)
     return {
+        **protocol,
         "row": row,
         "method": config.method,
         "variant": variant,
@@ -48,6 +53,17 @@ def results_record(config: RunConfig, result: TrainResult, scores: dict[str, flo
         "peak_mem_mb": round(result.peak_mem_mb, 1),
         **provenance(),
     }
+
+
+def _training_text(corpus: str) -> dict[str, Any]:
+    """:func:`~cselab.data.indomain.training_text_summary`, or why it is missing (a record is never lost to it)."""
+    from ..data.indomain import training_text_summary
+    from ..errors import CselabError
+
+    try:
+        return training_text_summary(corpus)
+    except CselabError as exc:
+        return {"corpus": corpus, "error": str(exc)}
 
 
 def append_record(results_file: Path, record: dict[str, Any]) -> None:
