@@ -53,7 +53,9 @@ class TrainConfig(_Strict):
     scheduler: Literal["linear", "constant"] = "linear"
     weight_decay: float = Field(0.0, ge=0.0)
     grad_clip: float | None = Field(None, gt=0)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "fp32", description="'auto': bf16 where a matmul probe on this machine says it pays, else fp32")
+    fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
     eval_every: int = Field(125, gt=0)
     eval_at_start: bool = True

@@ -24,6 +24,7 @@ from ..models.sentence_model import save_model
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig, dump_config
 from .distributed import DistributedContext, init_distributed
+from .precision import PrecisionChoice, backbone_config_of, model_shape, resolve_precision
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -38,6 +39,7 @@ class TrainResult:
     wall_s: float
     train_sentences_per_s: float
     peak_mem_mb: float
+    precision: str = ""  # what the run used (``auto`` resolved); empty in summaries written before it existed
 
 
 def pick_device(name: str) -> torch.device:
@@ -100,6 +102,15 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, total: int, warm
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def build_optimizer(params: list[torch.nn.Parameter], tc: Any) -> torch.optim.Optimizer:
+    """AdamW; ``train.fused_adamw`` updates every tensor in one fused kernel instead of a per-tensor loop.
+
+    Both compute the same update up to float rounding (tests/test_speed_levers.py); the switch exists to
+    reproduce rows recorded with the per-tensor loop bit for bit.
+    """
+    return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=bool(tc.fused_adamw) or None)
+
+
 class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
@@ -123,16 +134,23 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise CselabError(f"the corpus has {len(self.examples)} examples, fewer than one batch of {tc.batch_size}")
         self.total_steps = tc.max_steps or tc.epochs * self.steps_per_epoch
-        params = [p for p in self.method.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+        self.precision_choice = self._choose_precision()
+        self.precision = self.precision_choice.precision
+        self.optimizer = build_optimizer([p for p in self.method.parameters() if p.requires_grad], tc)
         warmup = int(tc.warmup_ratio * self.total_steps)
         self.scheduler = make_scheduler(self.optimizer, tc.scheduler, self.total_steps, warmup)
-        self.scaler = torch.amp.GradScaler("cuda") if tc.precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.output_dir = Path(tc.output_dir)
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         self._evaluator = None
         self._writer = None
+
+    def _choose_precision(self) -> PrecisionChoice:
+        """``train.precision`` with ``auto`` resolved by a matmul probe at this run's shapes (both views)."""
+        tokens = 2 * self.local_batch * self.config.model.max_length
+        return resolve_precision(self.config.train.precision, self.device,
+                                 model_shape(backbone_config_of(self.method), tokens))
 
     # -- evaluation -----------------------------------------------------------------------------------
     @property
@@ -149,7 +167,7 @@ class Trainer:
     def evaluate_dev(self) -> float:
         """STS dev score of the inference model (model selection never looks at test data)."""
         model = self.method.inference_model()
-        with autocast_context(self.config.train.precision, self.device):
+        with autocast_context(self.precision, self.device):
             result = self.evaluator(model)
         return self.evaluator.primary_score(result)
 
@@ -221,7 +239,7 @@ class Trainer:
     def train_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """One optimisation step; returns the detached loss and terms as tensors (no host sync here)."""
         ctx = self._context()
-        with autocast_context(self.config.train.precision, self.device):
+        with autocast_context(self.precision, self.device):
             terms = self.method.loss_terms(batch, ctx)
         loss = self.method.weighted_loss({k: v.float() for k, v in terms.items()})
         if self.scaler is not None:
@@ -261,6 +279,8 @@ class Trainer:
 
         tc = self.config.train
         self._prepare_output(resume)
+        if self.dist.is_main:
+            (self.output_dir / "precision.json").write_text(json.dumps(self.precision_choice.to_dict(), indent=2) + "\n")
         save_every = tc.save_every or tc.eval_every
         started = time.perf_counter()
         dev_at_start = None
@@ -314,6 +334,7 @@ class Trainer:
             wall_s=time.perf_counter() - started,
             train_sentences_per_s=self.state.sentences_seen / max(1e-9, self.state.train_seconds),
             peak_mem_mb=peak_memory_mb(self.device),
+            precision=self.precision,
         )
         if self.dist.is_main:
             (self.output_dir / "summary.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
