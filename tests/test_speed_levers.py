@@ -24,7 +24,7 @@ def _adamw_by_hand(params, grads_per_step, lr, wd, betas=(0.9, 0.999), eps=1e-8)
                 m_hat = m[i][j] / (1 - betas[0] ** t)
                 v_hat = v2[i][j] / (1 - betas[1] ** t)
                 values[i][j] -= lr * m_hat / (math.sqrt(v_hat) + eps)
-    return [torch.tensor(v, dtype=torch.float64).view(p.shape) for v, p in zip(values, params)]
+    return [torch.tensor(v, dtype=torch.float64).view(p.shape) for v, p in zip(values, params, strict=True)]
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -38,11 +38,11 @@ def test_adamw_update_matches_a_hand_computation(fused):
     optimizer = build_optimizer(params, tc)
     assert optimizer.defaults["fused"] is (True if fused else None)
     for grads in grads_per_step:
-        for p, g in zip(params, grads):
+        for p, g in zip(params, grads, strict=True):
             p.grad = g.clone()
         optimizer.step()
     expected = _adamw_by_hand(start, grads_per_step, lr=0.01, wd=0.1)
-    for p, e in zip(params, expected):
+    for p, e in zip(params, expected, strict=True):
         torch.testing.assert_close(p.detach().double(), e, rtol=1e-5, atol=1e-6)
 
 
@@ -52,12 +52,142 @@ def test_fused_and_per_tensor_adamw_agree_on_a_model():
     models[1].load_state_dict(models[0].state_dict())
     optimizers = [build_optimizer(list(m.parameters()), load_config(None, ["train.lr=0.003", "train.weight_decay=0.01",
                                                                             f"train.fused_adamw={f}"]).train)
-                  for m, f in zip(models, (True, False))]
+                  for m, f in zip(models, (True, False), strict=True)]
     for _ in range(5):
         x = torch.randn(6, 8)
-        for model, optimizer in zip(models, optimizers):
+        for model, optimizer in zip(models, optimizers, strict=True):
             model(x).pow(2).mean().backward()
             optimizer.step()
             optimizer.zero_grad()
-    for a, b in zip(models[0].parameters(), models[1].parameters()):
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+# -- dropout masks ------------------------------------------------------------------------------------
+def _lanes_by_hand(seed: int, n: int) -> list[int]:
+    """The 15-bit lanes of ``n`` elements from the same random words, split with Python integers."""
+    torch.manual_seed(seed)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_().tolist()
+    lanes = []
+    for i in range(n):
+        word = words[i // 4] % (1 << 64)  # two's complement -> unsigned
+        lanes.append((word >> (16 * (i % 4))) & 0x7FFF)  # little-endian int16 lanes, sign bit dropped
+    return lanes
+
+
+def test_bits_dropout_matches_a_per_element_computation():
+    from cselab.models.dropout import bits_dropout
+
+    x = torch.randn(3, 7, requires_grad=True)
+    torch.manual_seed(5)
+    y = bits_dropout(x, 0.1)
+    lanes = _lanes_by_hand(5, x.numel())
+    threshold = round(0.1 * 32768)
+    assert threshold == 3277
+    scale = 32768 / (32768 - 3277)
+    expected = [v * scale if lane >= threshold else 0.0 for v, lane in zip(x.detach().flatten().tolist(), lanes,
+                                                                            strict=True)]
+    torch.testing.assert_close(y.detach().flatten(), torch.tensor(expected))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad.flatten(), torch.tensor([scale if lane >= threshold else 0.0 for lane in lanes]))
+
+
+def test_bits_dropout_drops_p_of_the_elements_and_keeps_the_mean():
+    from cselab.models.dropout import bits_dropout
+
+    torch.manual_seed(0)
+    x = torch.ones(1_000_000)
+    y = bits_dropout(x, 0.1)
+    dropped = float((y == 0).float().mean())
+    # binomial sd of the fraction: sqrt(0.1 * 0.9 / 1e6) = 0.0003
+    assert abs(dropped - 3277 / 32768) < 0.0015
+    assert abs(float(y.mean()) - 1.0) < 0.005
+    assert torch.equal(bits_dropout(x, 0.0), x)
+
+
+def _tiny_backbone(path, implementation="sdpa"):
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(path, attn_implementation=implementation)
+
+
+def _batch():
+    ids = torch.tensor([[2, 10, 11, 12, 13, 3], [2, 14, 15, 3, 0, 0]])
+    return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+def test_sdpa_attention_equals_eager_attention(tiny_bert_dir):
+    eager, sdpa = _tiny_backbone(tiny_bert_dir, "eager").eval(), _tiny_backbone(tiny_bert_dir, "sdpa").eval()
+    assert sdpa.config._attn_implementation == "sdpa"
+    with torch.no_grad():
+        a, b = eager(**_batch()).last_hidden_state, sdpa(**_batch()).last_hidden_state
+    mask = _batch()["attention_mask"].bool()
+    torch.testing.assert_close(a[mask], b[mask], rtol=1e-5, atol=1e-5)
+
+
+def test_bits_attention_is_the_attention_formula_with_bits_masks():
+    from cselab.models.dropout import bits_attention
+
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 4, 5) for _ in range(3))
+    allowed = torch.ones(2, 1, 4, 4, dtype=torch.bool)
+    allowed[1, :, :, 3] = False  # the second row's last token is padding
+    module = torch.nn.Module()
+    # without dropout: PyTorch's SDPA
+    out, _ = bits_attention(module, q, k, v, allowed, dropout=0.0, scaling=0.5)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=0.5)
+    torch.testing.assert_close(out, expected.transpose(1, 2))
+    # with dropout: softmax of the masked scores, each weight kept (and rescaled) by its 15-bit lane
+    torch.manual_seed(9)
+    out, _ = bits_attention(module, q, k, v, allowed, dropout=0.25, scaling=0.5)
+    lanes = torch.tensor(_lanes_by_hand(9, 2 * 3 * 4 * 4)).view(2, 3, 4, 4)
+    keep = (lanes >= round(0.25 * 32768)).float() * (32768 / (32768 - 8192))
+    scores = (q @ k.transpose(2, 3)) * 0.5
+    scores[1, :, :, 3] = float("-inf")
+    expected = (torch.softmax(scores, dim=-1) * keep) @ v
+    torch.testing.assert_close(out, expected.transpose(1, 2))
+
+
+def test_default_masks_are_torch_stream_bit_for_bit(tiny_bert_dir, sts_home, tmp_path):
+    from conftest import write_corpus
+    from cselab.models.dropout import BitsDropout
+    from cselab.training.trainer import Trainer
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
+                                f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean"])
+    assert config.model.dropout_masks == "torch"
+    trainer = Trainer(config, progress=False)
+    backbone = trainer.method.encoder.backbone.train()
+    assert not any(isinstance(m, BitsDropout) for m in backbone.modules())
+    reference = _tiny_backbone(tiny_bert_dir).train()  # plain HF model: torch's nn.Dropout and SDPA dropout
+    torch.manual_seed(3)
+    ours = backbone(**_batch()).last_hidden_state
+    torch.manual_seed(3)
+    theirs = reference(**_batch()).last_hidden_state
+    assert torch.equal(ours, theirs)
+
+
+def test_bits_masks_switch_every_dropout_and_only_in_training(tiny_bert_dir, tmp_path):
+    from cselab.models.dropout import BITS_ATTENTION, BitsDropout, use_dropout_masks
+
+    model, plain = _tiny_backbone(tiny_bert_dir), _tiny_backbone(tiny_bert_dir)
+    n_dropout = sum(type(m) is torch.nn.Dropout for m in model.modules())
+    assert use_dropout_masks(model, "bits") == n_dropout + 1  # every nn.Dropout and the attention implementation
+    assert sum(type(m) is torch.nn.Dropout for m in model.modules()) == 0
+    assert sum(isinstance(m, BitsDropout) for m in model.modules()) == n_dropout
+    assert model.config._attn_implementation == BITS_ATTENTION
+    model.eval(), plain.eval()
+    with torch.no_grad():  # no dropout: exactly the same function
+        torch.testing.assert_close(model(**_batch()).last_hidden_state, plain(**_batch()).last_hidden_state)
+    model.train()
+    torch.manual_seed(4)
+    first = model(**_batch()).last_hidden_state
+    torch.manual_seed(4)
+    assert torch.equal(first, model(**_batch()).last_hidden_state), "bits masks follow the seed"
+    torch.manual_seed(4)
+    assert not torch.equal(first, plain.train()(**_batch()).last_hidden_state), "and differ from torch's stream"
+    # a saved model does not carry the training-only attention implementation
+    model.save_pretrained(tmp_path / "saved")
+    assert BITS_ATTENTION not in (tmp_path / "saved" / "config.json").read_text()
+    assert use_dropout_masks(plain, "torch") == 0

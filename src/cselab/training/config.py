@@ -27,6 +27,8 @@ class ModelConfig(_Strict):
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
+    dropout_masks: Literal["torch", "bits"] = Field(
+        "torch", description="'bits': 15-bit masks, 4 per random draw (faster; another random stream than torch's)")
 
     @field_validator("pooler")
     @classmethod

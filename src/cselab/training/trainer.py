@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import CselabError
+from ..models.dropout import use_dropout_masks
 from ..models.sentence_model import save_model
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig, dump_config
@@ -128,6 +129,7 @@ class Trainer:
         self.local_batch = tc.batch_size // self.dist.world_size
         self.generator = seed_everything(tc.seed)
         self.method = method if method is not None else build_method(config)
+        use_dropout_masks(self.method, config.model.dropout_masks)
         self.method.to(self.device)
         self.examples = self.method.training_examples()
         self.steps_per_epoch = len(self.examples) // tc.batch_size
