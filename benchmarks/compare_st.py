@@ -69,10 +69,11 @@ class StRecipe:
 
     def __init__(self, path: str, max_length: int, lr: float, temperature: float, precision: str) -> None:
         import torch
-        from sentence_transformers import SentenceTransformer, losses, models
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer import losses, modules
 
-        word = models.Transformer(path, max_seq_length=max_length)
-        pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="cls")
+        word = modules.Transformer(path, max_seq_length=max_length)
+        pooling = modules.Pooling(word.get_embedding_dimension(), pooling_mode="cls")
         self.model = SentenceTransformer(modules=[word, pooling], device="cpu")
         self.loss = losses.MultipleNegativesRankingLoss(self.model, scale=1.0 / temperature)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, fused=True)
@@ -84,7 +85,7 @@ class StRecipe:
 
         import torch
 
-        features = [self.model.tokenize(sentences), self.model.tokenize(sentences)]
+        features = [self.model.preprocess(sentences), self.model.preprocess(sentences)]
         autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16"
                     else contextlib.nullcontext())
         with autocast:

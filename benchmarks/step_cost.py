@@ -54,6 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="label the ratios refer to (default: the first run)")
     parser.add_argument("--ratio", action="append", default=[], metavar="A/B",
                         help="also report median(A) / median(B) for two run labels (repeatable)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="what the medians and ratios compare: wall seconds, or CPU seconds of this process "
+                             "(fairer on a machine shared with other jobs when --threads 1: time spent waiting "
+                             "for a core is not counted)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only, do not append to --results")
     args = parser.parse_args(argv)
@@ -87,14 +91,15 @@ def build_trainer(source: str, overrides: list[str]) -> Any:
     return trainer
 
 
-def timed_step(trainer: Any, step: int) -> float:
+def timed_step(trainer: Any, step: int, clock: str = "wall") -> float:
     import torch
 
-    start = time.perf_counter()
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    start = now()
     trainer.train_step(trainer.batch_at(step))
     if trainer.device.type == "cuda":
         torch.cuda.synchronize(trainer.device)
-    return time.perf_counter() - start
+    return now() - start
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,7 +120,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             timed_step(run["trainer"], step)
     for step in range(args.warmup, args.warmup + args.steps):
         for run in runs:
-            run["times"].append(timed_step(run["trainer"], step))
+            run["times"].append(timed_step(run["trainer"], step, args.clock))
     baseline_label = args.baseline or runs[0]["label"]
     baseline = statistics.median(next(r for r in runs if r["label"] == baseline_label)["times"])
     results = []
@@ -136,7 +141,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {"batch_size": args.batch, "max_length": first.model.max_length, "backbone": first.model.backbone,
                      "precision": first.train.precision, "device": args.device, "warmup": args.warmup,
                      "steps": args.steps, "threads": torch.get_num_threads(), "common": args.common,
-                     "baseline": baseline_label, "interleaved": True},
+                     "baseline": baseline_label, "interleaved": True,
+                     "clock": args.clock},
         "results": results,
         "ratios": ratios,
     }
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     record = measure(args)
     s = record["settings"]
     print(f"step cost: {s['backbone']}, B {s['batch_size']}, max_len {s['max_length']}, {s['precision']}, "
-          f"{s['threads']} threads, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
+          f"{s['threads']} threads, {s['clock']} clock, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
     width = max(len(r["label"]) for r in record["results"])
     print(f"{'run':<{width}}  {'ms/step (median)':>16}  {'mean':>8}  {'x ' + s['baseline']:>10}")
     for r in record["results"]:

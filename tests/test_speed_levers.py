@@ -191,3 +191,54 @@ def test_bits_masks_switch_every_dropout_and_only_in_training(tiny_bert_dir, tmp
     model.save_pretrained(tmp_path / "saved")
     assert BITS_ATTENTION not in (tmp_path / "saved" / "config.json").read_text()
     assert use_dropout_masks(plain, "torch") == 0
+
+
+# -- length-grouped batches ---------------------------------------------------------------------------
+def test_length_grouping_regroups_each_window_and_keeps_its_sentences():
+    from cselab.training.length_grouping import group_window
+    from cselab.training.trainer import epoch_order
+
+    examples = ["x" * (1 + (7 * i) % 23) for i in range(50)]  # lengths 1..23, mixed
+    order = epoch_order(len(examples), seed=3, epoch=0)
+    batch, window = 4, 3
+    seen = []
+    for position in range(len(examples) // batch):
+        grouped = group_window(order, examples, position=position, batch_size=batch, window=window, seed=3, epoch=0)
+        start = (position // window) * window * batch
+        end = min(start + window * batch, 48)
+        # the window holds the same sentences as the shuffled order; everything outside it is untouched
+        assert sorted(grouped[start:end].tolist()) == sorted(order[start:end].tolist())
+        assert torch.equal(grouped[:start], order[:start]) and torch.equal(grouped[end:], order[end:])
+        # its batches are consecutive runs of the window's lengths sorted by hand
+        lengths = sorted(len(examples[i]) for i in order[start:end].tolist())
+        runs = [lengths[k : k + batch] for k in range(0, len(lengths), batch)]
+        mine = grouped[position * batch : (position + 1) * batch].tolist()
+        assert sorted(len(examples[i]) for i in mine) in runs
+        seen += mine
+        # the same (seed, epoch, window) always gives the same batches
+        again = group_window(order, examples, position=position, batch_size=batch, window=window, seed=3, epoch=0)
+        assert torch.equal(grouped, again)
+    assert sorted(seen) == sorted(order[:48].tolist())  # each sentence once per epoch
+
+
+def test_length_grouping_cuts_padding_in_the_trainer(tiny_bert_dir, sts_home, tmp_path):
+    from conftest import write_corpus
+    from cselab.training.trainer import Trainer
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    padded = {}
+    for window in ("null", 4):
+        config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
+                                    f"train.output_dir={tmp_path / 'run'}", f"train.length_group_window={window}"])
+        trainer = Trainer(config, progress=False)
+        masks = [trainer.batch_at(step)["attention_mask"] for step in range(8)]
+        padded[window] = sum(int((m == 0).sum()) for m in masks)
+    assert padded[4] < 0.6 * padded["null"]  # character length orders tokens closely, not exactly
+
+
+def test_length_grouping_needs_sentences():
+    from cselab.errors import CselabError
+    from cselab.training.length_grouping import group_window
+
+    with pytest.raises(CselabError, match="sentences"):
+        group_window(torch.arange(4), [("a", "b")] * 4, position=0, batch_size=2, window=2, seed=0, epoch=0)

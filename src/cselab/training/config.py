@@ -57,6 +57,8 @@ class TrainConfig(_Strict):
     grad_clip: float | None = Field(None, gt=0)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "fp32", description="'auto': bf16 where a matmul probe on this machine says it pays, else fp32")
+    length_group_window: int | None = Field(
+        None, gt=1, description="sort each window of N batches by sentence length (less padding); null: random batches")
     fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
     eval_every: int = Field(125, gt=0)

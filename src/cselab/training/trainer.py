@@ -25,6 +25,7 @@ from ..models.sentence_model import save_model
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig, dump_config
 from .distributed import DistributedContext, init_distributed
+from .length_grouping import group_window
 from .precision import PrecisionChoice, backbone_config_of, model_shape, resolve_precision
 
 BEST_DIR, LAST_DIR = "best", "last"
@@ -271,6 +272,9 @@ class Trainer:
         """The local batch of ``step``: a slice of the epoch's fixed permutation (this rank's share)."""
         epoch, position = divmod(step, self.steps_per_epoch)
         order = epoch_order(len(self.examples), self.config.train.seed, epoch)
+        if self.config.train.length_group_window:
+            order = group_window(order, self.examples, position=position, batch_size=self.config.train.batch_size,
+                                 window=self.config.train.length_group_window, seed=self.config.train.seed, epoch=epoch)
         start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
         indices = order[start : start + self.local_batch].tolist()
         batch = self.method.collate([self.examples[i] for i in indices])
