@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="what the medians and ratios compare: wall seconds, or CPU seconds of this process "
                              "(fairer on a machine shared with other jobs when --threads 1: time spent waiting "
                              "for a core is not counted)")
+    parser.add_argument("--statistic", choices=["median", "mean"], default="median",
+                        help="what the ratios compare; mean = total time, the fair one when batches differ in "
+                             "cost by design (length-grouped batches)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only, do not append to --results")
     args = parser.parse_args(argv)
@@ -122,7 +125,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for run in runs:
             run["times"].append(timed_step(run["trainer"], step, args.clock))
     baseline_label = args.baseline or runs[0]["label"]
-    baseline = statistics.median(next(r for r in runs if r["label"] == baseline_label)["times"])
+    summary = statistics.fmean if args.statistic == "mean" else statistics.median
+    baseline = summary(next(r for r in runs if r["label"] == baseline_label)["times"])
     results = []
     for run in runs:
         config = run["trainer"].config
@@ -131,9 +135,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "label": run["label"], "method": config.method, "source": run["source"], "overrides": run["overrides"],
             "method_options": config.method_options, "ms_median": 1000 * median,
             "ms_mean": 1000 * statistics.fmean(run["times"]), "ms_all": [round(1000 * t, 2) for t in run["times"]],
-            "ratio_to_baseline": median / baseline,
+            "ratio_to_baseline": summary(run["times"]) / baseline,
         })
-    medians = {r["label"]: r["ms_median"] for r in results}
+    medians = {r["label"]: r["ms_mean" if args.statistic == "mean" else "ms_median"] for r in results}
     ratios = {ratio: medians[ratio.split("/")[0]] / medians[ratio.split("/")[1]] for ratio in args.ratio}
     first = runs[0]["trainer"].config
     return {
@@ -142,7 +146,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                      "precision": first.train.precision, "device": args.device, "warmup": args.warmup,
                      "steps": args.steps, "threads": torch.get_num_threads(), "common": args.common,
                      "baseline": baseline_label, "interleaved": True,
-                     "clock": args.clock},
+                     "clock": args.clock, "statistic": args.statistic},
         "results": results,
         "ratios": ratios,
     }
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     record = measure(args)
     s = record["settings"]
     print(f"step cost: {s['backbone']}, B {s['batch_size']}, max_len {s['max_length']}, {s['precision']}, "
-          f"{s['threads']} threads, {s['clock']} clock, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
+          f"{s['threads']} threads, {s['clock']} clock, ratios of {s['statistic']}s, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
     width = max(len(r["label"]) for r in record["results"])
     print(f"{'run':<{width}}  {'ms/step (median)':>16}  {'mean':>8}  {'x ' + s['baseline']:>10}")
     for r in record["results"]:

@@ -147,6 +147,7 @@ class Trainer:
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         self._evaluator = None
+        self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
 
     def _choose_precision(self) -> PrecisionChoice:
@@ -273,12 +274,25 @@ class Trainer:
         epoch, position = divmod(step, self.steps_per_epoch)
         order = epoch_order(len(self.examples), self.config.train.seed, epoch)
         if self.config.train.length_group_window:
-            order = group_window(order, self.examples, position=position, batch_size=self.config.train.batch_size,
-                                 window=self.config.train.length_group_window, seed=self.config.train.seed, epoch=epoch)
+            order = self._grouped_order(order, epoch, position)
         start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
         indices = order[start : start + self.local_batch].tolist()
         batch = self.method.collate([self.examples[i] for i in indices])
         return {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    def _grouped_order(self, order: torch.Tensor, epoch: int, position: int) -> torch.Tensor:
+        """The epoch order with this step's window length-grouped (computed once per window)."""
+        tc = self.config.train
+        key = (epoch, position // tc.length_group_window)
+        if self._grouped is None or self._grouped[0] != key:
+            encoder = getattr(self.method, "encoder", None)
+            measure = None if encoder is None else (
+                lambda texts: [len(row) for row in encoder.token_rows(texts, self.config.model.max_length)])
+            grouped = group_window(order, self.examples, position=position, batch_size=tc.batch_size,
+                                   window=tc.length_group_window, seed=tc.seed, epoch=epoch,
+                                   **({"measure": measure} if measure else {}))
+            self._grouped = (key, grouped)
+        return self._grouped[1]
 
     def run(self, *, resume: bool = False) -> TrainResult:
         from tqdm.auto import tqdm
