@@ -16,7 +16,9 @@ Encoding: ``Encoder.encode`` vs ``SentenceTransformer.encode`` (mean pooling, th
 no normalisation) on the same STS-B sentences, rounds alternating, in fp32 and under bf16 autocast; the
 embeddings are compared (max |difference|, min cosine).
 
-Times are CPU seconds of this process (see ``time_call``); wall times are recorded too.
+Times are CPU seconds of this process (see ``time_call``; wall times are recorded too), and a training
+configuration's figure is its mean step over the rounds (the total: length-grouped batches differ in cost
+by design; time a whole window: --rounds = train.length_group_window).
 
 MFU: the model FLOPs of a training step (6 x tokens x linear weights + attention, non-padding tokens
 only, so padding counts as waste) per second, over the matmul peak measured in this run at the same
@@ -133,8 +135,9 @@ def matmul_peak(threads: int) -> dict[str, float]:
     """Best GFLOP/s of fp32 and bf16 matmuls at this thread count (square 1024^3 and the FFN shape)."""
     from cselab.training.precision import MatmulShape, probe_matmul
 
-    square = probe_matmul(MatmulShape(1024, 1024, 1024), seconds=1.0)
-    ffn = probe_matmul(MatmulShape(4096, 384, 1536), seconds=1.0)
+    # CPU time, like the steps it is compared with
+    square = probe_matmul(MatmulShape(1024, 1024, 1024), seconds=1.0, clock=time.process_time)
+    ffn = probe_matmul(MatmulShape(4096, 384, 1536), seconds=1.0, clock=time.process_time)
     return {k: max(square[k], ffn[k]) for k in square}
 
 
@@ -170,10 +173,13 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
         sentences = batch_sentences(any_trainer, step)
         return time_call(lambda: obj.step(sentences))
 
-    for step in range(args.warmup):
+    # warm-up on batches far from the timed ones, so the timed rounds start at step 0: with length-grouped
+    # batches (train.length_group_window) --rounds equal to the window then times whole windows
+    far = any_trainer.steps_per_epoch // 2
+    for step in range(far, far + args.warmup):
         for name in runs:
             one(name, step)
-    for step in range(args.warmup, args.warmup + args.rounds):
+    for step in range(args.rounds):
         mask = any_trainer.batch_at(step)["attention_mask"]
         tokens_per_step.append(mask.sum(dim=1).tolist() * 2)  # two views of every sentence
         for name in runs:
@@ -181,17 +187,19 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
             times[name].append(cpu)
             wall[name].append(elapsed)
     peak = matmul_peak(torch.get_num_threads())
-    median = {name: statistics.median(t) for name, t in times.items()}
+    # mean = total time over the rounds: length-grouped batches differ in cost by design, so a median
+    # would pick one batch; compared over whole windows the total is fair
+    mean_time = {name: statistics.fmean(t) for name, t in times.items()}
     backbone = any_trainer.method.encoder.backbone.config
     flops = statistics.fmean(step_flops(backbone, t, head=True) for t in tokens_per_step)
     padding = 1 - statistics.fmean(sum(t) / (len(t) * max(t)) for t in tokens_per_step)
-    ratios = {p: median[f"st-{p}"] / median[f"cselab-{p}"] for p in args.precisions}
-    mfu = {p: flops / median[f"cselab-{p}"] / 1e9 / peak[p] for p in args.precisions}
-    st_mfu = {p: flops / median[f"st-{p}"] / 1e9 / peak[p] for p in args.precisions}
+    ratios = {p: mean_time[f"st-{p}"] / mean_time[f"cselab-{p}"] for p in args.precisions}
+    mfu = {p: flops / mean_time[f"cselab-{p}"] / 1e9 / peak[p] for p in args.precisions}
+    st_mfu = {p: flops / mean_time[f"st-{p}"] / 1e9 / peak[p] for p in args.precisions}
     record: dict[str, Any] = {
-        "ms_median": {name: round(1000 * m, 1) for name, m in median.items()},
+        "ms_mean": {name: round(1000 * m, 1) for name, m in mean_time.items()},
         "ms_all": {name: [round(1000 * t, 1) for t in ts] for name, ts in times.items()},
-        "wall_ms_median": {name: round(1000 * statistics.median(t), 1) for name, t in wall.items()},
+        "wall_ms_mean": {name: round(1000 * statistics.fmean(t), 1) for name, t in wall.items()},
         "speedup_vs_st_same_precision": ratios,
         "matmul_peak_gflops": peak, "step_model_gflop": flops / 1e9, "padding_fraction": padding,
         "mfu": mfu, "st_mfu": st_mfu,
@@ -201,8 +209,8 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
     choice = resolve_precision("auto", torch.device("cpu"),
                                model_shape(backbone, 2 * args.batch * args.max_length))
     record["auto"] = choice.to_dict()
-    if f"cselab-{choice.precision}" in median and "st-fp32" in median:
-        record["speedup_auto_vs_st_fp32"] = median["st-fp32"] / median[f"cselab-{choice.precision}"]
+    if f"cselab-{choice.precision}" in mean_time and "st-fp32" in mean_time:
+        record["speedup_auto_vs_st_fp32"] = mean_time["st-fp32"] / mean_time[f"cselab-{choice.precision}"]
     return record
 
 
@@ -280,9 +288,9 @@ def main(argv: list[str] | None = None) -> None:
           f"threads, {record['cpu']}; cselab levers: {' '.join(args.common) or 'preset defaults'}", file=sys.stderr)
     train = compare_training(args, model_path)
     record["training"] = train
-    print("training step, CPU ms (median of interleaved rounds; wall ms beside it):")
-    for name, ms in train["ms_median"].items():
-        print(f"  {name:<14} {ms:8.1f}  {train['wall_ms_median'][name]:8.1f}")
+    print("training step, CPU ms (mean of interleaved rounds; wall ms beside it):")
+    for name, ms in train["ms_mean"].items():
+        print(f"  {name:<14} {ms:8.1f}  {train['wall_ms_mean'][name]:8.1f}")
     for p, r in train["speedup_vs_st_same_precision"].items():
         print(f"  {p}: cselab {r:.2f}x sentence-transformers' speed; MFU cselab {100 * train['mfu'][p]:.1f}% vs "
               f"st {100 * train['st_mfu'][p]:.1f}% of the measured {train['matmul_peak_gflops'][p]:.0f} GFLOP/s")

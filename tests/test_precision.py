@@ -106,3 +106,40 @@ def test_run_records_what_auto_chose_and_why(tiny_bert_dir, sts_home, tmp_path, 
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["precision"] == "fp32"
     # the cache went to the (empty, per-test) data home
     assert (sts_home / precision_module.CACHE_FILE).is_file()
+
+
+def test_encode_and_eval_with_precision_auto(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
+    import numpy as np
+
+    from cselab.evaluation.api import encode_file, evaluate_model
+    from cselab.models.encoder import Encoder
+
+    probe = FakeProbe(100.0, 400.0)
+    monkeypatch.setattr(precision_module, "probe_matmul", probe)
+    sentences = ["a man plays the guitar .", "the dog", "two women walk in the park with a big red dog ."]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n")
+    encode_file(str(tiny_bert_dir), tmp_path / "in.txt", tmp_path / "auto.npy", pooler="mean", precision="auto")
+    encode_file(str(tiny_bert_dir), tmp_path / "in.txt", tmp_path / "fp32.npy", pooler="mean")
+    assert probe.calls == 1
+    encoder = Encoder.from_pretrained(tiny_bert_dir, pooler="mean")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = torch.cat([encoder.encode([s]) for s in sentences]).numpy()
+    fp32 = torch.cat([encoder.encode([s]) for s in sentences]).numpy()
+    # auto chose bf16 (the fake probe says 4x): the rows are the bf16 autocast embeddings, not the fp32 ones
+    np.testing.assert_allclose(np.load(tmp_path / "auto.npy"), bf16, atol=1e-2)
+    np.testing.assert_allclose(np.load(tmp_path / "fp32.npy"), fp32, atol=1e-5)
+    assert np.abs(np.load(tmp_path / "auto.npy") - fp32).max() > 1e-4
+    # the same batch size is the same probe shape: the cached answer serves eval too
+    report = evaluate_model(str(tiny_bert_dir), pooler="mean", tasks=["stsb"], splits=["dev"], precision="auto",
+                            batch_size=64, output=tmp_path / "eval.json", progress=False)
+    assert report["precision"]["precision"] == "bf16" and "cached" in report["precision"]["reason"]
+    assert probe.calls == 1
+
+
+def test_unknown_inference_precision_is_one_line(tiny_bert_dir):
+    from cselab.errors import CselabError
+    from cselab.models.encoder import Encoder
+    from cselab.training.precision import inference_precision
+
+    with pytest.raises(CselabError, match="unknown precision 'fp8'"):
+        inference_precision("fp8", Encoder.from_pretrained(tiny_bert_dir, pooler="mean"), 8)

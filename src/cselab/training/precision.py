@@ -78,8 +78,9 @@ def machine_key(shape: MatmulShape) -> str:
             f"|{shape.tokens}x{shape.hidden}x{shape.intermediate}")
 
 
-def probe_matmul(shape: MatmulShape, *, seconds: float = 0.25) -> dict[str, float]:
-    """GFLOP/s of the feed-forward matmul pair in fp32 and in bf16 (best of repeated timings)."""
+def probe_matmul(shape: MatmulShape, *, seconds: float = 0.25,
+                 clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """GFLOP/s of the feed-forward matmul pair in fp32 and in bf16 (best of repeated timings on ``clock``)."""
     results = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         x = torch.randn(shape.tokens, shape.hidden, dtype=dtype)
@@ -92,9 +93,9 @@ def probe_matmul(shape: MatmulShape, *, seconds: float = 0.25) -> dict[str, floa
         run()  # first call allocates and picks kernels
         best, spent = float("inf"), 0.0
         while spent < seconds or best == float("inf"):
-            start = time.perf_counter()
+            start = clock()
             run()
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             best, spent = min(best, elapsed), spent + elapsed
         results[name] = shape.flops / best / 1e9
     return results
@@ -123,7 +124,7 @@ def resolve_precision(
     device: torch.device,
     shape: MatmulShape,
     *,
-    probe: Probe = probe_matmul,
+    probe: Probe | None = None,
     cache_path: Path | None = None,
     gpu_bf16: Callable[[], bool] | None = None,
 ) -> PrecisionChoice:
@@ -147,7 +148,7 @@ def resolve_precision(
     if isinstance(cached, dict) and {"fp32", "bf16"} <= set(cached):
         rates, source = {"fp32": float(cached["fp32"]), "bf16": float(cached["bf16"])}, f"cached in {cache_path}"
     else:
-        rates, source = probe(shape), "measured now"
+        rates, source = (probe or probe_matmul)(shape), "measured now"
         cache[key] = rates
         _write_cache(cache_path, cache)
     speedup = rates["bf16"] / rates["fp32"]
@@ -172,3 +173,14 @@ def backbone_config_of(module: torch.nn.Module) -> Any:
         if config is not None and hasattr(config, "hidden_size"):
             return config
     return None
+
+
+def inference_precision(requested: str, model: torch.nn.Module, batch_size: int, tokens_per_row: int = 32) -> PrecisionChoice:
+    """The precision ``cselab encode`` / ``eval`` run ``model`` with (``auto`` probed at the batch's shape)."""
+    if requested not in PRECISIONS:
+        from ..errors import CselabError
+
+        raise CselabError(f"unknown precision {requested!r}; choose one of: {', '.join(PRECISIONS)}")
+    device = next(model.parameters()).device
+    shape = model_shape(backbone_config_of(model), batch_size * tokens_per_row)
+    return resolve_precision(requested, device, shape)
