@@ -242,3 +242,58 @@ def test_length_grouping_needs_sentences():
 
     with pytest.raises(CselabError, match="sentences"):
         group_window(torch.arange(4), [("a", "b")] * 4, position=0, batch_size=2, window=2, seed=0, epoch=0)
+
+
+# -- CoT-BERT: the last layer only at the read rows ---------------------------------------------------
+COT_SENTENCES = ["a man plays the guitar .", "the dog runs", "two women walk in the park with a big dog .",
+                 "the cat eats", "a child rides a horse on the road"]
+
+
+def _cot(model_dir, *overrides):
+    from cselab.methods.base import build_method
+
+    family = "roberta" if "roberta" in str(model_dir) else "bert"
+    config = load_config(None, [f"model.backbone={model_dir}", "model.pooler=mask", "model.max_length=16",
+                                "model.dropout=0.0", f"method_options.templates={family}", *overrides],
+                         method="cot-bert")
+    torch.manual_seed(0)
+    return build_method(config)
+
+
+@pytest.mark.parametrize("masks", ["torch", "bits"])
+def test_cot_bert_read_rows_only_is_the_same_loss_and_gradients(tiny_model_dir, masks):
+    from cselab.methods.base import StepContext
+    from cselab.models.backbone import supports_rows_at
+    from cselab.models.dropout import use_dropout_masks
+    from cselab.training.distributed import DistributedContext
+
+    old, new = _cot(tiny_model_dir), _cot(tiny_model_dir, "method_options.read_rows_only=true")
+    new.load_state_dict(old.state_dict())
+    for method in (old, new):
+        use_dropout_masks(method, masks)
+        method.train()  # dropout 0.0: training mode, deterministic
+    assert supports_rows_at(new.encoder.backbone)
+    batch = old.collate(COT_SENTENCES)
+    ctx = StepContext(dist=DistributedContext(), step=0, generator=torch.Generator())
+    r_old, r_new = old.representations(batch), new.representations(batch)
+    torch.testing.assert_close(r_new, r_old, atol=2e-5, rtol=1e-4)
+    loss_old = old.loss_terms(batch, ctx)["extended_info_nce"]
+    loss_new = new.loss_terms(batch, ctx)["extended_info_nce"]
+    torch.testing.assert_close(loss_new, loss_old, atol=1e-5, rtol=1e-5)
+    loss_old.backward(), loss_new.backward()
+    for (name, a), (_, b) in zip(old.named_parameters(), new.named_parameters(), strict=True):
+        if a.grad is None:
+            assert b.grad is None or not b.grad.any(), name
+            continue
+        torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-3, msg=name)
+
+
+def test_cot_bert_read_rows_only_with_dropout_keeps_the_training_graph(tiny_bert_dir):
+    method = _cot(tiny_bert_dir, "method_options.read_rows_only=true", "model.dropout=0.3")
+    method.train()
+    batch = method.collate(COT_SENTENCES)
+    a, b = method.representations(batch), method.representations(batch)
+    assert a.requires_grad and not torch.allclose(a, b), "dropout is on in the computed rows"
+    a.sum().backward()
+    last = method.encoder.backbone.encoder.layer[-1]
+    assert last.output.dense.weight.grad.abs().sum() > 0 and last.attention.self.query.weight.grad.abs().sum() > 0
