@@ -12,8 +12,8 @@ all alike and the ratios stay fair; absolute times from a shared machine mean li
 training shapes; the "auto" ratio is cselab at that choice against sentence-transformers in fp32, the
 precision a user gets by default.
 
-Encoding: ``Encoder.encode`` vs ``SentenceTransformer.encode`` (mean pooling, the model's own pipeline,
-no normalisation) on the same STS-B sentences, rounds alternating, in fp32 and under bf16 autocast; the
+Encoding: ``Encoder.encode`` vs ``SentenceTransformer.encode`` (mean pooling and L2 normalisation: the
+model's own pipeline) on the same STS-B sentences, rounds alternating, in fp32 and under bf16 autocast; the
 embeddings are compared (max |difference|, min cosine).
 
 Times are CPU seconds of this process (see ``time_call``; wall times are recorded too), and a training
@@ -34,7 +34,6 @@ record with provenance to ``benchmarks/results/compare_st.jsonl``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -214,21 +213,11 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
     return record
 
 
-def sts_sentences(n: int) -> list[str]:
-    """Real sentences of mixed length: STS-B test then dev sentences, in file order."""
-    from cselab.data.sts import load_task
-
-    sentences: list[str] = []
-    for split in ("test", "dev"):
-        for sub in load_task("stsb", split).subsets:
-            sentences += list(sub.sentences1) + list(sub.sentences2)
-    return sentences[:n]
-
-
 def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     import contextlib
 
     import torch
+    from encode_benchmark import sts_sentences  # benchmarks/ is on sys.path when run as a script
     from sentence_transformers import SentenceTransformer
 
     from cselab.models.sentence_model import load_model
@@ -245,7 +234,8 @@ def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any
 
         def run_ours() -> torch.Tensor:
             with autocast():
-                return ours.encode(sentences, batch_size=args.encode_batch)
+                # the model directory's sentence-transformers pipeline ends in Normalize: the same output here
+                return ours.encode(sentences, batch_size=args.encode_batch, normalize=True)
 
         def run_theirs() -> torch.Tensor:
             with autocast():
@@ -307,14 +297,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"encode {p}: cselab {e['sentences_per_cpu_s']['cselab']:.0f} vs st {e['sentences_per_cpu_s']['st']:.0f} "
                   f"sent/CPU-s = {e['speedup_vs_st']:.2f}x; max |diff| {e['max_abs_diff']:.2e}, min cos {e['min_cosine']:.6f}")
     if not args.no_record:
-        from cselab.provenance import provenance
+        from record import append_record
 
-        record["command"] = " ".join(["python", "benchmarks/compare_st.py", *(argv if argv is not None else sys.argv[1:])])
-        record["provenance"] = provenance()
-        args.results.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.results, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        print(f"appended to {args.results}")
+        append_record(args.results, record, "compare_st.py", sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

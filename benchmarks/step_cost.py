@@ -28,7 +28,6 @@ Prints ms/step (median and mean over the timed steps) and the ratio of medians t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -165,14 +164,9 @@ def main(argv: list[str] | None = None) -> None:
     for ratio, value in record["ratios"].items():
         print(f"{ratio}: {value:.2f}")
     if not args.no_record:
-        from cselab.provenance import provenance
+        from record import append_record
 
-        record = {**record, "command": " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]]),
-                  "provenance": provenance()}
-        args.results.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.results, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        print(f"appended to {args.results}")
+        append_record(args.results, record, "step_cost.py", sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":
