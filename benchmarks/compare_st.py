@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps per configuration")
-    parser.add_argument("--rounds", type=int, default=10, help="timed training steps per configuration")
+    parser.add_argument("--rounds", type=int, default=10, help="timed training steps per configuration (0: skip training)")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
                         help="cselab config overrides (levers) on top of the SimCSE CPU preset")
@@ -256,6 +256,13 @@ def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any
             "max_abs_diff": float((a - b).abs().max()),
             "min_cosine": float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min()),
         }
+    from cselab.training.precision import inference_precision
+
+    choice = inference_precision("auto", ours, args.encode_batch)
+    record["auto"] = choice.to_dict()
+    if choice.precision in record and "fp32" in record:
+        cselab_rate = record[choice.precision]["sentences_per_cpu_s"]["cselab"]
+        record["speedup_auto_vs_st_fp32"] = cselab_rate / record["fp32"]["sentences_per_cpu_s"]["st"]
     return record
 
 
@@ -276,19 +283,20 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(f"compare_st: {args.model}, B {args.batch} x 2 views, max_len {args.max_length}, {record['threads']} "
           f"threads, {record['cpu']}; cselab levers: {' '.join(args.common) or 'preset defaults'}", file=sys.stderr)
-    train = compare_training(args, model_path)
-    record["training"] = train
-    print("training step, CPU ms (mean of interleaved rounds; wall ms beside it):")
-    for name, ms in train["ms_mean"].items():
-        print(f"  {name:<14} {ms:8.1f}  {train['wall_ms_mean'][name]:8.1f}")
-    for p, r in train["speedup_vs_st_same_precision"].items():
-        print(f"  {p}: cselab {r:.2f}x sentence-transformers' speed; MFU cselab {100 * train['mfu'][p]:.1f}% vs "
-              f"st {100 * train['st_mfu'][p]:.1f}% of the measured {train['matmul_peak_gflops'][p]:.0f} GFLOP/s")
-    auto = train["auto"]
-    print(f"  auto -> {auto['precision']} ({auto['reason']})")
-    if "speedup_auto_vs_st_fp32" in train:
-        print(f"  cselab precision auto vs sentence-transformers fp32: {train['speedup_auto_vs_st_fp32']:.2f}x")
-    print(f"  padding: {100 * train['padding_fraction']:.1f}% of token slots")
+    if args.rounds:
+        train = compare_training(args, model_path)
+        record["training"] = train
+        print("training step, CPU ms (mean of interleaved rounds; wall ms beside it):")
+        for name, ms in train["ms_mean"].items():
+            print(f"  {name:<14} {ms:8.1f}  {train['wall_ms_mean'][name]:8.1f}")
+        for p, r in train["speedup_vs_st_same_precision"].items():
+            print(f"  {p}: cselab {r:.2f}x sentence-transformers' speed; MFU cselab {100 * train['mfu'][p]:.1f}% vs "
+                  f"st {100 * train['st_mfu'][p]:.1f}% of the measured {train['matmul_peak_gflops'][p]:.0f} GFLOP/s")
+        auto = train["auto"]
+        print(f"  auto -> {auto['precision']} ({auto['reason']})")
+        if "speedup_auto_vs_st_fp32" in train:
+            print(f"  cselab precision auto vs sentence-transformers fp32: {train['speedup_auto_vs_st_fp32']:.2f}x")
+        print(f"  padding: {100 * train['padding_fraction']:.1f}% of token slots")
     if args.encode_n:
         enc = compare_encoding(args, model_path)
         record["encoding"] = enc
@@ -296,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
             e = enc[p]
             print(f"encode {p}: cselab {e['sentences_per_cpu_s']['cselab']:.0f} vs st {e['sentences_per_cpu_s']['st']:.0f} "
                   f"sent/CPU-s = {e['speedup_vs_st']:.2f}x; max |diff| {e['max_abs_diff']:.2e}, min cos {e['min_cosine']:.6f}")
+        if "speedup_auto_vs_st_fp32" in enc:
+            print(f"encode: cselab --precision auto ({enc['auto']['precision']}) vs sentence-transformers fp32: "
+                  f"{enc['speedup_auto_vs_st_fp32']:.2f}x")
     if not args.no_record:
         from record import append_record
 
