@@ -24,8 +24,10 @@ MFU: the model FLOPs of a training step (6 x tokens x linear weights + attention
 only, so padding counts as waste) per second, over the matmul peak measured in this run at the same
 precision and thread count (the best of a square 1024^3 and the model's feed-forward shape).
 
-    python benchmarks/compare_st.py --threads 1 --rounds 10
-    python benchmarks/compare_st.py --threads 1 --rounds 8 --common train.fused_adamw=false   # a lever off
+    python benchmarks/compare_st.py --threads 1 --warmup 2 --rounds 16 --encode-n 0          # the preset
+    python benchmarks/compare_st.py --threads 1 --warmup 2 --rounds 16 --encode-n 1000 \
+        --common model.dropout_masks=bits train.length_group_window=16                   # with the levers
+    python benchmarks/compare_st.py --threads 1 --rounds 0 --encode-n 1000 --encode-rounds 3  # encoding only
 
 Prints ratios (cselab speed / sentence-transformers speed: >1 means cselab is faster) and appends one JSON
 record with provenance to ``benchmarks/results/compare_st.jsonl``.

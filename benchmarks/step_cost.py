@@ -20,6 +20,11 @@ MiniLM backbone, B 64, max_len 32, bf16). Examples::
 
     python benchmarks/step_cost.py --run simcse simcse --run simcse++ simcse++ --batch 32
 
+    # one speed lever against the tree without it, on a machine shared with other jobs
+    python benchmarks/step_cost.py --threads 1 --clock cpu --statistic mean --warmup 2 --steps 16 \
+        --common train.precision=bf16 model.dropout_masks=bits \
+        --run base configs/simcse/cpu-minilm.yaml --run grouped configs/simcse/cpu-minilm.yaml train.length_group_window=16
+
 Prints ms/step (median and mean over the timed steps) and the ratio of medians to the baseline run
 (``--baseline``, default the first run), and appends one JSON line with provenance to
 ``benchmarks/results/step_cost.jsonl``.
