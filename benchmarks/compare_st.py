@@ -215,6 +215,15 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
     return record
 
 
+def padding_fraction(lengths: list[int], order: list[int], batch_size: int) -> float:
+    """Share of the token slots that are padding when ``order`` is cut into batches padded to their longest."""
+    slots = real = 0
+    for start in range(0, len(order), batch_size):
+        batch = [lengths[i] for i in order[start : start + batch_size]]
+        slots, real = slots + len(batch) * max(batch), real + sum(batch)
+    return 1 - real / slots
+
+
 def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     import contextlib
 
@@ -229,6 +238,14 @@ def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any
     ours = load_model(model_path, pooler="mean")
     ours.max_length = theirs.max_seq_length  # the same truncation
     record: dict[str, Any] = {"n": len(sentences), "batch_size": args.encode_batch, "rounds": args.encode_rounds}
+    # the padding each side's batching leaves (what separates their work): cselab sorts by token count,
+    # sentence-transformers by characters
+    lengths = [len(row) for row in ours.token_rows(sentences)]
+    record["padding_fraction"] = {
+        "cselab": padding_fraction(lengths, sorted(range(len(sentences)), key=lambda i: -lengths[i]), args.encode_batch),
+        "st": padding_fraction(lengths, sorted(range(len(sentences)), key=lambda i: -len(sentences[i])),
+                               args.encode_batch),
+    }
     for precision in args.precisions:
         def autocast() -> Any:
             return (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"  # noqa: B023
@@ -306,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
             e = enc[p]
             print(f"encode {p}: cselab {e['sentences_per_cpu_s']['cselab']:.0f} vs st {e['sentences_per_cpu_s']['st']:.0f} "
                   f"sent/CPU-s = {e['speedup_vs_st']:.2f}x; max |diff| {e['max_abs_diff']:.2e}, min cos {e['min_cosine']:.6f}")
+        pad = enc["padding_fraction"]
+        print(f"encode padding: cselab {100 * pad['cselab']:.1f}%, st {100 * pad['st']:.1f}% of the token slots")
         if "speedup_auto_vs_st_fp32" in enc:
             print(f"encode: cselab --precision auto ({enc['auto']['precision']}) vs sentence-transformers fp32: "
                   f"{enc['speedup_auto_vs_st_fp32']:.2f}x")
