@@ -20,6 +20,11 @@ MiniLM backbone, B 64, max_len 32, bf16). Examples::
 
     python benchmarks/step_cost.py --run simcse simcse --run simcse++ simcse++ --batch 32
 
+    # one speed lever against the tree without it, on a machine shared with other jobs
+    python benchmarks/step_cost.py --threads 1 --clock cpu --statistic mean --warmup 2 --steps 16 \
+        --common train.precision=bf16 model.dropout_masks=bits \
+        --run base configs/simcse/cpu-minilm.yaml --run grouped configs/simcse/cpu-minilm.yaml train.length_group_window=16
+
 Prints ms/step (median and mean over the timed steps) and the ratio of medians to the baseline run
 (``--baseline``, default the first run), and appends one JSON line with provenance to
 ``benchmarks/results/step_cost.jsonl``.
@@ -28,7 +33,6 @@ Prints ms/step (median and mean over the timed steps) and the ratio of medians t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -54,6 +58,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline", help="label the ratios refer to (default: the first run)")
     parser.add_argument("--ratio", action="append", default=[], metavar="A/B",
                         help="also report median(A) / median(B) for two run labels (repeatable)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="what the medians and ratios compare: wall seconds, or CPU seconds of this process "
+                             "(fairer on a machine shared with other jobs when --threads 1: time spent waiting "
+                             "for a core is not counted)")
+    parser.add_argument("--statistic", choices=["median", "mean"], default="median",
+                        help="what the ratios compare; mean = total time, the fair one when batches differ in "
+                             "cost by design (length-grouped batches)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines file to append to")
     parser.add_argument("--no-record", action="store_true", help="print only, do not append to --results")
     args = parser.parse_args(argv)
@@ -87,14 +98,15 @@ def build_trainer(source: str, overrides: list[str]) -> Any:
     return trainer
 
 
-def timed_step(trainer: Any, step: int) -> float:
+def timed_step(trainer: Any, step: int, clock: str = "wall") -> float:
     import torch
 
-    start = time.perf_counter()
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    start = now()
     trainer.train_step(trainer.batch_at(step))
     if trainer.device.type == "cuda":
         torch.cuda.synchronize(trainer.device)
-    return time.perf_counter() - start
+    return now() - start
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,9 +127,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             timed_step(run["trainer"], step)
     for step in range(args.warmup, args.warmup + args.steps):
         for run in runs:
-            run["times"].append(timed_step(run["trainer"], step))
+            run["times"].append(timed_step(run["trainer"], step, args.clock))
     baseline_label = args.baseline or runs[0]["label"]
-    baseline = statistics.median(next(r for r in runs if r["label"] == baseline_label)["times"])
+    summary = statistics.fmean if args.statistic == "mean" else statistics.median
+    baseline = summary(next(r for r in runs if r["label"] == baseline_label)["times"])
     results = []
     for run in runs:
         config = run["trainer"].config
@@ -126,9 +139,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "label": run["label"], "method": config.method, "source": run["source"], "overrides": run["overrides"],
             "method_options": config.method_options, "ms_median": 1000 * median,
             "ms_mean": 1000 * statistics.fmean(run["times"]), "ms_all": [round(1000 * t, 2) for t in run["times"]],
-            "ratio_to_baseline": median / baseline,
+            "ratio_to_baseline": summary(run["times"]) / baseline,
         })
-    medians = {r["label"]: r["ms_median"] for r in results}
+    medians = {r["label"]: r["ms_mean" if args.statistic == "mean" else "ms_median"] for r in results}
     ratios = {ratio: medians[ratio.split("/")[0]] / medians[ratio.split("/")[1]] for ratio in args.ratio}
     first = runs[0]["trainer"].config
     return {
@@ -136,7 +149,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {"batch_size": args.batch, "max_length": first.model.max_length, "backbone": first.model.backbone,
                      "precision": first.train.precision, "device": args.device, "warmup": args.warmup,
                      "steps": args.steps, "threads": torch.get_num_threads(), "common": args.common,
-                     "baseline": baseline_label, "interleaved": True},
+                     "baseline": baseline_label, "interleaved": True,
+                     "clock": args.clock, "statistic": args.statistic},
         "results": results,
         "ratios": ratios,
     }
@@ -147,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     record = measure(args)
     s = record["settings"]
     print(f"step cost: {s['backbone']}, B {s['batch_size']}, max_len {s['max_length']}, {s['precision']}, "
-          f"{s['threads']} threads, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
+          f"{s['threads']} threads, {s['clock']} clock, ratios of {s['statistic']}s, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
     width = max(len(r["label"]) for r in record["results"])
     print(f"{'run':<{width}}  {'ms/step (median)':>16}  {'mean':>8}  {'x ' + s['baseline']:>10}")
     for r in record["results"]:
@@ -155,14 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     for ratio, value in record["ratios"].items():
         print(f"{ratio}: {value:.2f}")
     if not args.no_record:
-        from cselab.provenance import provenance
+        from record import append_record
 
-        record = {**record, "command": " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]]),
-                  "provenance": provenance()}
-        args.results.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.results, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        print(f"appended to {args.results}")
+        append_record(args.results, record, "step_cost.py", sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,11 @@ def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+_precision_opt = click.option(
+    "--precision", type=click.Choice(["fp32", "bf16", "auto"]), default="fp32", show_default=True,
+    help="bf16 autocast, or auto: bf16 where a matmul probe on this machine says it pays (cached per machine)")
+
+
 @cli.command("eval")
 @click.argument("model")
 @click.option("--pooler", help="override the pooler (cls, cls_before_pooler, mean, first_last_avg, pooler, mask)")
@@ -114,14 +119,15 @@ def _split_list(text: str) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="print the scores as one JSON object (task -> split -> score)")
 @click.option("--output", type=click.Path(path_type=Path), callback=_writable_file("--output"),
               help="write the detailed results JSON here (default: $CSELAB_HOME/eval/, named after the model)")
+@_precision_opt
 def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
-                 batch_size: int, max_length: int | None, as_json: bool, output: Path | None) -> None:
+                 batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks."""
     from .evaluation.api import evaluate_model, render_table
 
     report = evaluate_model(model, pooler=pooler, tasks=_split_list(tasks), splits=_split_list(splits),
                             senteval_dir=senteval_dir, batch_size=batch_size, max_length=max_length,
-                            output=output, progress=not as_json)
+                            output=output, progress=not as_json, precision=precision)
     if as_json:
         click.echo(json.dumps(report["scores"]))
     else:
@@ -138,11 +144,14 @@ def eval_command(model: str, pooler: str | None, tasks: str, splits: str, sentev
 @click.option("--pooler", help="override the pooler")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--normalize", is_flag=True, help="L2-normalise the embeddings")
-def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool) -> None:
+@_precision_opt
+def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool,
+                   precision: str) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
     from .evaluation.api import encode_file
 
-    shape = encode_file(model, input_file, output_file, pooler=pooler, batch_size=batch_size, normalize=normalize)
+    shape = encode_file(model, input_file, output_file, pooler=pooler, batch_size=batch_size, normalize=normalize,
+                        precision=precision)
     click.echo(f"wrote {output_file} {shape[0]}x{shape[1]}")
 
 

@@ -19,6 +19,8 @@ from ..models.encoder import check_length
 from ..models.sentence_model import load_model
 from ..paths import cselab_home
 from ..provenance import provenance
+from ..training.precision import inference_precision
+from ..training.trainer import autocast_context
 from .sts_evaluator import DEFAULT_TASKS, StsEvaluator
 
 SENTEVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
@@ -45,8 +47,12 @@ def evaluate_model(
     max_length: int | None = None,
     output: Path | None = None,
     progress: bool = True,
+    precision: str = "fp32",
 ) -> dict[str, Any]:
-    """Evaluate a model on STS tasks; returns (and writes) a JSON-able report."""
+    """Evaluate a model on STS tasks; returns (and writes) a JSON-able report.
+
+    ``precision``: fp32, bf16 (autocast) or auto (bf16 where a matmul probe on this machine says it pays).
+    """
     bad = [s for s in splits if s not in SPLITS]
     if bad or not splits:
         raise CselabError(f"unknown split {bad[0] if bad else ''!r}; choose from: {', '.join(SPLITS)}")
@@ -59,13 +65,16 @@ def evaluate_model(
     model = load_model(model_name, pooler=pooler, max_length=max_length)
     if max_length is not None:
         check_length(model, max_length, "--max-length")
-    result = evaluator(model, progress=progress)
+    choice = inference_precision(precision, model, batch_size)
+    with autocast_context(choice.precision, next(model.parameters()).device):
+        result = evaluator(model, progress=progress)
     report = {
         "model": str(model_name),
         "pooler": pooler or getattr(model, "pooler", None),
         "scores": result.table(),
         "avg_available": round(result.average, 2),
         "avg_tasks": result.average_tasks(),
+        "precision": choice.to_dict(),
         "details": result.details(),
         **provenance(),
     }
@@ -125,13 +134,16 @@ def read_lines(path: Path) -> list[str]:
 
 
 def encode_file(model_name: str, input_file: Path, output_file: Path, *, pooler: str | None = None,
-                batch_size: int = 64, normalize: bool = False) -> tuple[int, int]:
-    """Embed every line of ``input_file`` into a float32 ``.npy`` array (row i = line i)."""
+                batch_size: int = 64, normalize: bool = False, precision: str = "fp32") -> tuple[int, int]:
+    """Embed every line of ``input_file`` into a float32 ``.npy`` array (row i = line i); ``precision`` as in
+    :func:`evaluate_model`."""
     if output_file.suffix != ".npy":
         raise CselabError(f"output file must end in .npy: {output_file}")
     sentences = read_lines(input_file)
     model = load_model(model_name, pooler=pooler)
-    embeddings = model.encode(sentences, batch_size=batch_size, progress=True)
+    choice = inference_precision(precision, model, batch_size)
+    with autocast_context(choice.precision, next(model.parameters()).device):
+        embeddings = model.encode(sentences, batch_size=batch_size, progress=True)
     if normalize:
         embeddings = embeddings / embeddings.norm(dim=-1, keepdim=True).clamp(min=1e-12)
     array = embeddings.float().numpy()

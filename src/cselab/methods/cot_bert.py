@@ -49,7 +49,9 @@ from torch import Tensor
 
 from ..errors import CselabError
 from ..losses import extended_info_nce
+from ..models.backbone import last_layer_at, supports_rows_at
 from ..models.encoder import Encoder
+from ..models.poolers import last_token_position
 from ..models.prompts import PromptTemplate, pad_rows
 from .base import Method, MethodOptions, StepContext, register_method
 
@@ -98,6 +100,9 @@ class CoTBertOptions(MethodOptions):
     denoise_chunks: int = Field(
         4, ge=1, description="forward passes the empty templates are split into by length (less padding; same maths)"
     )
+    read_rows_only: bool = Field(
+        False, description="compute the last layer only at the read [MASK] of each row (same maths, ~14% fewer "
+                           "FLOPs; dropout masks are drawn for fewer elements, so another random stream)")
 
 
 @register_method
@@ -167,12 +172,19 @@ class CoTBert(Method):
     def _last_mask_states(self, ids: Tensor, mask: Tensor) -> Tensor:
         # fed as embeddings so that every family numbers positions sequentially (module docstring)
         embeds = self.encoder.backbone.get_input_embeddings()(ids)
-        outputs = self.encoder.hidden_states({"inputs_embeds": embeds, "attention_mask": mask})
-        return self.encoder.pool_outputs(outputs, {"input_ids": ids, "attention_mask": mask})
+        return self._read({"inputs_embeds": embeds, "attention_mask": mask}, ids)
+
+    def _read(self, inputs: dict[str, Tensor], ids: Tensor) -> Tensor:
+        """The last-[MASK] vector of each row; with ``read_rows_only`` the last layer runs at that row only."""
+        if self.options.read_rows_only and supports_rows_at(self.encoder.backbone):
+            return last_layer_at(self.encoder.backbone, inputs,
+                                 last_token_position(ids, self.encoder.tokenizer.mask_token_id))
+        outputs = self.encoder.hidden_states(inputs, all_layers=False)
+        return self.encoder.pool_outputs(outputs, {"input_ids": ids, "attention_mask": inputs["attention_mask"]})
 
     def representations(self, batch: dict[str, Any]) -> Tensor:
         """Training representations of the 3B rows: ``MLP(h - h_hat)`` (each part as configured)."""
-        h = self.encoder({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})
+        h = self._read({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}, batch["input_ids"])
         if self.options.denoise:
             h = h - self.template_bias(batch)
         return self.encoder.head(h) if self.encoder.head is not None else h

@@ -26,6 +26,8 @@ class ModelConfig(_Strict):
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
+    dropout_masks: Literal["torch", "bits"] = Field(
+        "torch", description="'bits': 15-bit masks, 4 per random draw (faster; another random stream than torch's)")
 
     @field_validator("pooler")
     @classmethod
@@ -56,7 +58,12 @@ class TrainConfig(_Strict):
     scheduler: Literal["linear", "constant"] = Field("linear", description="learning rate after the warm-up")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     grad_clip: float | None = Field(None, gt=0, description="max global gradient norm; null = no clipping")
-    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="autocast of the encoders (fp16: GPU only)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "fp32", description="autocast of the encoders (fp16: GPU only); 'auto': bf16 where a matmul probe on this "
+                            "machine says it pays, else fp32")
+    length_group_window: int | None = Field(
+        None, gt=1, description="sort each window of N batches by sentence length (less padding); null: random batches")
+    fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
     eval_every: int = Field(125, gt=0, description="dev evaluation (and best/ selection) every N steps")
     eval_at_start: bool = Field(True, description="evaluate the untrained model at step 0 (it can be selected)")

@@ -44,7 +44,7 @@ def results_record(config: RunConfig, result: TrainResult, scores: dict[str, flo
         "config": {"path": config_source, "overrides": overrides or [], "effective": config.model_dump(mode="json")},
         "seed": config.train.seed,
         "steps": result.steps,
-        "precision": config.train.precision,
+        "precision": result.precision or config.train.precision,  # what ran (auto resolved)
         "scores": {**scores, "stsb_dev_best": round(result.best_dev, 2) if result.best_dev is not None else None,
                    "stsb_dev_start": round(result.dev_at_start, 2) if result.dev_at_start is not None else None},
         "best_step": result.best_step,

@@ -21,12 +21,15 @@ import torch
 
 from ..errors import CselabError, RunInterrupted
 from ..fileio import DirectoryLock, recover_directory
+from ..models.dropout import use_dropout_masks
 from ..models.encoder import check_length
 from ..models.sentence_model import save_model
 from . import run_directory as rundir
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig
 from .distributed import DistributedContext, init_distributed
+from .length_grouping import group_window
+from .precision import PrecisionChoice, backbone_config_of, model_shape, resolve_precision
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -41,6 +44,7 @@ class TrainResult:
     wall_s: float
     train_sentences_per_s: float
     peak_mem_mb: float
+    precision: str = ""  # what the run used (``auto`` resolved); empty in summaries written before it existed
 
 
 def pick_device(name: str) -> torch.device:
@@ -108,6 +112,15 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, total: int, warm
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def build_optimizer(params: list[torch.nn.Parameter], tc: Any) -> torch.optim.Optimizer:
+    """AdamW; ``train.fused_adamw`` updates every tensor in one fused kernel instead of a per-tensor loop.
+
+    Both compute the same update up to float rounding (tests/test_speed_levers.py); the switch exists to
+    reproduce rows recorded with the per-tensor loop bit for bit.
+    """
+    return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=bool(tc.fused_adamw) or None)
+
+
 class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
@@ -119,13 +132,15 @@ class Trainer:
         if tc.threads:
             torch.set_num_threads(tc.threads)
         self.device = pick_device(tc.device)
-        autocast_context(tc.precision, self.device)  # refuses fp16 on a CPU now, not after the first save
+        if tc.precision != "auto":
+            autocast_context(tc.precision, self.device)  # refuses fp16 on a CPU now, not after the first save
         self.dist: DistributedContext = init_distributed(self.device)
         if tc.batch_size % self.dist.world_size:
             raise CselabError(f"batch_size {tc.batch_size} is not divisible by the {self.dist.world_size} ranks")
         self.local_batch = tc.batch_size // self.dist.world_size
         self.generator = seed_everything(tc.seed)
         self.method = method if method is not None else build_method(config)
+        use_dropout_masks(self.method, config.model.dropout_masks)
         self.method.to(self.device)
         check_length(self.method, config.model.max_length, "model.max_length")
         self.examples = self.method.training_examples()
@@ -133,20 +148,28 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise CselabError(f"the corpus has {len(self.examples)} examples, fewer than one batch of {tc.batch_size}")
         self.total_steps = tc.max_steps or tc.epochs * self.steps_per_epoch
-        params = [p for p in self.method.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
+        self.precision_choice = self._choose_precision()
+        self.precision = self.precision_choice.precision
+        self.optimizer = build_optimizer([p for p in self.method.parameters() if p.requires_grad], tc)
         warmup = int(tc.warmup_ratio * self.total_steps)
         self.scheduler = make_scheduler(self.optimizer, tc.scheduler, self.total_steps, warmup)
-        self.scaler = torch.amp.GradScaler("cuda") if tc.precision == "fp16" else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.output_dir = Path(tc.output_dir)
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         self._evaluator = None
+        self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
         self._lock: DirectoryLock | None = None
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
+
+    def _choose_precision(self) -> PrecisionChoice:
+        """``train.precision`` with ``auto`` resolved by a matmul probe at this run's shapes (both views)."""
+        tokens = 2 * self.local_batch * self.config.model.max_length
+        return resolve_precision(self.config.train.precision, self.device,
+                                 model_shape(backbone_config_of(self.method), tokens))
 
     # -- evaluation -----------------------------------------------------------------------------------
     @property
@@ -163,7 +186,7 @@ class Trainer:
     def evaluate_dev(self) -> float:
         """STS dev score of the inference model (model selection never looks at test data)."""
         model = self.method.inference_model()
-        with autocast_context(self.config.train.precision, self.device):
+        with autocast_context(self.precision, self.device):
             result = self.evaluator(model)
         return self.evaluator.primary_score(result)
 
@@ -274,7 +297,7 @@ class Trainer:
     def train_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """One optimisation step; returns the detached loss and terms as tensors (no host sync here)."""
         ctx = self._context()
-        with autocast_context(self.config.train.precision, self.device):
+        with autocast_context(self.precision, self.device):
             terms = self.method.loss_terms(batch, ctx)
         loss = self.method.weighted_loss({k: v.float() for k, v in terms.items()})
         if self.scaler is not None:
@@ -304,10 +327,26 @@ class Trainer:
         """The local batch of ``step``: a slice of the epoch's fixed permutation (this rank's share)."""
         epoch, position = divmod(step, self.steps_per_epoch)
         order = epoch_order(len(self.examples), self.config.train.seed, epoch)
+        if self.config.train.length_group_window:
+            order = self._grouped_order(order, epoch, position)
         start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
         indices = order[start : start + self.local_batch].tolist()
         batch = self.method.collate([self.examples[i] for i in indices])
         return {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    def _grouped_order(self, order: torch.Tensor, epoch: int, position: int) -> torch.Tensor:
+        """The epoch order with this step's window length-grouped (computed once per window)."""
+        tc = self.config.train
+        key = (epoch, position // tc.length_group_window)
+        if self._grouped is None or self._grouped[0] != key:
+            encoder = getattr(self.method, "encoder", None)
+            measure = None if encoder is None else (
+                lambda texts: [len(row) for row in encoder.token_rows(texts, self.config.model.max_length)])
+            grouped = group_window(order, self.examples, position=position, batch_size=tc.batch_size,
+                                   window=tc.length_group_window, seed=tc.seed, epoch=epoch,
+                                   **({"measure": measure} if measure else {}))
+            self._grouped = (key, grouped)
+        return self._grouped[1]
 
     def run(self, *, resume: bool = False, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> TrainResult:
         """Train to the end; ``resume`` continues the saved state, ``overwrite`` starts an unfinished run again,
@@ -330,6 +369,8 @@ class Trainer:
         from tqdm.auto import tqdm
 
         tc = self.config.train
+        if self.dist.is_main:
+            (self.output_dir / "precision.json").write_text(json.dumps(self.precision_choice.to_dict(), indent=2) + "\n")
         save_every = tc.save_every or tc.eval_every
         self._started = time.perf_counter()
         dev_at_start = None
@@ -383,6 +424,7 @@ class Trainer:
             wall_s=self._wall_before + time.perf_counter() - self._started,
             train_sentences_per_s=self.state.sentences_seen / max(1e-9, self.state.train_seconds),
             peak_mem_mb=peak_memory_mb(self.device),
+            precision=self.precision,
         )
         if self.dist.is_main:
             (self.output_dir / rundir.SUMMARY_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
