@@ -1,0 +1,217 @@
+"""A training corpus of any size read through an on-disk index of its usable lines (flat memory).
+
+:func:`cselab.data.corpus.read_corpus` holds every sentence as a Python string (about 170 bytes each,
+800 MB at 2M sentences). :func:`open_indexed_corpus` instead keeps ``[start, end)`` byte offsets of the
+usable lines in a ``.npy`` file that is memory-mapped, and reads a sentence from the corpus file when a
+batch asks for it (``os.pread``), so resident memory does not grow with the corpus.
+
+The index is built once per (corpus file, ``max_words``) in one streaming pass (blocks of 16 MiB: the
+line scan is vectorised with numpy for ASCII lines; a line with any non-ASCII byte is decided in Python),
+with exactly :func:`read_corpus`'s rules: blank lines, invalid UTF-8 and lines over ``max_words`` words
+are skipped and counted; sentences are stripped. It is stored under ``$CSELAB_HOME/corpus-index/`` with a
+JSON record of the source's size and modification time, the skipped counts and the SHA-256 of the index;
+it is reused only when all of these still match, else rebuilt. Where the home is not writable the index
+stays in memory (16 bytes per sentence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import overload
+
+import numpy as np
+
+from ..errors import CselabError
+from ..fileio import sha256_file
+from ..paths import cselab_home
+from .corpus import Corpus
+
+INDEX_DIR = "corpus-index"
+INDEX_VERSION = 1
+BLOCK_BYTES = 16 * 2**20
+# bytes that Python's str.split()/str.strip() treat as whitespace among ASCII (\x1c-\x1f included)
+_ASCII_SPACE = np.zeros(256, dtype=bool)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+
+
+class CorpusLines(Sequence[str]):
+    """The usable sentences of a corpus file, read on demand through the offsets ``spans`` ``[n, 2]``."""
+
+    def __init__(self, path: Path, spans: np.ndarray, limit: int | None = None) -> None:
+        self.path = path
+        self.spans = spans
+        self._n = len(spans) if limit is None else min(limit, len(spans))
+        self._fd: int | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> CorpusLines: ...
+
+    def __getitem__(self, index: int | slice) -> str | CorpusLines:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._n)
+            if step != 1 or start != 0:
+                raise TypeError("a corpus is cut only from its start (corpus[:n])")
+            return CorpusLines(self.path, self.spans, stop)
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError(index)
+        start, end = (int(v) for v in self.spans[index])
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return os.pread(self._fd, end - start, start).decode("utf-8").strip()
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(self._n))
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fd": None}  # a file descriptor does not travel to another process
+
+
+@dataclass(frozen=True)
+class _Scan:
+    spans: np.ndarray
+    blank: int
+    invalid: int
+    too_long: int
+
+
+def scan_corpus(path: Path, max_words: int | None, block_bytes: int = BLOCK_BYTES) -> _Scan:
+    """One streaming pass over ``path``: the spans of the usable lines and the skipped counts."""
+    pieces: list[np.ndarray] = []
+    blank = invalid = too_long = 0
+    offset = 0  # file offset of ``carry[0]``
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(block_bytes)
+            data = carry + block
+            last = not block
+            if last and data and not data.endswith(b"\n"):
+                data += b"\n"  # the final line without a newline
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                spans, counts = _scan_lines(data[:cut], offset, max_words)
+                pieces.append(spans)
+                blank, invalid, too_long = blank + counts[0], invalid + counts[1], too_long + counts[2]
+            offset += cut
+            carry = data[cut:]
+            if last:
+                break
+    spans = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
+    return _Scan(spans, blank, invalid, too_long)
+
+
+def _scan_lines(data: bytes, offset: int, max_words: int | None) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """Lines of ``data`` (which ends with ``\\n``) starting at file offset ``offset``."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == 10)  # the newline of each line
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    space = _ASCII_SPACE[raw]
+    # per-line counts from prefix sums: non-ASCII bytes, non-space bytes and word starts (a non-space byte
+    # after a space byte; the byte before every line is a newline, i.e. a space)
+    word_start = ~space & np.concatenate(([True], space[:-1]))
+    sums = [np.concatenate(([0], np.cumsum(x, dtype=np.int64))) for x in (raw >= 128, ~space, word_start)]
+    non_ascii, non_space, words = (s[ends] - s[starts] for s in sums)
+    keep = non_space > 0
+    blank = int((~keep & (non_ascii == 0)).sum())
+    too_long = 0
+    if max_words is not None:
+        over = keep & (words > max_words) & (non_ascii == 0)
+        too_long = int(over.sum())
+        keep &= ~over
+    invalid = 0
+    for i in np.flatnonzero(non_ascii > 0):  # rare: decided by Python's own rules
+        try:
+            line = data[starts[i] : ends[i]].decode("utf-8").strip()
+        except UnicodeDecodeError:
+            invalid += 1
+            keep[i] = False
+            continue
+        if not line:
+            blank += 1
+            keep[i] = False
+        elif max_words is not None and len(line.split()) > max_words:
+            too_long += 1
+            keep[i] = False
+        else:
+            keep[i] = True
+    spans = np.stack([starts[keep], ends[keep]], axis=1).astype(np.int64) + offset
+    return spans, (blank, invalid, too_long)
+
+
+def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home: Path | None = None) -> Corpus:
+    """The corpus at ``path`` with lazily read sentences (:class:`CorpusLines`); builds or reuses its index.
+
+    Same result and errors as :func:`cselab.data.corpus.read_corpus`, without holding the sentences.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CselabError(f"corpus file not found: {path}")
+    if max_words is not None and max_words < 1:
+        raise CselabError(f"max_words must be at least 1, got {max_words}")
+    stat = path.stat()
+    source = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+              "max_words": max_words, "version": INDEX_VERSION}
+    key = hashlib.sha256(json.dumps([source["path"], max_words]).encode()).hexdigest()[:24]
+    index_dir = (home or cselab_home()) / INDEX_DIR
+    spans_file, record_file = index_dir / f"{key}.npy", index_dir / f"{key}.json"
+    record = _valid_record(record_file, spans_file, source)
+    if record is not None:
+        spans = np.load(spans_file, mmap_mode="r")
+    else:
+        scan = scan_corpus(path, max_words)
+        spans = scan.spans
+        record = {**source, "sentences": len(spans), "blank": scan.blank, "invalid_utf8": scan.invalid,
+                  "too_long": scan.too_long}
+        try:
+            _write_index(index_dir, spans_file, record_file, spans, record)
+            spans = np.load(spans_file, mmap_mode="r")  # served from the file, not from memory
+        except OSError:
+            pass  # a read-only home: keep the in-memory index
+    if not len(spans):
+        raise CselabError(
+            f"corpus file {path} has no usable sentence ({record['blank']} blank, {record['invalid_utf8']} invalid "
+            f"UTF-8, {record['too_long']} over max_words lines skipped)"
+        )
+    return Corpus(path, CorpusLines(path, spans), record["blank"], record["invalid_utf8"],  # type: ignore[arg-type]
+                  record["too_long"])
+
+
+def _valid_record(record_file: Path, spans_file: Path, source: dict) -> dict | None:
+    """The stored record when it describes this very source and the index file is intact; else None."""
+    try:
+        record = json.loads(record_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if any(record.get(k) != v for k, v in source.items()) or not spans_file.is_file():
+        return None
+    if sha256_file(spans_file) != record.get("sha256"):
+        return None
+    return record
+
+
+def _write_index(index_dir: Path, spans_file: Path, record_file: Path, spans: np.ndarray, record: dict) -> None:
+    # unique temporary names + rename: ranks that build the same index at once never see half a file
+    index_dir.mkdir(parents=True, exist_ok=True)
+    tmp = spans_file.with_name(f"{spans_file.stem}.{os.getpid()}.tmp.npy")
+    np.save(tmp, np.ascontiguousarray(spans, dtype=np.int64))
+    record = {**record, "sha256": sha256_file(tmp)}
+    tmp_record = record_file.with_name(f"{record_file.name}.{os.getpid()}.tmp")
+    tmp_record.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, spans_file)
+    os.replace(tmp_record, record_file)
