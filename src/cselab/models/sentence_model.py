@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
@@ -142,6 +143,17 @@ def _write_sentence_transformers_files(encoder: Encoder, path: Path) -> None:
 
 # -- loading ------------------------------------------------------------------------------------------
 def load_model(
+    name_or_path: str | Path, *, pooler: str | None = None, max_length: int | None = None,
+    device: str | torch.device | None = None,
+) -> nn.Module:
+    """Like :func:`load_sentence_model`, on ``device`` (default: :func:`cselab.devices.inference_device`)."""
+    from ..devices import inference_device, pick_device
+
+    model = load_sentence_model(name_or_path, pooler=pooler, max_length=max_length)
+    return model.to(pick_device(device) if device is not None else inference_device())
+
+
+def load_sentence_model(
     name_or_path: str | Path, *, pooler: str | None = None, max_length: int | None = None
 ) -> nn.Module:
     """Load a cselab model directory, a sentence-transformers directory, a plain HF directory or hub name.
@@ -161,7 +173,7 @@ def load_model(
         cls = COMPOSITE_KINDS[kind]
         given = {"pooler": pooler, "max_length": max_length}
         overrides = {key: given[key] for key in cls.member_overrides}
-        return cls.from_members([load_model(source / m, **overrides) for m in description["members"]], description)
+        return cls.from_members([load_sentence_model(source / m, **overrides) for m in description["members"]], description)
     raise CselabError(f"{source / DESCRIPTION_FILE}: unknown model kind {kind!r}")
 
 

@@ -11,13 +11,14 @@ from .config import RunConfig
 from .trainer import BEST_DIR, Trainer, TrainResult
 
 
-def score_test_sets(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
-    """Test scores of a saved model on every available STS task (one evaluation, after selection)."""
+def score_test_sets(model_dir: Path, *, batch_size: int = 128, device: Any = None) -> dict[str, float]:
+    """Test scores of a saved model on every available STS task (one evaluation, after selection), computed on
+    ``device`` (the training device; default :func:`cselab.devices.inference_device`)."""
     from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
     from ..models.sentence_model import load_model
 
     evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
-    result = evaluator(load_model(model_dir))
+    result = evaluator(load_model(model_dir, device=device))
     scores = {task: round(s.all, 2) for (task, _), s in result.scores.items()}
     scores["avg-available"] = round(result.average, 2)
     return scores
@@ -69,7 +70,8 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     if not trainer.dist.is_main:
         trainer.dist.close()
         return ""
-    scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size)
+    scores = score_test_sets(Path(result.output_dir) / BEST_DIR, batch_size=config.train.eval_batch_size,
+                             device=trainer.device)
     record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)
     (Path(result.output_dir) / "results.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import random
 import resource
 import sys
@@ -19,11 +18,12 @@ from typing import Any
 
 import torch
 
+from ..devices import pick_device
 from ..errors import CselabError
 from ..models.sentence_model import save_model
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig, dump_config
-from .distributed import DistributedContext, init_distributed, local_device
+from .distributed import DistributedContext, init_distributed
 from .grad_cache import cached_step
 
 BEST_DIR, LAST_DIR = "best", "last"
@@ -39,20 +39,6 @@ class TrainResult:
     wall_s: float
     train_sentences_per_s: float
     peak_mem_mb: float
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise CselabError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CselabError(f"device {name!r} requested but no CUDA GPU is available")
-    return local_device(device)
 
 
 def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
