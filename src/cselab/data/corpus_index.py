@@ -66,7 +66,7 @@ class CorpusLines(Sequence[str]):
             index += self._n
         if not 0 <= index < self._n:
             raise IndexError(index)
-        start, end = (int(v) for v in self.spans[index])
+        start, end = self.spans[index].tolist()
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
         return os.pread(self._fd, end - start, start).decode("utf-8").strip()
@@ -154,6 +154,13 @@ def _scan_lines(data: bytes, offset: int, max_words: int | None) -> tuple[np.nda
     return spans, (blank, invalid, too_long)
 
 
+def index_files(path: Path, max_words: int | None, home: Path | None = None) -> tuple[Path, Path]:
+    """Where the index of (``path``, ``max_words``) lives: the offsets ``.npy`` and its ``.json`` record."""
+    key = hashlib.sha256(json.dumps([str(Path(path).resolve()), max_words]).encode()).hexdigest()[:24]
+    index_dir = (home or cselab_home()) / INDEX_DIR
+    return index_dir / f"{key}.npy", index_dir / f"{key}.json"
+
+
 def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home: Path | None = None) -> Corpus:
     """The corpus at ``path`` with lazily read sentences (:class:`CorpusLines`); builds or reuses its index.
 
@@ -167,9 +174,8 @@ def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home:
     stat = path.stat()
     source = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
               "max_words": max_words, "version": INDEX_VERSION}
-    key = hashlib.sha256(json.dumps([source["path"], max_words]).encode()).hexdigest()[:24]
-    index_dir = (home or cselab_home()) / INDEX_DIR
-    spans_file, record_file = index_dir / f"{key}.npy", index_dir / f"{key}.json"
+    spans_file, record_file = index_files(path, max_words, home)
+    index_dir = spans_file.parent
     record = _valid_record(record_file, spans_file, source)
     if record is not None:
         spans = np.load(spans_file, mmap_mode="r")
