@@ -2,6 +2,7 @@
 reused while the source is unchanged, rebuilt when it changes or the index is damaged; the trainer draws
 each epoch's permutation once."""
 
+import io
 import json
 
 import numpy as np
@@ -50,7 +51,9 @@ def test_block_boundaries_do_not_change_the_scan(tmp_path, block):
     path = write_corpus(tmp_path / "c.txt", n=300)
     with open(path, "ab") as f:
         f.write(b"\n\n  \nfinal \xc3\xa9 words")
-    scan = scan_corpus(path, max_words=9, block_bytes=block)
+    out = io.BytesIO()
+    counts = scan_corpus(path, 9, out, block_bytes=block)
+    spans = np.frombuffer(out.getvalue(), dtype=np.int64).reshape(-1, 2)
     data = path.read_bytes()
     # the spans, rebuilt independently with a plain loop over the lines
     expected, position = [], 0
@@ -59,7 +62,8 @@ def test_block_boundaries_do_not_change_the_scan(tmp_path, block):
         if text and len(text.split()) <= 9:
             expected.append((position, position + len(line)))
         position += len(line) + 1
-    assert scan.spans.tolist() == [list(s) for s in expected]
+    assert spans.tolist() == [list(s) for s in expected]
+    assert (counts.sentences, counts.blank) == (len(expected), 3)
 
 
 def test_index_is_reused_then_rebuilt_on_change_or_damage(tmp_path, monkeypatch):
@@ -83,7 +87,7 @@ def test_index_is_reused_then_rebuilt_on_change_or_damage(tmp_path, monkeypatch)
     assert len(builds) == 3 and len(grown) == 51 and grown.sentences[50] == "a new last line of the corpus"
     grown_sentences = list(grown.sentences)
     # a damaged index file fails its checksum and is rebuilt
-    (index_file,) = [p for p in (home / "corpus-index").glob("*.npy")
+    (index_file,) = [p for p in (home / "corpus-index").glob("*.spans")
                      if json.loads(p.with_suffix(".json").read_text())["max_words"] is None]
     data = bytearray(index_file.read_bytes())
     data[-1] ^= 0xFF

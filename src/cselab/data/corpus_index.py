@@ -2,10 +2,10 @@
 
 :func:`cselab.data.corpus.read_corpus` holds every sentence as a Python string (about 170 bytes each,
 800 MB at 2M sentences). :func:`open_indexed_corpus` instead keeps ``[start, end)`` byte offsets of the
-usable lines in a ``.npy`` file that is memory-mapped, and reads a sentence from the corpus file when a
+usable lines in a file of int64 pairs that is memory-mapped, and reads a sentence from the corpus file when a
 batch asks for it (``os.pread``), so resident memory does not grow with the corpus.
 
-The index is built once per (corpus file, ``max_words``) in one streaming pass (blocks of 16 MiB: the
+The index is built once per (corpus file, ``max_words``) in one streaming pass (blocks of 4 MiB: the
 line scan is vectorised with numpy for ASCII lines; a line with any non-ASCII byte is decided in Python),
 with exactly :func:`read_corpus`'s rules: blank lines, invalid UTF-8 and lines over ``max_words`` words
 are skipped and counted; sentences are stripped. It is stored under ``$CSELAB_HOME/corpus-index/`` with a
@@ -17,12 +17,13 @@ stays in memory (16 bytes per sentence).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import overload
+from typing import BinaryIO, overload
 
 import numpy as np
 
@@ -32,8 +33,8 @@ from ..paths import cselab_home
 from .corpus import Corpus
 
 INDEX_DIR = "corpus-index"
-INDEX_VERSION = 1
-BLOCK_BYTES = 16 * 2**20
+INDEX_VERSION = 2
+BLOCK_BYTES = 4 * 2**20  # < 2**31: the per-block prefix sums are int32
 # bytes that Python's str.split()/str.strip() treat as whitespace among ASCII (\x1c-\x1f included)
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
@@ -83,17 +84,17 @@ class CorpusLines(Sequence[str]):
 
 
 @dataclass(frozen=True)
-class _Scan:
-    spans: np.ndarray
+class ScanCounts:
+    sentences: int
     blank: int
     invalid: int
     too_long: int
 
 
-def scan_corpus(path: Path, max_words: int | None, block_bytes: int = BLOCK_BYTES) -> _Scan:
-    """One streaming pass over ``path``: the spans of the usable lines and the skipped counts."""
-    pieces: list[np.ndarray] = []
-    blank = invalid = too_long = 0
+def scan_corpus(path: Path, max_words: int | None, out: BinaryIO, block_bytes: int = BLOCK_BYTES) -> ScanCounts:
+    """One streaming pass over ``path``: the spans of the usable lines go to ``out`` as int64 pairs as they are
+    found (memory bounded by the block, whatever the corpus size); returns the counts."""
+    sentences = blank = invalid = too_long = 0
     offset = 0  # file offset of ``carry[0]``
     carry = b""
     with open(path, "rb") as f:
@@ -106,14 +107,21 @@ def scan_corpus(path: Path, max_words: int | None, block_bytes: int = BLOCK_BYTE
             cut = data.rfind(b"\n") + 1
             if cut:
                 spans, counts = _scan_lines(data[:cut], offset, max_words)
-                pieces.append(spans)
+                out.write(spans.tobytes())
+                sentences += len(spans)
                 blank, invalid, too_long = blank + counts[0], invalid + counts[1], too_long + counts[2]
             offset += cut
             carry = data[cut:]
             if last:
                 break
-    spans = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
-    return _Scan(spans, blank, invalid, too_long)
+    return ScanCounts(sentences, blank, invalid, too_long)
+
+
+def read_spans(file: Path) -> np.ndarray:
+    """The ``[n, 2]`` int64 spans of an index file, memory-mapped (nothing is read until used)."""
+    if file.stat().st_size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.memmap(file, dtype=np.int64, mode="r").reshape(-1, 2)
 
 
 def _scan_lines(data: bytes, offset: int, max_words: int | None) -> tuple[np.ndarray, tuple[int, int, int]]:
@@ -125,7 +133,7 @@ def _scan_lines(data: bytes, offset: int, max_words: int | None) -> tuple[np.nda
     # per-line counts from prefix sums: non-ASCII bytes, non-space bytes and word starts (a non-space byte
     # after a space byte; the byte before every line is a newline, i.e. a space)
     word_start = ~space & np.concatenate(([True], space[:-1]))
-    sums = [np.concatenate(([0], np.cumsum(x, dtype=np.int64))) for x in (raw >= 128, ~space, word_start)]
+    sums = [np.concatenate(([0], np.cumsum(x, dtype=np.int32))) for x in (raw >= 128, ~space, word_start)]
     non_ascii, non_space, words = (s[ends] - s[starts] for s in sums)
     keep = non_space > 0
     blank = int((~keep & (non_ascii == 0)).sum())
@@ -155,10 +163,10 @@ def _scan_lines(data: bytes, offset: int, max_words: int | None) -> tuple[np.nda
 
 
 def index_files(path: Path, max_words: int | None, home: Path | None = None) -> tuple[Path, Path]:
-    """Where the index of (``path``, ``max_words``) lives: the offsets ``.npy`` and its ``.json`` record."""
+    """Where the index of (``path``, ``max_words``) lives: the spans (raw int64 pairs) and its ``.json`` record."""
     key = hashlib.sha256(json.dumps([str(Path(path).resolve()), max_words]).encode()).hexdigest()[:24]
     index_dir = (home or cselab_home()) / INDEX_DIR
-    return index_dir / f"{key}.npy", index_dir / f"{key}.json"
+    return index_dir / f"{key}.spans", index_dir / f"{key}.json"
 
 
 def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home: Path | None = None) -> Corpus:
@@ -175,20 +183,18 @@ def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home:
     source = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
               "max_words": max_words, "version": INDEX_VERSION}
     spans_file, record_file = index_files(path, max_words, home)
-    index_dir = spans_file.parent
     record = _valid_record(record_file, spans_file, source)
     if record is not None:
-        spans = np.load(spans_file, mmap_mode="r")
+        spans = read_spans(spans_file)
     else:
-        scan = scan_corpus(path, max_words)
-        spans = scan.spans
-        record = {**source, "sentences": len(spans), "blank": scan.blank, "invalid_utf8": scan.invalid,
-                  "too_long": scan.too_long}
         try:
-            _write_index(index_dir, spans_file, record_file, spans, record)
-            spans = np.load(spans_file, mmap_mode="r")  # served from the file, not from memory
-        except OSError:
-            pass  # a read-only home: keep the in-memory index
+            record = _build_index(path, max_words, spans_file, record_file, source)
+            spans = read_spans(spans_file)
+        except OSError:  # a read-only home: the index stays in memory
+            buffer = io.BytesIO()
+            counts = scan_corpus(path, max_words, buffer)
+            record = _record(source, counts)
+            spans = np.frombuffer(buffer.getbuffer(), dtype=np.int64).reshape(-1, 2)
     if not len(spans):
         raise CselabError(
             f"corpus file {path} has no usable sentence ({record['blank']} blank, {record['invalid_utf8']} invalid "
@@ -196,6 +202,11 @@ def open_indexed_corpus(path: str | Path, *, max_words: int | None = None, home:
         )
     return Corpus(path, CorpusLines(path, spans), record["blank"], record["invalid_utf8"],  # type: ignore[arg-type]
                   record["too_long"])
+
+
+def _record(source: dict, counts: ScanCounts) -> dict:
+    return {**source, "sentences": counts.sentences, "blank": counts.blank, "invalid_utf8": counts.invalid,
+            "too_long": counts.too_long}
 
 
 def _valid_record(record_file: Path, spans_file: Path, source: dict) -> dict | None:
@@ -211,13 +222,15 @@ def _valid_record(record_file: Path, spans_file: Path, source: dict) -> dict | N
     return record
 
 
-def _write_index(index_dir: Path, spans_file: Path, record_file: Path, spans: np.ndarray, record: dict) -> None:
+def _build_index(path: Path, max_words: int | None, spans_file: Path, record_file: Path, source: dict) -> dict:
     # unique temporary names + rename: ranks that build the same index at once never see half a file
-    index_dir.mkdir(parents=True, exist_ok=True)
-    tmp = spans_file.with_name(f"{spans_file.stem}.{os.getpid()}.tmp.npy")
-    np.save(tmp, np.ascontiguousarray(spans, dtype=np.int64))
-    record = {**record, "sha256": sha256_file(tmp)}
+    spans_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = spans_file.with_name(f"{spans_file.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as out:
+        counts = scan_corpus(path, max_words, out)
+    record = {**_record(source, counts), "sha256": sha256_file(tmp)}
     tmp_record = record_file.with_name(f"{record_file.name}.{os.getpid()}.tmp")
     tmp_record.write_text(json.dumps(record, indent=1) + "\n")
     os.replace(tmp, spans_file)
     os.replace(tmp_record, record_file)
+    return record
