@@ -32,6 +32,7 @@ print(f"GPU: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}, torch
 EOF
 [ -d "$WORK/bert-base" ] || python benchmarks/gpu_check_setup.py "$WORK"
 export CSELAB_HOME=$WORK/home
+mkdir -p "$WORK/runs"
 mkdir -p "$(dirname "$RESULTS")"
 
 for preset in $PRESETS; do

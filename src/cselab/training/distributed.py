@@ -13,10 +13,11 @@ everything is the identity and no process group exists.
 
 Placement: every collective receives tensors on :attr:`DistributedContext.device`, the model's device
 (NCCL only takes CUDA tensors; gloo CPU ones). On CUDA each process binds ``cuda:LOCAL_RANK``
-(``torch.cuda.set_device``) before the process group starts. Multi-node::
+(``torch.cuda.set_device``) before the process group starts. Multi-node: the same command on every node,
+``--node_rank`` 0 on the node named by ``--master_addr``::
 
-    torchrun --nnodes 2 --node_rank {0,1} --nproc_per_node 8 --rdzv_backend c10d \\
-        --rdzv_endpoint HOST0:29500 -m cselab.cli train --config ... train.batch_size=512
+    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 --master_addr HOST0 --master_port 29500 \\
+        -m cselab.cli train --config configs/simcse/paper-bert-base.yaml train.batch_size=512
 """
 
 from __future__ import annotations
