@@ -81,6 +81,6 @@ if [ "$gpus" -ge 2 ]; then
   echo "torchrun 2 processes: $(python -c "import json; s=json.load(open('$out/summary.json')); print(f\"{s['train_sentences_per_s']:.0f} sentences/s, peak {s['peak_mem_mb']:.0f} MB on rank 0\")")"
 else
   # NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so one GPU gets no 2-process run
-  echo "torchrun: skipped (1 GPU; NCCL needs one GPU per process)"
+  echo "torchrun: skipped ($gpus GPU; NCCL needs one GPU per process)"
 fi
 echo "results appended to $RESULTS"
