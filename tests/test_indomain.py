@@ -154,7 +154,7 @@ def test_cli_builds_and_reports_a_missing_sts_in_one_line(tmp_path, monkeypatch,
     config = load_config(None, ["data.corpus=stsb-train-minus-all-eval"])
     from cselab.data.training_data import load_training_sentences
 
-    assert load_training_sentences(config.data) == _read_lines(indomain_path("stsb-train-minus-all-eval", home))
+    assert list(load_training_sentences(config.data)) == _read_lines(indomain_path("stsb-train-minus-all-eval", home))
 
 
 def test_unbuilt_indomain_corpus_names_the_command(tmp_path):

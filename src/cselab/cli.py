@@ -108,6 +108,17 @@ _precision_opt = click.option(
     help="bf16 autocast, or auto: bf16 where a matmul probe on this machine says it pays (cached per machine)")
 
 
+def _set_device(_ctx: Any, _param: Any, value: str) -> str:
+    from .devices import set_inference_device
+
+    set_inference_device(value)
+    return value
+
+
+_device_opt = click.option("--device", default="auto", show_default=True, expose_value=False, callback=_set_device,
+                           help="where models compute: cpu, cuda, cuda:N; auto = CUDA when present")
+
+
 @cli.command("eval")
 @click.argument("model")
 @click.option("--pooler", help="override the pooler (cls, cls_before_pooler, mean, first_last_avg, pooler, mask)")
@@ -120,6 +131,7 @@ _precision_opt = click.option(
 @click.option("--output", type=click.Path(path_type=Path), callback=_writable_file("--output"),
               help="write the detailed results JSON here (default: $CSELAB_HOME/eval/, named after the model)")
 @_precision_opt
+@_device_opt
 def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
                  batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks."""
@@ -145,6 +157,7 @@ def eval_command(model: str, pooler: str | None, tasks: str, splits: str, sentev
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--normalize", is_flag=True, help="L2-normalise the embeddings")
 @_precision_opt
+@_device_opt
 def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool,
                    precision: str) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
@@ -292,15 +305,18 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 @click.option("--resume", is_flag=True)
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record to this JSONL")
 @_run_dir_options
+@click.option("--device", help="training and scoring device (sets train.device): cpu, cuda, cuda:N, auto")
 @click.argument("overrides", nargs=-1)
 def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
                     preset: str | None, resume: bool, results: Path | None, overwrite: bool,
-                    allow_change: tuple[str, ...], overrides: tuple[str, ...]) -> None:
+                    allow_change: tuple[str, ...], device: str | None, overrides: tuple[str, ...]) -> None:
     """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D)."""
     from .training.pipeline import distill_config
     from .training.runs import train_and_record
 
     config_file = _config_file(config_file, preset)
+    if device:
+        overrides = (*overrides, f"train.device={device}")
     config = distill_config(teacher, student, corpus, output_dir=output_dir, config_file=config_file,
                             overrides=list(overrides))
     click.echo(train_and_record(config, resume=resume, results_file=results, variant="-D",
@@ -315,6 +331,7 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
               help="a new directory (an existing model is never replaced)")
 @click.option("--weight", default=0.7, show_default=True, type=click.FloatRange(0.0, 1.0),
               help="w in (1 - w) * A + w * B")
+@_device_opt
 def ensemble_command(model_a: str, model_b: str, output: Path, weight: float) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
     from .training.pipeline import ensemble
@@ -344,6 +361,7 @@ _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _spl
 @_out_opt
 @_pooler_opt
 @_labels_opt
+@_device_opt
 def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
     from .analysis.align_uniform_report import align_uniform
@@ -359,6 +377,7 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @_pooler_opt
 @click.option("--sentence", default="A man is playing the guitar.", show_default=True, help="sentence of the heat-map")
 @click.option("--label", help="the model's name in the plots (default: from the path)")
+@_device_opt
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
     from .analysis.attention_report import attention_report
@@ -376,6 +395,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @click.option("--score", type=float, help="score for the efficiency eta = score / GMAC")
 @click.option("--score-task", type=click.Choice(["stsb", "avg-available"]), help="compute the score on this test set")
 @_pooler_opt
+@_device_opt
 def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
     """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
     from .analysis.cost_report import cost_report
@@ -390,6 +410,7 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_out_opt
 @_pooler_opt
 @_labels_opt
+@_device_opt
 def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
     from .analysis.density_report import density_report

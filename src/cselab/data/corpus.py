@@ -78,7 +78,7 @@ _BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
     (b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-BE"),
     (b"\xff\xfe", "UTF-16-LE"), (b"\xfe\xff", "UTF-16-BE"),
 )
-_UTF8_BOM = b"\xef\xbb\xbf"
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def guess_non_utf8_encoding(data: bytes) -> str | None:
@@ -111,7 +111,7 @@ def utf8_payload(data: bytes, path: Path, what: str) -> bytes:
     if encoding is not None:
         convert = f"iconv -f {encoding} -t UTF-8" if encoding.startswith("UTF") else "a text export"
         raise CselabError(f"{what} {path} is not UTF-8 text: it looks like {encoding}; convert it ({convert})")
-    return data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data
+    return data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
 
 
 def read_corpus(path: str | Path, *, max_words: int | None = None) -> Corpus:

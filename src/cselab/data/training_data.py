@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import CselabError
 from ..paths import cselab_home
 from ..training.config import DataConfig
-from .corpus import read_corpus
+from .corpus_index import open_indexed_corpus
 from .indomain import BUILD_COMMAND, INDOMAIN_CORPORA
 
 logger = logging.getLogger(__name__)
@@ -35,9 +36,9 @@ def corpus_path(name: str, home: Path | None = None) -> Path:
     return Path(name).expanduser()
 
 
-def load_training_sentences(config: DataConfig, home: Path | None = None) -> list[str]:
-    """Read the corpus, report skipped lines, keep the first ``max_sentences``."""
-    corpus = read_corpus(corpus_path(config.corpus, home), max_words=config.max_words)
+def load_training_sentences(config: DataConfig, home: Path | None = None) -> Sequence[str]:
+    """Open the corpus (lazily, through its on-disk index), report skipped lines, keep the first ``max_sentences``."""
+    corpus = open_indexed_corpus(corpus_path(config.corpus, home), max_words=config.max_words, home=home)
     logger.info(corpus.summary())
     if corpus.skipped:
         print(f"corpus: {corpus.summary()}")

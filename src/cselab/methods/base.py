@@ -3,6 +3,12 @@
 A method is a short declaration over shared parts (encoders, poolers, loss functions). The trainer only
 calls :meth:`Method.collate`, :meth:`Method.loss_terms` and :meth:`Method.inference_model`, so adding a
 method never touches the training loop.
+
+A method whose loss only reads per-row embeddings of the batch splits :meth:`Method.loss_terms` into
+:meth:`Method.embed` (the graph from tokens to embeddings, rows aligned with the batch) and
+:meth:`Method.loss_from_embeddings` (gathers over ranks, the losses). That split is what gradient caching
+(``train.chunk_size``, :mod:`cselab.training.grad_cache`) needs: embed the batch in chunks, take the
+full-batch loss on the cached embeddings, back-propagate chunk by chunk.
 """
 
 from __future__ import annotations
@@ -73,7 +79,32 @@ class Method(nn.Module):
 
     def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
         """Unweighted values of the ACTIVE terms (float32 scalars)."""
+        return self.loss_from_embeddings(self.embed(batch), ctx)
+
+    # -- the embed / loss split (gradient caching) ----------------------------------------------------
+    @property
+    def supports_gradient_cache(self) -> bool:
+        """Whether the method implements :meth:`embed` and :meth:`loss_from_embeddings`."""
+        return type(self).embed is not Method.embed
+
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
+        """The LOCAL tensors the loss reads, each ``[rows of batch, ...]`` with row i from example i (so a
+        batch split in chunks gives the same rows, concatenated). Tensors that must not carry gradient into
+        the encoder are returned detached."""
         raise NotImplementedError
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        """The active terms from :meth:`embed`'s output of the whole local batch (gathers over ranks here)."""
+        raise NotImplementedError
+
+    def split_batch(self, batch: dict[str, Any], size: int) -> list[dict[str, Any]]:
+        """``batch`` cut into consecutive chunks of ``size`` examples (tensors by rows, lists by items)."""
+        rows = len(next(iter(batch.values())))
+        return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
+
+    def forward(self, batch: dict[str, Any], ctx: StepContext | None = None) -> dict[str, Tensor]:
+        """What the data-parallel wrapper calls: the loss terms, or without a context the embeddings."""
+        return self.embed(batch) if ctx is None else self.loss_terms(batch, ctx)
 
     def inference_model(self) -> nn.Module:
         """The sentence model that is evaluated and saved (encoder, twin, ...)."""

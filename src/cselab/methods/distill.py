@@ -66,14 +66,18 @@ class Distill(Method):
         # encode() runs in inference mode; clone() outside it gives a tensor autograd may save
         return self.teacher.encode(list(texts), batch_size=max(1, len(texts))).clone().to(device)
 
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         features = {k: v for k, v in batch.items() if k != "texts"}
         student = self.student(features, apply_head=False)
         teacher = self.teacher_embeddings(batch["texts"], student.device)
         if teacher.shape != student.shape:
             raise CselabError(f"the student's vectors have size {student.shape[-1]} but the teacher's "
                               f"{teacher.shape[-1]}; distillation needs equal sizes")
-        return {"distillation_mse": distillation_mse(ctx.dist.gather(student), ctx.dist.gather(teacher))}
+        return {"student": student, "teacher": teacher}
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        student, teacher = ctx.dist.gather(embeddings["student"]), ctx.dist.gather(embeddings["teacher"])
+        return {"distillation_mse": distillation_mse(student, teacher)}
 
     def inference_model(self) -> Encoder:
         return self.student

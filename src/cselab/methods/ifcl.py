@@ -251,8 +251,10 @@ class IFCL(Method):
         return result
 
     # -- loss -----------------------------------------------------------------------------------------
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
-        views = self.encode_views(batch)
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
+        return self.encode_views(batch)
+
+    def loss_from_embeddings(self, views: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         gather = ctx.dist.gather
         h = gather(views["h"])
         tau = self.options.temperature

@@ -40,7 +40,7 @@ from torch import Tensor
 from ..losses import cross_encoder_info_nce
 from ..models.cross_attention import cael_positions, cross_stream_cls, encoder_layers
 from .base import StepContext, register_method
-from .tncse import TNCSE, TNCSEOptions, TwinViews, global_stack
+from .tncse import TNCSE, TNCSEOptions, TwinViews, global_stack, split_copies
 
 
 class JTCSEOptions(TNCSEOptions):
@@ -70,11 +70,21 @@ class JTCSE(TNCSE):
             views.features["attention_mask"], self.options.num_ca_layers,
         )
 
-    def interaction_nce(self, h_1: Tensor, h_2: Tensor, views: TwinViews, ctx: StepContext) -> Tensor:
+    def side_embeddings(self, views: TwinViews) -> dict[str, Tensor]:
+        """``cI``, ``cII`` (:meth:`cross_views`) as per-row copies ``c1a`` ... ``c2b``."""
+        if self.options.num_ca_layers == 0 or not self.active("icnce"):
+            return {}
+        c_1, c_2 = self.cross_views(views)
+        out: dict[str, Tensor] = {}
+        split_copies(out, "c1", c_1)
+        split_copies(out, "c2", c_2)
+        return out
+
+    def interaction_nce(self, h_1: Tensor, h_2: Tensor, embeddings: dict[str, Tensor], ctx: StepContext) -> Tensor:
         if self.options.num_ca_layers == 0:
-            return super().interaction_nce(h_1, h_2, views, ctx)
+            return super().interaction_nce(h_1, h_2, embeddings, ctx)
         r = draw_query_side(ctx.generator)
-        c_1, c_2 = (global_stack(c, ctx) for c in self.cross_views(views))
+        c_1, c_2 = global_stack(embeddings, "c1", ctx), global_stack(embeddings, "c2", ctx)
         tau = self.options.temperature
         if r == 1:
             return cross_encoder_info_nce(h_1, h_2, tau) + cross_encoder_info_nce(c_1, c_2, tau)

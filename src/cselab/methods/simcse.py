@@ -43,9 +43,13 @@ class SimCSE(Method):
     def collate(self, examples: Sequence[str]) -> dict[str, Any]:
         return self.encoder.tokenize(examples, max_length=self.config.model.max_length)
 
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         z1, z2 = self.encoder(duplicate(batch), apply_head=True).chunk(2)
-        return {"info_nce": info_nce(ctx.dist.gather(z1), ctx.dist.gather(z2), self.options.temperature)}
+        return {"z1": z1, "z2": z2}
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        z1, z2 = ctx.dist.gather(embeddings["z1"]), ctx.dist.gather(embeddings["z2"])
+        return {"info_nce": info_nce(z1, z2, self.options.temperature)}
 
     def inference_model(self) -> Encoder:
         return self.encoder

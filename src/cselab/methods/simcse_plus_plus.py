@@ -26,6 +26,9 @@ Decisions:
 - Weights given in ``loss_weights`` are merged over the defaults, so ``{info_nce: 2}`` keeps dcl at 0.1.
 - Under data parallelism all three views are gathered before the losses (global negatives, and the
   DCL batch statistics are those of the global batch).
+- Gradient caching (``train.chunk_size``) is exact for DCL too: the losses are always computed on the
+  embeddings of the WHOLE batch (cached, with gradient), so DCL's per-dimension batch statistics and their
+  gradient are those of the full batch; only the encoder passes are chunked.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from torch import Tensor
 from ..losses import dimension_contrastive_loss, info_nce, offdropout_info_nce
 from ..models.dropout import dropout_disabled
 from .base import MethodOptions, StepContext, register_method
-from .simcse import SimCSE, duplicate
+from .simcse import SimCSE
 
 DEFAULT_WEIGHTS = {"info_nce": 1.0, "dcl": 0.1}
 
@@ -69,17 +72,21 @@ class SimCSEPlusPlus(SimCSE):
     terms = ("info_nce", "dcl")
     Options = SimCSEPlusPlusOptions
 
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
+        views = super().embed(batch)
+        if self.active("info_nce") and self.options.off_dropout:
+            with dropout_disabled(self.encoder):
+                views["z0"] = self.encoder(batch, apply_head=True)
+        return views
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         opts = self.options
-        z1, z2 = self.encoder(duplicate(batch), apply_head=True).chunk(2)
-        z1, z2 = ctx.dist.gather(z1), ctx.dist.gather(z2)
+        z1, z2 = ctx.dist.gather(embeddings["z1"]), ctx.dist.gather(embeddings["z2"])
         terms: dict[str, Tensor] = {}
         if self.active("info_nce"):
             if opts.off_dropout:
-                with dropout_disabled(self.encoder):
-                    z0 = self.encoder(batch, apply_head=True)
                 terms["info_nce"] = offdropout_info_nce(
-                    z1, z2, ctx.dist.gather(z0), opts.temperature, m=opts.m, scale=opts.offdropout_scale
+                    z1, z2, ctx.dist.gather(embeddings["z0"]), opts.temperature, m=opts.m, scale=opts.offdropout_scale
                 )
             else:
                 terms["info_nce"] = info_nce(z1, z2, opts.temperature)

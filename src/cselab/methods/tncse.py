@@ -97,10 +97,15 @@ class TwinViews:
     p: tuple[Tensor, Tensor] | None
 
 
-def global_stack(x: Tensor, ctx: StepContext) -> Tensor:
-    """``[2b, d]`` local two-copy stack -> ``[2B, d]`` global stack (each copy gathered over ranks)."""
-    first, second = x.chunk(2)
-    return torch.cat([ctx.dist.gather(first), ctx.dist.gather(second)])
+def global_stack(embeddings: dict[str, Tensor], name: str, ctx: StepContext) -> Tensor:
+    """The local copies ``<name>a``, ``<name>b`` ``[b, d]`` -> the ``[2B, d]`` global stack (copy 1 rows of every
+    rank, then copy 2 rows), each copy gathered over ranks."""
+    return torch.cat([ctx.dist.gather(embeddings[name + "a"]), ctx.dist.gather(embeddings[name + "b"])])
+
+
+def split_copies(out: dict[str, Tensor], name: str, stack: Tensor) -> None:
+    """Store a local ``[2b, d]`` two-copy stack as ``<name>a`` (copy 1) and ``<name>b`` (copy 2), rows per example."""
+    out[name + "a"], out[name + "b"] = stack.chunk(2)
 
 
 @register_method
@@ -150,25 +155,38 @@ class TNCSE(Method):
             )
         return TwinViews(features, outputs, h, p)
 
-    # -- losses ---------------------------------------------------------------------------------------
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
+    # -- embeddings and losses ------------------------------------------------------------------------
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         views = self.twin_views(batch, with_pooler=self.active("ictn"))
-        h_1, h_2 = (global_stack(h, ctx) for h in views.h)
+        out: dict[str, Tensor] = {}
+        for k, h in enumerate(views.h, start=1):
+            split_copies(out, f"h{k}", h)
+        if views.p is not None:
+            for k, p in enumerate(views.p, start=1):
+                split_copies(out, f"p{k}", p)
+        out.update(self.side_embeddings(views))
+        return out
+
+    def side_embeddings(self, views: TwinViews) -> dict[str, Tensor]:
+        """Further per-row outputs of the passes (JTCSE's cross branch); none for TNCSE."""
+        return {}
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        h_1, h_2 = global_stack(embeddings, "h1", ctx), global_stack(embeddings, "h2", ctx)
         tau = self.options.temperature
         terms: dict[str, Tensor] = {}
         if self.active("nce"):
             terms["nce"] = info_nce(*h_1.chunk(2), tau) + info_nce(*h_2.chunk(2), tau)
         if self.active("icnce"):
-            terms["icnce"] = self.interaction_nce(h_1, h_2, views, ctx)
+            terms["icnce"] = self.interaction_nce(h_1, h_2, embeddings, ctx)
         if self.active("ictn"):
-            assert views.p is not None
-            p_1, p_2 = (global_stack(p, ctx) for p in views.p)
+            p_1, p_2 = global_stack(embeddings, "p1", ctx), global_stack(embeddings, "p2", ctx)
             terms["ictn"] = interaction_tensor_norm_loss(
                 *h_1.chunk(2), *h_2.chunk(2), *p_1.chunk(2), *p_2.chunk(2), cos_floor=self.options.cos_floor
             )
         return terms
 
-    def interaction_nce(self, h_1: Tensor, h_2: Tensor, views: TwinViews, ctx: StepContext) -> Tensor:
+    def interaction_nce(self, h_1: Tensor, h_2: Tensor, embeddings: dict[str, Tensor], ctx: StepContext) -> Tensor:
         """ICNCE (Eq. 5) on the global stacks ``[2B, d]``; encoder I is the query side."""
         return cross_encoder_info_nce(h_1, h_2, self.options.temperature)
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from ..errors import CselabError
@@ -101,7 +102,7 @@ class WeightedSum(nn.Module):
         if not isinstance(names, list) or not names or not all(isinstance(m, str) for m in names):
             raise CselabError(f"{source / DESCRIPTION_FILE}: 'members' must list the member directories")
         cls.check_description(source, description)
-        members = [load_model(source / name, **overrides) for name in names]
+        members = [load_sentence_model(source / name, **overrides) for name in names]
         return cls.from_members(members, description)
 
     @classmethod
@@ -191,6 +192,17 @@ def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
 
 # -- loading ------------------------------------------------------------------------------------------
 def load_model(
+    name_or_path: str | Path, *, pooler: str | None = None, max_length: int | None = None,
+    device: str | torch.device | None = None,
+) -> nn.Module:
+    """Like :func:`load_sentence_model`, on ``device`` (default: :func:`cselab.devices.inference_device`)."""
+    from ..devices import inference_device, pick_device
+
+    model = load_sentence_model(name_or_path, pooler=pooler, max_length=max_length)
+    return model.to(pick_device(device) if device is not None else inference_device())
+
+
+def load_sentence_model(
     name_or_path: str | Path, *, pooler: str | None = None, max_length: int | None = None
 ) -> nn.Module:
     """Load a cselab model directory, a sentence-transformers directory, a plain HF directory or hub name.

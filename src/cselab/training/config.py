@@ -52,6 +52,8 @@ class TrainConfig(_Strict):
     seed: int = Field(42, description="data order, dropout masks and new weights")
     lr: float = Field(3e-5, gt=0, description="peak AdamW learning rate")
     batch_size: int = Field(64, gt=0, description="GLOBAL batch size (split over data-parallel ranks)")
+    chunk_size: int | None = Field(None, gt=0, description="gradient caching: encode the local batch in chunks of "
+                                   "this many examples (same gradient, memory of one chunk); null = off")
     max_steps: int | None = Field(None, gt=0, description="stop after this many steps; null = epochs")
     epochs: int = Field(1, gt=0, description="passes over the corpus when max_steps is null")
     warmup_ratio: float = Field(0.0, ge=0.0, lt=1.0, description="share of the steps with a linear warm-up")

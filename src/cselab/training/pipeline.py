@@ -271,7 +271,8 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
     # the twin's cost counts both stages (DATA_AND_EVAL.md section 5)
     total = TrainResult(**{**asdict(outcome.stage2),
                            "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
-    scores = score_test_sets(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size)
+    scores = score_test_sets(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size,
+                             device=plan.stage2.train.device)
     record_test_scores(outcome.model_dir, scores)  # the model card shows them
     record = results_record(plan.stage2, total, scores, variant=variant, row=row, config_source=config_source,
                             overrides=overrides)

@@ -16,13 +16,14 @@ from .config import RunConfig
 from .trainer import TrainResult
 
 
-def score_test_sets(model_dir: Path, *, batch_size: int = 128) -> dict[str, float]:
-    """Test scores of a saved model on every available STS task (one evaluation, after selection)."""
+def score_test_sets(model_dir: Path, *, batch_size: int = 128, device: Any = None) -> dict[str, float]:
+    """Test scores of a saved model on every available STS task (one evaluation, after selection), computed on
+    ``device`` (the training device; default :func:`cselab.devices.inference_device`)."""
     from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
     from ..models.sentence_model import load_model
 
     evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
-    result = evaluator(load_model(model_dir))
+    result = evaluator(load_model(model_dir, device=device))
     scores = {task: round(s.all, 2) for (task, _), s in result.scores.items()}
     scores["avg-available"] = round(result.average, 2)
     return scores

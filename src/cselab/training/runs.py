@@ -61,7 +61,8 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
         if not trainer.dist.is_main:
             trainer.dist.close()
             return ""
-        scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size)
+        scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size,
+                                 device=trainer.device)
         record_test_scores(output_dir / BEST_DIR, scores)  # the model card shows them
         record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                                 overrides=overrides)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import random
 import resource
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..devices import pick_device
 from ..errors import CselabError, RunInterrupted
 from ..fileio import DirectoryLock, recover_directory
 from ..models.dropout import use_dropout_masks
@@ -28,6 +28,7 @@ from . import run_directory as rundir
 from .checkpoint import TrainerState, load_state, save_state
 from .config import RunConfig
 from .distributed import DistributedContext, init_distributed
+from .grad_cache import cached_step
 from .length_grouping import group_window
 from .precision import PrecisionChoice, backbone_config_of, model_shape, resolve_precision
 
@@ -45,22 +46,6 @@ class TrainResult:
     train_sentences_per_s: float
     peak_mem_mb: float
     precision: str = ""  # what the run used (``auto`` resolved); empty in summaries written before it existed
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise CselabError(f"train.device {name!r} is not a device torch knows ('auto', 'cpu', 'cuda', 'cuda:1', ...)") from exc
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise CselabError(f"train.device {name!r}: cselab trains on 'cpu' or 'cuda' ('auto' picks)")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise CselabError(f"device {name!r} requested but no CUDA GPU is available")
-    return device
 
 
 def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -82,10 +67,13 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """The data order of an epoch: a permutation fixed by (seed, epoch), so resuming replays it exactly."""
+    """The data order of an epoch: a permutation fixed by (seed, epoch), so resuming replays it exactly.
+
+    int32 halves its memory at 10M sentences; torch draws the same permutation for int32 and int64.
+    """
     g = torch.Generator()
     g.manual_seed(seed * 1_000_003 + epoch)
-    return torch.randperm(n, generator=g)
+    return torch.randperm(n, generator=g, dtype=torch.int32 if n < 2**31 else torch.int64)
 
 
 def synchronize(device: torch.device) -> None:
@@ -143,7 +131,13 @@ class Trainer:
         use_dropout_masks(self.method, config.model.dropout_masks)
         self.method.to(self.device)
         check_length(self.method, config.model.max_length, "model.max_length")
+        if tc.chunk_size and not self.method.supports_gradient_cache:
+            raise CselabError(f"train.chunk_size: method {self.method.name!r} has no embed/loss split for "
+                              "gradient caching; leave train.chunk_size unset")
+        # what the step runs forward through: the method, or DDP around it (rank 0's weights on every rank)
+        self.engine = self.dist.wrap(self.method)
         self.examples = self.method.training_examples()
+        self._order: tuple[int, torch.Tensor] | None = None  # (epoch, its permutation), computed once per epoch
         self.steps_per_epoch = len(self.examples) // tc.batch_size
         if self.steps_per_epoch == 0:
             raise CselabError(f"the corpus has {len(self.examples)} examples, fewer than one batch of {tc.batch_size}")
@@ -296,16 +290,9 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------------------
     def train_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """One optimisation step; returns the detached loss and terms as tensors (no host sync here)."""
-        ctx = self._context()
-        with autocast_context(self.precision, self.device):
-            terms = self.method.loss_terms(batch, ctx)
-        loss = self.method.weighted_loss({k: v.float() for k, v in terms.items()})
+        values = self.compute_gradients(batch)
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
-        else:
-            loss.backward()
-        self.dist.sum_gradients(self.method)
         if self.config.train.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.method.parameters(), self.config.train.grad_clip)
         if self.scaler is not None:
@@ -316,17 +303,50 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.method.after_step()
+        return values
+
+    def compute_gradients(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Forward and backward of the local batch: afterwards every rank's ``.grad`` holds the single-process
+        gradient of the GLOBAL batch (times the fp16 loss scale). Returns the detached loss and terms."""
+        ctx = self._context()
+        precision = self.precision  # train.precision with auto resolved
+        chunk = self.config.train.chunk_size
+        if chunk and chunk < self.local_batch:
+            loss, terms = cached_step(
+                self.method, self.engine, self.method.split_batch(batch, chunk),
+                lambda embeddings: self._weighted(self.method.loss_from_embeddings(embeddings, ctx)),
+                self._backward, device=self.device, autocast=lambda: autocast_context(precision, self.device),
+            )
+        else:
+            with autocast_context(precision, self.device):
+                loss, terms = self._weighted(self.engine(batch, ctx))
+            self._backward(loss)
         return {"loss": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+
+    def _weighted(self, terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.method.weighted_loss({k: v.float() for k, v in terms.items()}), terms
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        # DDP averages the ranks' gradients; the scale turns that average into the sum (distributed.py)
+        scaled = loss * self.dist.gradient_scale if self.dist.enabled else loss
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
 
     def _context(self) -> Any:
         from ..methods.base import StepContext
 
         return StepContext(dist=self.dist, step=self.state.step, generator=self.generator)
 
+    def epoch_permutation(self, epoch: int) -> torch.Tensor:
+        """The permutation of ``epoch``, computed at its first step and kept (not redrawn every step)."""
+        if self._order is None or self._order[0] != epoch:
+            self._order = None  # let the previous epoch's permutation go before drawing the next
+            self._order = (epoch, epoch_order(len(self.examples), self.config.train.seed, epoch))
+        return self._order[1]
+
     def batch_at(self, step: int) -> dict[str, Any]:
         """The local batch of ``step``: a slice of the epoch's fixed permutation (this rank's share)."""
         epoch, position = divmod(step, self.steps_per_epoch)
-        order = epoch_order(len(self.examples), self.config.train.seed, epoch)
+        order = self.epoch_permutation(epoch)
         if self.config.train.length_group_window:
             order = self._grouped_order(order, epoch, position)
         start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
