@@ -1,7 +1,7 @@
 # cselab: the entry points of a fresh machine.
 #   make demo    installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol (150 steps), prints the table
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
-#   make report  renders the README's result tables again from benchmarks/results/*.jsonl
+#   make report  renders docs/results.md's tables again from benchmarks/results/*.jsonl
 #
 # Python: the active virtual environment (or conda environment) when there is one; otherwise .venv, created
 # with $(BOOTSTRAP_PYTHON): a distribution's own Python refuses `pip install` outside a virtual environment
@@ -46,7 +46,7 @@ install: install-torch
 	$(PIP) install -e .
 
 install-dev: install-torch
-	$(PIP) install -e ".[dev,bench]"
+	$(PIP) install -e ".[dev,bench,mteb]"
 
 demo: install
 	$(PYTHON) -m cselab.cli data fetch sts
@@ -65,4 +65,4 @@ lint:
 
 report: install
 	$(PYTHON) -m cselab.cli report --results $(RESULTS)/protocol.jsonl --seeds $(RESULTS)/seeds.jsonl \
-	  --ablation $(RESULTS)/ablation.jsonl --update-readme README.md
+	  --ablation $(RESULTS)/ablation.jsonl --compare simcse ifcl --update-readme docs/results.md
