@@ -66,3 +66,4 @@ lint:
 report: install
 	$(PYTHON) -m cselab.cli report --results $(RESULTS)/protocol.jsonl --seeds $(RESULTS)/seeds.jsonl \
 	  --ablation $(RESULTS)/ablation.jsonl --compare simcse ifcl --update-readme docs/results.md
+	$(PYTHON) -m cselab.cli report --adapt $(RESULTS)/adapt.jsonl --update-readme docs/adapt.md
