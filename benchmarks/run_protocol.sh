@@ -24,6 +24,13 @@ row jtcse              "JTCSE"           configs/jtcse/cpu-minilm.yaml
 # nearly identical, and the TNCSE row's dev only fell from the stage-1 twin's (85.36 -> 84.99 over 200 steps)
 row tncse-dropout-0.1  "TNCSE, stage-2 dropout 0.1" configs/tncse/cpu-minilm.yaml model.dropout=0.1
 row jtcse-dropout-0.1  "JTCSE, stage-2 dropout 0.1" configs/jtcse/cpu-minilm.yaml model.dropout=0.1
+# the JTCSE rows above were trained when only the last CAEL reached the loss (= num_ca_layers 1 of today's JTCSE).
+# The corrected two-stream JTCSE over the CAEL count (paper Table IX on MiniLM's 6 layers; all share the preset's
+# stage-1 twin); the count to carry into `cselab seeds` is the one chosen on STS-B dev
+row jtcse2-cael1       "JTCSE two-stream, 1 CAEL"  configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=1
+row jtcse2-cael2       "JTCSE two-stream, 2 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=2
+row jtcse2-cael3       "JTCSE two-stream, 3 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=3
+row jtcse2-cael6       "JTCSE two-stream, 6 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=6
 row jtcse-distilled    "JTCSE-D"         configs/distill/cpu-minilm-jtcse.yaml   # needs its teacher's row
 # the first JTCSE-D row plateaued on dev by step 100 with the distillation MSE still high (0.36 -> 0.28): a faster
 # regression, with and without dropout in the student; the row to report is chosen on STS-B dev
