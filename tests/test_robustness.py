@@ -255,7 +255,7 @@ for cid, content, expect in (
 ):
     case(f"eval-{cid}", ["eval", M, "--tasks", "stsb"], sts_home_with(content), expect, {"CSELAB_HOME": "{T}/home"})
 # eval: models
-case("eval-model-missing", ["eval", "{T}/nope", "--tasks", "stsb"], expect="cannot load model")
+case("eval-model-missing", ["eval", "{T}/nope", "--tasks", "stsb"], expect="no such directory")
 case("eval-model-empty-dir", ["eval", "{T}/m", "--tasks", "stsb"], mkdir("m"), "not a model directory")
 case("eval-model-is-file", ["eval", "{W}/afile", "--tasks", "stsb"], expect="is a file, not a model directory")
 case("eval-model-bad-config-json", ["eval", "{T}/m", "--tasks", "stsb"],

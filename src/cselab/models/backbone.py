@@ -23,7 +23,11 @@ def resolve_model_path(name_or_path: str | Path) -> str:
     short_name = "/" not in str(name_or_path) or str(name_or_path).startswith("sentence-transformers/")
     if short_name and fetched.is_dir():
         return str(fetched)
-    return str(name_or_path)
+    text = str(name_or_path)
+    if text.startswith(("/", "./", "../", "~")) or isinstance(name_or_path, Path):
+        # written as a path, so never a hub name: say it is missing instead of asking a hub about it
+        raise CselabError(f"cannot load model {text}: no such directory")
+    return text
 
 
 def quiet_transformers() -> None:
