@@ -440,3 +440,38 @@ def test_twin_seeds_get_their_own_stage1_and_records_match_across_locations():
     assert _config_differences(a, moved.model_dump(mode="json")) == []
     reweighted = load_config(root / "configs/tncse/cpu-minilm.yaml", ["method_options.loss_weights.ictn=0.5"])
     assert _config_differences(a, reweighted.model_dump(mode="json")) == ["method_options"]
+    # a recorded pipeline run's stage-2 encoders are paths under its stage1_dir: derived, so not compared ...
+    recorded = json.loads(json.dumps(a))
+    recorded["method_options"].update(encoder_1="runs/x-seed1/encoder_1/best", encoder_2="runs/x-seed1/encoder_2/best")
+    assert _config_differences(recorded, a) == []
+    # ... but without a pipeline they are the run's chosen inputs
+    no_pipeline = json.loads(json.dumps(recorded))
+    del no_pipeline["method_options"]["pipeline"]
+    other = json.loads(json.dumps(no_pipeline))
+    other["method_options"]["encoder_1"] = "elsewhere"
+    assert _config_differences(no_pipeline, other) == ["method_options"]
+
+
+def test_seeds_skip_a_bf16_record_under_auto_only_where_auto_picks_bf16(tiny_bert_dir, sts_home, tmp_path,
+                                                                        monkeypatch):
+    from cselab.training import precision as precision_module
+
+    class Rates:
+        def __init__(self, fp32: float, bf16: float) -> None:
+            self.rates = {"fp32": fp32, "bf16": bf16}
+
+        def __call__(self, shape):
+            return dict(self.rates)
+
+    corpus = write_corpus(tmp_path / "corpus.txt", n=60)
+    results = tmp_path / "results.jsonl"
+    over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run")
+    seeds_run(None, [*over, "train.precision=bf16"], seeds=(1,), results_file=results, progress=False)
+    monkeypatch.setattr(precision_module, "probe_matmul", Rates(100.0, 500.0))  # auto -> bf16 here
+    again = seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results, progress=False)
+    assert again.skipped == [1] and again.ran == []
+    (tmp_path / "other-machine").mkdir()
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "other-machine"))  # no cached probe: another machine
+    monkeypatch.setattr(precision_module, "probe_matmul", Rates(328.0, 167.0))  # auto -> fp32 there
+    with pytest.raises(CselabError, match="train.precision"):
+        seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results, progress=False)

@@ -143,3 +143,53 @@ def test_unknown_inference_precision_is_one_line(tiny_bert_dir):
 
     with pytest.raises(CselabError, match="unknown precision 'fp8'"):
         inference_precision("fp8", Encoder.from_pretrained(tiny_bert_dir, pooler="mean"), 8)
+
+
+# -- presets moved from bf16 to auto: what ran is compared, not the word ---------------------------------
+def _auto_config(tiny_bert_dir, tmp_path, precision="auto"):
+    return load_config(None, [f"model.backbone={tiny_bert_dir}", f"train.output_dir={tmp_path / 'run'}",
+                              "train.batch_size=8", "model.max_length=16", f"train.precision={precision}"])
+
+
+@pytest.mark.parametrize(("fp32", "bf16", "recorded_request", "recorded_ran", "agrees"), [
+    (100.0, 500.0, "bf16", "bf16", True),    # preset bf16 -> auto on a chip where auto picks bf16
+    (328.0, 167.0, "bf16", "bf16", False),   # ... on a chip where auto picks fp32: not the same computation
+    (328.0, 167.0, "fp32", None, True),      # an old record without precision.json: the request is what ran
+    (100.0, 500.0, "auto", "fp32", False),   # made where auto meant fp32, here it means bf16
+    (100.0, 500.0, "auto", "bf16", True),
+    (100.0, 500.0, "auto", None, False),     # auto whose outcome was not kept: cannot be shown to agree
+])
+def test_auto_agrees_with_a_record_by_what_ran(tiny_bert_dir, tmp_path, monkeypatch, fp32, bf16,
+                                                recorded_request, recorded_ran, agrees):
+    monkeypatch.setattr(precision_module, "probe_matmul", FakeProbe(fp32, bf16))
+    config = _auto_config(tiny_bert_dir, tmp_path)
+    assert precision_module.precision_agrees(recorded_request, recorded_ran, config) is agrees
+
+
+def test_explicit_precisions_agree_without_a_probe(tiny_bert_dir, tmp_path, monkeypatch):
+    def no_probe(shape):
+        raise AssertionError("an explicit precision needs no probe")
+
+    monkeypatch.setattr(precision_module, "probe_matmul", no_probe)
+    config = _auto_config(tiny_bert_dir, tmp_path, "bf16")
+    assert precision_module.precision_agrees("bf16", "bf16", config)
+    assert not precision_module.precision_agrees("fp32", None, config)
+    assert precision_module.precision_agrees(None, None, config)  # a record from before the key existed
+
+
+def test_resume_accepts_bf16_to_auto_only_where_auto_picks_bf16(tiny_bert_dir, tmp_path, monkeypatch):
+    from cselab.training.run_directory import check_resume_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    saved = _auto_config(tiny_bert_dir, tmp_path, "bf16")
+    (run / "config.yaml").write_text(__import__("yaml").safe_dump(saved.model_dump(mode="json")))
+    (run / precision_module.PRECISION_FILE).write_text(json.dumps({"requested": "bf16", "precision": "bf16"}))
+    resumed = _auto_config(tiny_bert_dir, tmp_path)
+    monkeypatch.setattr(precision_module, "probe_matmul", FakeProbe(100.0, 500.0))
+    assert check_resume_config(run, resumed) == {}
+    (tmp_path / "home_fp32").mkdir()
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home_fp32"))  # a fresh probe cache: another machine
+    monkeypatch.setattr(precision_module, "probe_matmul", FakeProbe(328.0, 167.0))
+    with pytest.raises(Exception, match="train.precision: 'bf16' -> 'auto'"):
+        check_resume_config(run, resumed)

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
 from ..errors import CselabError
 from .config import RunConfig, load_config, validate
+from .precision import precision_agrees, ran_precision
 from .trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
@@ -190,6 +191,9 @@ def _check_same_run(out: Path, config: RunConfig) -> None:
         return
     saved = validate(RunConfig, yaml.safe_load(saved_file.read_text()) or {})
     old, new = _comparable(saved), _comparable(config)
+    if old["train"].get("precision") != new["train"].get("precision") and \
+            precision_agrees(saved.train.precision, ran_precision(out), config):
+        old["train"]["precision"] = new["train"]["precision"]  # e.g. bf16 -> auto where auto picks bf16
     if old != new:
         key = _first_difference(old, new)
         raise CselabError(

@@ -14,6 +14,7 @@ choice). Every decision carries its reason, which the trainer writes into the ru
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -184,3 +185,48 @@ def inference_precision(requested: str, model: torch.nn.Module, batch_size: int,
     device = next(model.parameters()).device
     shape = model_shape(backbone_config_of(model), batch_size * tokens_per_row)
     return resolve_precision(requested, device, shape)
+
+
+PRECISION_FILE = "precision.json"  # written by the trainer into the run directory: what ran, and why
+
+
+def planned_precision(config: Any) -> PrecisionChoice:
+    """What ``config.train.precision`` resolves to on this machine before any model is built: the trainer's
+    probe at the trainer's shapes (both views of this process's share of the batch), through the same cache."""
+    requested = config.train.precision
+    if requested != "auto":
+        return PrecisionChoice(requested, requested, "set explicitly")
+    from transformers import AutoConfig
+
+    from ..devices import pick_device
+    from ..models.backbone import resolve_model_path
+
+    backbone = AutoConfig.from_pretrained(resolve_model_path(config.model.backbone))
+    world_size = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    tokens = 2 * max(1, config.train.batch_size // world_size) * config.model.max_length
+    return resolve_precision("auto", pick_device(config.train.device), model_shape(backbone, tokens))
+
+
+def ran_precision(directory: Path) -> str | None:
+    """The precision a run directory's steps ran with (None: the directory predates ``precision.json``)."""
+    try:
+        return str(json.loads((Path(directory) / PRECISION_FILE).read_text())["precision"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def precision_agrees(recorded_request: str | None, recorded_ran: str | None, config: Any) -> bool:
+    """Whether a run that asked for ``recorded_request`` and ran ``recorded_ran`` computed in the precision
+    ``config`` gets here. ``auto`` is compared by what it resolves to, so a preset moved from bf16 to auto still
+    matches the runs it made with bf16 on a machine where auto picks bf16, and a run made where auto meant bf16
+    does not match a machine where it means fp32. A record without the key (older cselab) is not compared."""
+    ran = recorded_ran or recorded_request
+    if ran is None:
+        return True
+    requested = config.train.precision
+    if requested == (recorded_request or ran) and requested != "auto":
+        return True
+    if ran == "auto":  # asked for auto, but what it resolved to is unknown: cannot be shown to agree
+        return False
+    here = requested if requested != "auto" else planned_precision(config).precision
+    return here == ran

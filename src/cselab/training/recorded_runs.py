@@ -19,11 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CselabError
+from .precision import precision_agrees
 
 # Effective-config keys that do not change what a run computes (skipped when matching records).
 _IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
                         ("train", "tensorboard"), ("train", "log_every"), ("train", "save_every"),
-                        ("train", "eval_batch_size"), ("method_options", "pipeline", "stage1_dir")}
+                        ("train", "eval_batch_size"), ("method_options", "pipeline", "stage1_dir"),
+                        # compared by what ran (precision_agrees: `auto` by what it resolves to here)
+                        ("train", "precision")}
+# a twin pipeline's stage-2 encoders are derived from its stage1_dir (ignored above), not chosen
+_DERIVED_PIPELINE_KEYS = {("method_options", "encoder_1"), ("method_options", "encoder_2")}
 
 
 def _flatten(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
@@ -46,7 +51,9 @@ def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any])
     missing = object()
     ma = _flatten(recorded.get("method_options", {}), ("method_options",))
     mb = _flatten(current.get("method_options", {}), ("method_options",))
-    if any(ma.get(k, missing) != mb.get(k, missing) for k in set(ma) | set(mb) if k not in _IGNORED_CONFIG_KEYS):
+    derived = _DERIVED_PIPELINE_KEYS if any(k[:2] == ("method_options", "pipeline") for k in ma | mb) else set()
+    if any(ma.get(k, missing) != mb.get(k, missing) for k in set(ma) | set(mb)
+           if k not in _IGNORED_CONFIG_KEYS and k not in derived):
         out.append("method_options")
     return out
 
@@ -89,7 +96,11 @@ def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *,
                 if r.get("method") == config.method and (r.get("variant") or "") == variant and r.get("seed") == seed]
     if recorded:
         previous = recorded[-1]
-        differences = _config_differences(previous.get("config", {}).get("effective", {}), effective)
+        recorded_effective = previous.get("config", {}).get("effective", {})
+        differences = _config_differences(recorded_effective, effective)
+        if not precision_agrees(recorded_effective.get("train", {}).get("precision"), previous.get("precision"),
+                                config):
+            differences.append("train.precision")
         if differences:
             raise CselabError(
                 f"{results_file} already records {config.method} variant {variant!r} seed {seed} with a different "

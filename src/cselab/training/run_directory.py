@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import CselabError
 from .config import RunConfig, dump_config, load_config
+from .precision import precision_agrees, ran_precision
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 # settings that change neither the maths nor the data: they may differ on --resume without a word
@@ -74,6 +75,8 @@ def check_resume_config(directory: Path, config: RunConfig,
     if saved is None:
         return {}
     every = config_changes(saved, config)
+    if "train.precision" in every and precision_agrees(saved.train.precision, ran_precision(directory), config):
+        del every["train.precision"]  # e.g. bf16 -> auto where auto picks bf16: the same computation
     changes = {k: v for k, v in every.items() if k not in allow_change}
     if changes:
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:4])

@@ -30,7 +30,7 @@ from .config import RunConfig
 from .distributed import DistributedContext, init_distributed
 from .grad_cache import cached_step
 from .length_grouping import group_window
-from .precision import PrecisionChoice, backbone_config_of, model_shape, resolve_precision
+from .precision import PRECISION_FILE, PrecisionChoice, backbone_config_of, model_shape, resolve_precision
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -390,7 +390,7 @@ class Trainer:
 
         tc = self.config.train
         if self.dist.is_main:
-            (self.output_dir / "precision.json").write_text(json.dumps(self.precision_choice.to_dict(), indent=2) + "\n")
+            (self.output_dir / PRECISION_FILE).write_text(json.dumps(self.precision_choice.to_dict(), indent=2) + "\n")
         save_every = tc.save_every or tc.eval_every
         self._started = time.perf_counter()
         dev_at_start = None
