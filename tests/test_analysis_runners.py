@@ -323,6 +323,12 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     p_row = dict(zip(p_header, [c.strip() for c in lines[-1].strip("|").split("|")], strict=True))
     assert p_row["t"] == f"{expected.statistic:.3f}" and p_row["p (t-test)"] == f"{expected.pvalue:.4f}"
     assert p_row["p (Wilcoxon)"] == "-"
+    # several pairs: one row each, in the order asked (B - A is the same test with the sign turned)
+    both = seeds_table(records, comparisons=[("a", "simcse/b"), ("simcse/b", "a")]).splitlines()
+    rows = [dict(zip(p_header, [c.strip() for c in line.strip("|").split("|")], strict=True)) for line in both[-2:]]
+    assert [(r["A"], r["B"]) for r in rows] == [("simcse/a", "simcse/b"), ("simcse/b", "simcse/a")]
+    assert rows[0]["t"] == f"{expected.statistic:.3f}" and rows[1]["t"] == f"{-expected.statistic:.3f}"
+    assert rows[1]["p (t-test)"] == f"{expected.pvalue:.4f}"
 
     # a rerun skips what is recorded ...
     again = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)

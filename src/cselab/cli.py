@@ -486,11 +486,12 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
 @click.option("--adapt", "adapt_file", type=click.Path(path_type=Path), help="adaptation-protocol records (docs/adapt.md)")
-@click.option("--compare", nargs=2, help="two seeds configurations (method/variant) for the paired test")
+@click.option("--compare", nargs=2, multiple=True,
+              help="two seeds configurations (method/variant) for a paired test; repeat for more pairs")
 @click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
               help="replace the <!-- cselab:protocol|seeds|ablation|adapt --> blocks of this file with the tables")
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
-                   compare: tuple[str, str] | None, update_readme: Path | None) -> None:
+                   compare: tuple[tuple[str, str], ...], update_readme: Path | None) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
@@ -500,8 +501,7 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     if results_file:
         tables["protocol"] = protocol_table(read_records(results_file))
     if seeds_file:
-        a, b = compare if compare else (None, None)
-        tables["seeds"] = seeds_table(read_records(seeds_file), a, b)
+        tables["seeds"] = seeds_table(read_records(seeds_file), comparisons=compare)
     if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
     if adapt_file:

@@ -153,10 +153,12 @@ def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
 
 
 def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None, b_variant: str | None = None,
-                *, metric: str = "avg-available", alternative: str = "two-sided") -> str:
-    """Mean ± sample std (ddof = 1) over seeds of every configuration x task (JTCSE Fig. 6), and, when
-    ``a_variant`` and ``b_variant`` name two configurations (see :func:`resolve_configuration`), a paired
-    test of ``metric`` over the seeds both have (:func:`cselab.analysis.significance.paired_test`)."""
+                *, comparisons: Sequence[tuple[str, str]] = (), metric: str = "avg-available",
+                alternative: str = "two-sided") -> str:
+    """Mean ± sample std (ddof = 1) over seeds of every configuration x task (JTCSE Fig. 6), and, for
+    ``a_variant``/``b_variant`` and every pair of ``comparisons`` (configurations, see
+    :func:`resolve_configuration`), a paired test of ``metric`` over the seeds both have
+    (:func:`cselab.analysis.significance.paired_test`), one row per pair."""
     from ..analysis.significance import paired_test
 
     labels = list(dict.fromkeys(record_label(r) for r in records))
@@ -164,24 +166,26 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
     lines = _markdown(header, _configuration_rows(records, labels))
     if (a_variant is None) != (b_variant is None):
         raise CselabError("a paired test needs two configurations (A and B)")
-    if a_variant is None or b_variant is None:
+    pairs = [*([(a_variant, b_variant)] if a_variant is not None and b_variant is not None else []), *comparisons]
+    if not pairs:
         return "\n".join(lines)
-    a_label, b_label = resolve_configuration(records, a_variant), resolve_configuration(records, b_variant)
-    a = {s: _score(r, metric) for s, r in records_by_seed(records, a_label).items()}
-    b = {s: _score(r, metric) for s, r in records_by_seed(records, b_label).items()}
-    seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
-    if len(seeds) < 2:
-        raise CselabError(f"{a_label} and {b_label} share {len(seeds)} seed(s) with a {metric!r} score; "
-                          "a paired test needs at least 2")
-    test = paired_test({s: a[s] for s in seeds}, {s: b[s] for s in seeds}, alternative=alternative)
-    wilcoxon = "-" if test.wilcoxon_pvalue is None else f"{test.wilcoxon_pvalue:.4f}"
-    lines += ["", f"Paired test on `{metric}` over matched seeds ({test.alternative}; Wilcoxon only from 6 seeds):", ""]
+    rows = []
+    for a_name, b_name in pairs:
+        a_label, b_label = resolve_configuration(records, a_name), resolve_configuration(records, b_name)
+        a = {s: _score(r, metric) for s, r in records_by_seed(records, a_label).items()}
+        b = {s: _score(r, metric) for s, r in records_by_seed(records, b_label).items()}
+        seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)
+        if len(seeds) < 2:
+            raise CselabError(f"{a_label} and {b_label} share {len(seeds)} seed(s) with a {metric!r} score; "
+                              "a paired test needs at least 2")
+        test = paired_test({s: a[s] for s in seeds}, {s: b[s] for s in seeds}, alternative=alternative)
+        wilcoxon = "-" if test.wilcoxon_pvalue is None else f"{test.wilcoxon_pvalue:.4f}"
+        rows.append([a_label, b_label, ", ".join(map(str, seeds)), f"{test.mean_a:.2f}", f"{test.mean_b:.2f}",
+                     f"{test.mean_diff:.2f}", f"{test.std_diff:.2f}", f"{test.t_statistic:.3f}", str(test.df),
+                     f"{test.t_pvalue:.4f}", wilcoxon])
+    lines += ["", f"Paired test on `{metric}` over matched seeds ({alternative}; Wilcoxon only from 6 seeds):", ""]
     lines += _markdown(
-        ["A", "B", "seeds", "mean A", "mean B", "mean A−B", "std A−B", "t", "df", "p (t-test)", "p (Wilcoxon)"],
-        [[a_label, b_label, ", ".join(map(str, seeds)), f"{test.mean_a:.2f}", f"{test.mean_b:.2f}",
-          f"{test.mean_diff:.2f}", f"{test.std_diff:.2f}", f"{test.t_statistic:.3f}", str(test.df),
-          f"{test.t_pvalue:.4f}", wilcoxon]],
-    )
+        ["A", "B", "seeds", "mean A", "mean B", "mean A−B", "std A−B", "t", "df", "p (t-test)", "p (Wilcoxon)"], rows)
     return "\n".join(lines)
 
 
