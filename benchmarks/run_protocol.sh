@@ -31,6 +31,11 @@ row jtcse2-cael1       "JTCSE two-stream, 1 CAEL"  configs/jtcse/cpu-minilm.yaml
 row jtcse2-cael2       "JTCSE two-stream, 2 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=2
 row jtcse2-cael3       "JTCSE two-stream, 3 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=3
 row jtcse2-cael6       "JTCSE two-stream, 6 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=6
+# gradient-norm clipping at 1.0 (what the papers' reference runs do, METHODS.md section 0) against none, one seed,
+# decided on STS-B dev; for the twin only stage 2 is clipped, so the row shares the seed-1 stage-1 twin
+row simcse-clip1.0     "grad-norm clip 1.0" configs/simcse/cpu-minilm.yaml train.grad_clip=1.0
+row jtcse2-clip1.0     "JTCSE two-stream, 3 CAELs, stage-2 grad-norm clip 1.0" configs/jtcse/cpu-minilm.yaml \
+    train.grad_clip=1.0 method_options.pipeline.stage1.settings.train.grad_clip=null
 row jtcse-distilled    "JTCSE-D"         configs/distill/cpu-minilm-jtcse.yaml   # needs its teacher's row
 # the first JTCSE-D row plateaued on dev by step 100 with the distillation MSE still high (0.36 -> 0.28): a faster
 # regression, with and without dropout in the student; the row to report is chosen on STS-B dev
