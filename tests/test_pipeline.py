@@ -14,7 +14,8 @@ from cselab.methods import METHODS
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 from cselab.training.config import load_config
-from cselab.training.pipeline import distill_config, ensemble, plan_pipeline, run_twin_pipeline
+from cselab.training.ensemble import ensemble
+from cselab.training.pipeline import distill_config, plan_pipeline, run_twin_pipeline
 from cselab.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]

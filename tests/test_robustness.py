@@ -406,9 +406,11 @@ case("ensemble-a-missing", ["ensemble", "{T}/nope", TRAINED, "--output", "{T}/e"
 case("ensemble-b-missing", ["ensemble", M, "{T}/nope", "--output", "{T}/e"], expect="cannot load model")
 case("ensemble-b-damaged", ["ensemble", M, "{T}/m", "--output", "{T}/e"], copy_model(edit=set_json("cselab.json", [])),
      "found list")
-for value, expect in (("1.5", "not in the range"), ("-0.1", "not in the range"), ("abc", "not a valid float"),
+for value, expect in (("1.5", "must be in [0, 1]"), ("-0.1", "must be in [0, 1]"), ("abc", "give a number"),
                       ("nan", "nan")):
     case(f"ensemble-weight-{value}", [*ENSEMBLE, "--weight", value], expect=expect)
+case("ensemble-grid-out-of-range", [*ENSEMBLE, "--weight", "dev", "--grid", "0,2"], expect="must be in [0, 1]")
+case("ensemble-grid-empty", [*ENSEMBLE, "--weight", "dev", "--grid", ","], expect="--grid is empty")
 case("ensemble-over-trained-model", ["ensemble", M, TRAINED, "--output", "{T}/m"], copy_model(),
      "already exists and is not empty")
 case("ensemble-over-nonempty-dir", ENSEMBLE, write("e/notes.txt", "mine"), "already exists and is not empty")

@@ -329,14 +329,39 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
 @click.argument("model_b")
 @click.option("--output", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
               help="a new directory (an existing model is never replaced)")
-@click.option("--weight", default=0.7, show_default=True, type=click.FloatRange(0.0, 1.0),
-              help="w in (1 - w) * A + w * B")
+@click.option("--weight", default="0.7", show_default=True,
+              help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
+@click.option("--grid", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", show_default=True,
+              help="comma-separated weights tried with --weight dev")
 @_device_opt
-def ensemble_command(model_a: str, model_b: str, output: Path, weight: float) -> None:
+def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
-    from .training.pipeline import ensemble
+    from .training.ensemble import ensemble, ensemble_chosen_on_dev
 
-    click.echo(f"saved {ensemble(model_a, model_b, output, weight=weight)}")
+    if weight == "dev":
+        saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, _weight_grid(grid))
+        sweep = ", ".join(f"{w:g}: {s:.2f}" for w, s in choice.dev_by_weight.items())
+        click.echo(f"STS-B dev by w: {sweep}\nchosen w = {choice.weight:g} (dev {choice.dev:.2f})")
+        click.echo(f"saved {saved}")
+        return
+    click.echo(f"saved {ensemble(model_a, model_b, output, weight=_weight_value(weight, '--weight'))}")
+
+
+def _weight_value(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CselabError(f"{option} {text!r}: give a number in [0, 1] (or 'dev' for --weight)") from None
+    if not 0.0 <= value <= 1.0:
+        raise CselabError(f"{option} {text!r}: the weight must be in [0, 1]")
+    return value
+
+
+def _weight_grid(text: str) -> list[float]:
+    values = [_weight_value(part.strip(), "--grid") for part in text.split(",") if part.strip()]
+    if not values:
+        raise CselabError("--grid is empty: give comma-separated weights in [0, 1]")
+    return values
 
 
 # -- analysis --------------------------------------------------------------------------------------------

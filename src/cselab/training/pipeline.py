@@ -308,25 +308,3 @@ def distill_config(
         "method_options": {"teacher": str(teacher_dir)},
     })
     return validate(RunConfig, raw)
-
-
-# -- +UC ensemble --------------------------------------------------------------------------------------
-def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *, weight: float = 0.7) -> Path:
-    """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7)."""
-    from ..fileio import DirectoryLock
-    from ..models.sentence_model import EnsembleModel, load_model, save_model
-
-    if not 0.0 <= weight <= 1.0:
-        raise CselabError(f"ensemble weight must be in [0, 1], got {weight}")
-    output_dir = Path(output_dir)
-
-    def refuse_existing() -> None:  # like train: an existing directory (a model or anything else) is never replaced
-        if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())):
-            raise CselabError(f"{output_dir} already exists and is not empty; choose another --output or delete it")
-
-    refuse_existing()
-    model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight])
-    # one writer: the lock sits beside the output (the output itself is renamed into place)
-    with DirectoryLock(output_dir.parent, f"an ensemble save into {output_dir.name}", name=f".{output_dir.name}.lock"):
-        refuse_existing()
-        return save_model(model, output_dir, extra={"sources": [str(model_a), str(model_b)]})
