@@ -1,0 +1,79 @@
+"""+UC rows of the adaptation protocol (docs/adapt.md): a recorded row's model combined with an outside
+checkpoint as the papers do, ``(1 - w) * model + w * e_UC``, with ``w`` chosen on STS-B dev, test-scored once and
+appended to the results file as its own row (``<row>+uc-<outside>``).
+
+    python benchmarks/adapt_uc.py tncse-indomain                      # e_UC = all-MiniLM-L6-v2 (mean pooling)
+    python benchmarks/adapt_uc.py tncse-indomain --outside all-mpnet-base-v2   # needs `cselab data fetch models-mpnet`
+
+The row's model is ``<train.output_dir>/stage2/best`` for a twin, else ``<train.output_dir>/best``; the ensemble
+is saved beside it as ``<train.output_dir>-uc-<outside>``. A row already recorded is skipped (FORCE=1 redoes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cselab.errors import CselabError
+    from cselab.provenance import provenance
+    from cselab.reporting.tables import read_records
+    from cselab.training.ensemble import DEFAULT_GRID, ensemble_chosen_on_dev
+    from cselab.training.results import append_record, score_test_sets
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("row", help="a row of the results file (its model is combined)")
+    parser.add_argument("--outside", default="all-MiniLM-L6-v2", help="the outside checkpoint e_UC (its own pooling)")
+    parser.add_argument("--grid", default=",".join(f"{w:g}" for w in DEFAULT_GRID), help="weights tried on dev")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
+    args = parser.parse_args(argv)
+
+    records = [r for r in read_records(args.results) if r.get("row") == args.row]
+    if not records:
+        raise CselabError(f"{args.results} has no row {args.row!r}")
+    source = records[-1]
+    outside_name = Path(args.outside).name
+    name = f"{args.row}+uc-{outside_name}"
+    if not os.environ.get("FORCE") and any(r.get("row") == name for r in read_records(args.results)):
+        print(f"== {name}: already recorded")
+        return 0
+    out = Path(source["config"]["effective"]["train"]["output_dir"])
+    model = out / "stage2" / "best" if (out / "stage2" / "best").is_dir() else out / "best"
+    if not model.is_dir():
+        raise CselabError(f"{model} is missing: train the row {args.row!r} first (benchmarks/run_adapt.sh)")
+    target = out.with_name(f"{out.name}-uc-{outside_name}")
+    if target.exists() and os.environ.get("FORCE"):
+        import shutil
+
+        shutil.rmtree(target)
+    grid = [float(w) for w in args.grid.split(",") if w.strip()]
+    saved, choice = ensemble_chosen_on_dev(model, args.outside, target, grid)
+    scores = score_test_sets(saved)
+    record = {
+        "protocol": source.get("protocol"), "training_text": source.get("training_text"),
+        "row": name, "method": f"{source['method']}+UC",
+        "variant": f"{source.get('variant') or ''}; + {outside_name}, w {choice.weight:g} chosen on dev".lstrip("; "),
+        "backbone": source.get("backbone"), "config": source["config"], "seed": source.get("seed"),
+        "steps": source.get("steps"), "precision": source.get("precision"),
+        "scores": {**scores, "stsb_dev_start": source["scores"].get("stsb_dev_best"), "stsb_dev_best": round(choice.dev, 2)},
+        "best_step": source.get("best_step"),
+        "ensemble": {"of": args.row, "model": str(model), "outside": args.outside, "saved": str(saved), **choice.to_dict()},
+        "wall_s": source.get("wall_s"),
+        **provenance(),
+    }
+    append_record(args.results, record)
+    sweep = ", ".join(f"{w:g}: {s:.2f}" for w, s in choice.dev_by_weight.items())
+    print(f"{name}: STS-B dev by w {sweep}; chosen w {choice.weight:g}; STS-B test {scores.get('stsb')}")
+    print(json.dumps(record["scores"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.exit(main())
