@@ -39,3 +39,7 @@ row tncse-general         "CLS, CPU settings" configs/tncse/adapt-minilm.yaml "$
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general
 row jtcse-general         "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "${GENERAL[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general
+# +UC (after the twin rows): python benchmarks/adapt_uc.py ROW adds ROW+uc-all-MiniLM-L6-v2 (w chosen on dev);
+# then the ensemble of the in-domain JTCSE twin distilled into one mean-pooled MiniLM (-D)
+row jtcse-indomain-uc-d   "+UC -> one MiniLM (MSE)" configs/distill/adapt-minilm-uc.yaml \
+    method_options.teacher=runs/adapt/jtcse-indomain/stage2-uc-all-MiniLM-L6-v2
