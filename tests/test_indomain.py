@@ -26,7 +26,7 @@ from cselab.training.config import load_config
 from cselab.training.pipeline import plan_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
-ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm*.yaml"))
+ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm.yaml"))  # one per method; -D is configs/distill/adapt-minilm-uc.yaml
 _PART_DATASETS = [entry for entries in PART_TASKS.values() for entry in entries]
 
 
@@ -172,7 +172,7 @@ def test_adapt_presets(preset):
     METHODS.get(config.method).Options.model_validate(config.method_options)
     assert config.protocol == "adapt" and config.model.backbone == "all-MiniLM-L6-v2"
     tc = config.train
-    assert (tc.precision, tc.eval_every, tc.eval_at_start, tc.batch_size, tc.dev_task) == ("fp32", 25, True, 64, "stsb")
+    assert (tc.precision, tc.eval_every, tc.eval_at_start, tc.batch_size, tc.dev_task) == ("auto", 25, True, 64, "stsb")
     expected_text = "parallel-de" if config.method == "ifcl" else "stsb-train-minus-all-eval"
     assert config.data.corpus == expected_text
     pipeline = config.method_options.get("pipeline")
@@ -186,6 +186,17 @@ def test_adapt_presets(preset):
     else:
         assert config.model.pooler == "mean", "the checkpoint's own pooling (no train-only MLP: it comes with cls only)"
         assert tc.lr == 1e-5 and config.method_options["temperature"] == 0.2
+
+
+def test_adapt_distill_preset_starts_from_the_checkpoint():
+    """-D of the adapt protocol: one mean-pooled MiniLM (the checkpoint, step 0 a candidate) regressing onto a +UC
+    ensemble saved where benchmarks/adapt_uc.py puts the in-domain JTCSE twin's."""
+    config = load_config(REPO / "configs/distill/adapt-minilm-uc.yaml")
+    assert (config.protocol, config.method, config.model.backbone, config.model.pooler) == \
+        ("adapt", "distill", "all-MiniLM-L6-v2", "mean")
+    assert config.train.eval_at_start and config.train.eval_every == 25 and config.model.dropout == 0.0
+    assert config.data.corpus == "stsb-train-minus-all-eval"
+    assert config.method_options["teacher"] == "runs/adapt/jtcse-indomain/stage2-uc-all-MiniLM-L6-v2"
 
 
 def test_adapt_presets_cover_the_five_methods():
