@@ -28,6 +28,9 @@ row simcse-indomain-auto  "T 0.2, lr 1e-5, precision auto" configs/simcse/adapt-
 row simcse-indomain-lr3e-5 "T 0.2, lr 3e-5"    configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}" train.lr=3e-5
 row simcse-indomain-400    "T 0.2, lr 1e-5, 400 steps" configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}" train.max_steps=400
 row simcse-indomain-t0.1   "T 0.1, lr 1e-5"    configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}" method_options.temperature=0.1
+# b1 (ten times the sentences; the partial STS12-16 columns not held out, STS-B test held out): longer budgets
+row simcse-indomain-b1-400 "T 0.2, lr 1e-5, 400 steps" configs/simcse/adapt-minilm.yaml "${INDOMAIN_B1[@]}" train.max_steps=400
+row simcse-indomain-b1-lr3e-5 "T 0.2, lr 3e-5, 400 steps" configs/simcse/adapt-minilm.yaml "${INDOMAIN_B1[@]}" train.max_steps=400 train.lr=3e-5
 # the papers' temperature, for the record: its loss is ~1e-4 from the start on this encoder
 row simcse-indomain-t0.05 "T 0.05, lr 1e-5" configs/simcse/adapt-minilm.yaml "${INDOMAIN[@]}" method_options.temperature=0.05
 # the other methods at the same settings (IFCL: its own text, parallel-de); the twins need CLS + MLP and use the
