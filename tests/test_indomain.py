@@ -261,6 +261,7 @@ def test_adapt_record_names_its_text_and_overlap(tmp_path, monkeypatch):
 def _record(corpus, not_held_out, scores, *, method="simcse", seed=1, sentences=100):
     text = {"corpus": corpus, "sentences": sentences, "not_held_out": not_held_out} if not_held_out is not None else {}
     return {"protocol": "adapt", "method": method, "variant": "", "seed": seed, "steps": 200, "best_step": 25,
+            "precision": "bf16",
             "training_text": text, "scores": {**scores, "stsb_dev_start": 86.72, "stsb_dev_best": 87.5},
             "config": {"effective": {"train": {"lr": 1e-5}, "data": {"corpus": corpus},
                                      "method_options": {"temperature": 0.2}}},
@@ -286,7 +287,8 @@ def test_adapt_table_never_averages_seen_and_held_out_columns():
     heading, _, *lines = parts[0].splitlines()
     assert "`stsb-train-minus-stsb-eval`" in heading and "STS12-part" in heading and "100 sentences" in heading
     row = _cells(lines)[0]
-    assert list(row)[9] == "STS-B", "STS-B test is the first score column"
+    assert list(row)[10] == "STS-B", "STS-B test is the first score column"
+    assert row["prec."] == "bf16", "what ran (the record's resolved precision)"
     assert row["STS12-part †"] == f"{b1['sts12-part']:.2f}" and row["STS-B"] == f"{b1['stsb']:.2f}"
     assert row["avg held-out (2)"] == f"{(b1['stsb'] + b1['sts17-en']) / 2:.2f}"
     assert (row["lr"], row["τ"], row["best step"], row["dev start"]) == ("1e-05", "0.2", "25", "86.72")

@@ -293,7 +293,7 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
         else:
             note = "every column held out"
         avg_name = f"avg held-out ({len(held_out)})"
-        header = ["method", "variant", "seed", "steps", "lr", "τ", "best step", "dev start", "dev best",
+        header = ["method", "variant", "seed", "steps", "prec.", "lr", "τ", "best step", "dev start", "dev best",
                   *[names[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in order], avg_name,
                   "wall s", "commit"]
         body = []
@@ -303,7 +303,7 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
             avg = (round(sum(round(float(v), 2) for v in values) / len(values), 2)
                    if values and all(isinstance(v, (int, float)) for v in values) else None)
             body.append([r.get("method", "?"), r.get("variant") or "", str(r.get("seed", "")), str(r.get("steps", "")),
-                         _number(_effective(r, "train", "lr")),
+                         str(r.get("precision", "")), _number(_effective(r, "train", "lr")),
                          _number(r.get("config", {}).get("effective", {}).get("method_options", {}).get("temperature")),
                          str(r.get("best_step", "-")), _fmt(scores.get("stsb_dev_start")),
                          _fmt(scores.get("stsb_dev_best")), *[_fmt(scores.get(t)) for t in order], _fmt(avg),
