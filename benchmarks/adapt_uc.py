@@ -34,13 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
     args = parser.parse_args(argv)
 
-    records = [r for r in read_records(args.results) if r.get("row") == args.row]
+    recorded = read_records(args.results)
+    records = [r for r in recorded if r.get("row") == args.row]
     if not records:
         raise CselabError(f"{args.results} has no row {args.row!r}")
     source = records[-1]
     outside_name = Path(args.outside).name
     name = f"{args.row}+uc-{outside_name}"
-    if not os.environ.get("FORCE") and any(r.get("row") == name for r in read_records(args.results)):
+    if not os.environ.get("FORCE") and any(r.get("row") == name for r in recorded):
         print(f"== {name}: already recorded")
         return 0
     out = Path(source["config"]["effective"]["train"]["output_dir"])

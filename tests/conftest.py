@@ -195,3 +195,16 @@ def write_distinct_sts_home(home: Path, n: int = 60, seed: int = 3) -> Path:
                  for i in range(n)]
         (home / "sts" / "stsb" / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
     return home
+
+
+def run_cli(args, capsys):
+    """Run ``cselab ARGS`` through its console entry point (the error boundary); (exit status, stdout, stderr)."""
+    import pytest
+
+    from cselab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err

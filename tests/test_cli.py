@@ -6,16 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import write_corpus
-from cselab.cli import main
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+from conftest import run_cli, write_corpus
 
 
 def assert_one_line_error(code, err, pattern):

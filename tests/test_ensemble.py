@@ -10,8 +10,7 @@ import pytest
 import torch
 from scipy import stats
 
-from conftest import build_tiny_model_dir, write_distinct_sts_home
-from cselab.cli import main
+from conftest import build_tiny_model_dir, run_cli, write_distinct_sts_home
 from cselab.errors import CselabError
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
@@ -72,23 +71,15 @@ def test_saved_ensemble_carries_the_chosen_weight_and_the_sweep(pair):
     assert set(saved["dev_by_weight"]) == {"0.0", "0.5", "1.0"}
 
 
-def _run(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
-
-
 def test_cli_weight_dev_prints_the_sweep_and_refuses_bad_grids(pair, capsys):
     tmp_path, _, _ = pair
     models = [str(tmp_path / "twin"), str(tmp_path / "other")]
-    code, out, err = _run(["ensemble", *models, "--output", str(tmp_path / "e1"), "--weight", "dev", "--grid", "0,0.5"],
+    code, out, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e1"), "--weight", "dev", "--grid", "0,0.5"],
                           capsys)
     assert code == 0, err
     assert "STS-B dev by w: 0: " in out and "chosen w = " in out and (tmp_path / "e1").is_dir()
     for grid, message in (("0,2", "must be in [0, 1]"), (",", "empty"), ("x", "give a number")):
-        code, _, err = _run(["ensemble", *models, "--output", str(tmp_path / "e2"), "--weight", "dev", "--grid", grid],
+        code, _, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e2"), "--weight", "dev", "--grid", grid],
                             capsys)
         assert code == 2 and message in err and not (tmp_path / "e2").exists()
     with pytest.raises(CselabError, match=r"\[0, 1\]"):

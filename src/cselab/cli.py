@@ -331,15 +331,15 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
               help="a new directory (an existing model is never replaced)")
 @click.option("--weight", default="0.7", show_default=True,
               help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
-@click.option("--grid", default="0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", show_default=True,
-              help="comma-separated weights tried with --weight dev")
+@click.option("--grid", help="comma-separated weights tried with --weight dev (default: 0, 0.1, ..., 1)")
 @_device_opt
-def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str) -> None:
+def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
-    from .training.ensemble import ensemble, ensemble_chosen_on_dev
+    from .training.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
 
     if weight == "dev":
-        saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, _weight_grid(grid))
+        weights = DEFAULT_GRID if grid is None else _weight_grid(grid)
+        saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, weights)
         sweep = ", ".join(f"{w:g}: {s:.2f}" for w, s in choice.dev_by_weight.items())
         click.echo(f"STS-B dev by w: {sweep}\nchosen w = {choice.weight:g} (dev {choice.dev:.2f})")
         click.echo(f"saved {saved}")

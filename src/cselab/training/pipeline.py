@@ -42,13 +42,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
 from ..errors import CselabError
 from .config import RunConfig, load_config, validate
-from .precision import precision_agrees, ran_precision
 from .trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
 # settings that change neither the maths nor the data: a finished/resumed stage may differ in these
-_RUNTIME_KEYS = ("device", "threads", "eval_batch_size", "log_every", "tensorboard", "save_every")
 
 
 class _Strict(BaseModel):
@@ -176,38 +174,22 @@ def plan_pipeline(config: RunConfig) -> PipelinePlan:
 
 
 # -- running ------------------------------------------------------------------------------------------
-def _comparable(config: RunConfig) -> dict[str, Any]:
-    dump = config.model_dump(mode="json")
-    for key in _RUNTIME_KEYS:
-        dump["train"].pop(key, None)
-    return dump
-
-
 def _check_same_run(out: Path, config: RunConfig) -> None:
+    """Refuse a stage directory that holds a run of another configuration (``save_every`` aside: it changes no
+    step); the comparison is the resume check's (:func:`~cselab.training.run_directory.settings_changes`)."""
     import yaml
 
-    saved_file = out / "config.yaml"
+    from .run_directory import CONFIG_FILE, settings_changes
+
+    saved_file = out / CONFIG_FILE
     if not saved_file.is_file():
         return
     saved = validate(RunConfig, yaml.safe_load(saved_file.read_text()) or {})
-    old, new = _comparable(saved), _comparable(config)
-    if old["train"].get("precision") != new["train"].get("precision") and \
-            precision_agrees(saved.train.precision, ran_precision(out), config):
-        old["train"]["precision"] = new["train"]["precision"]  # e.g. bf16 -> auto where auto picks bf16
-    if old != new:
-        key = _first_difference(old, new)
-        raise CselabError(
-            f"{out} holds a run with a different configuration ({key}); remove it or choose another train.output_dir"
-        )
-
-
-def _first_difference(old: Any, new: Any, prefix: str = "") -> str:
-    """The dotted key of the first difference between two config dumps, e.g. ``model.max_length: 16 -> 12``."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) != new.get(key):
-                return _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
-    return f"{prefix.rstrip('.')}: {old!r} -> {new!r}"
+    changes = {k: v for k, v in settings_changes(out, saved, config).items() if k != "train.save_every"}
+    if changes:
+        key, (old, new) = next(iter(changes.items()))
+        raise CselabError(f"{out} holds a run with a different configuration ({key}: {old!r} -> {new!r}); "
+                          "remove it or choose another train.output_dir")
 
 
 def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult, bool]:

@@ -167,6 +167,11 @@ def model_shape(backbone_config: Any, tokens: int) -> MatmulShape:
     return MatmulShape(tokens=max(1, int(tokens)), hidden=hidden, intermediate=intermediate)
 
 
+def training_shape(backbone_config: Any, local_batch: int, max_length: int) -> MatmulShape:
+    """The probe shape of a training step: both views of this process's share of the batch."""
+    return model_shape(backbone_config, 2 * local_batch * max_length)
+
+
 def backbone_config_of(module: torch.nn.Module) -> Any:
     """The HF config of the first transformer inside ``module`` (None when there is none)."""
     for sub in module.modules():
@@ -203,8 +208,8 @@ def planned_precision(config: Any) -> PrecisionChoice:
 
     backbone = AutoConfig.from_pretrained(resolve_model_path(config.model.backbone))
     world_size = max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    tokens = 2 * max(1, config.train.batch_size // world_size) * config.model.max_length
-    return resolve_precision("auto", pick_device(config.train.device), model_shape(backbone, tokens))
+    shape = training_shape(backbone, max(1, config.train.batch_size // world_size), config.model.max_length)
+    return resolve_precision("auto", pick_device(config.train.device), shape)
 
 
 def ran_precision(directory: Path) -> str | None:
@@ -220,13 +225,9 @@ def precision_agrees(recorded_request: str | None, recorded_ran: str | None, con
     ``config`` gets here. ``auto`` is compared by what it resolves to, so a preset moved from bf16 to auto still
     matches the runs it made with bf16 on a machine where auto picks bf16, and a run made where auto meant bf16
     does not match a machine where it means fp32. A record without the key (older cselab) is not compared."""
-    ran = recorded_ran or recorded_request
+    ran = recorded_ran or recorded_request  # an explicit request is what ran
     if ran is None:
-        return True
-    requested = config.train.precision
-    if requested == (recorded_request or ran) and requested != "auto":
         return True
     if ran == "auto":  # asked for auto, but what it resolved to is unknown: cannot be shown to agree
         return False
-    here = requested if requested != "auto" else planned_precision(config).precision
-    return here == ran
+    return planned_precision(config).precision == ran

@@ -52,6 +52,16 @@ def config_changes(old: RunConfig, new: RunConfig) -> dict[str, tuple[Any, Any]]
             if key not in RUNTIME_KEYS and a.get(key, missing) != b.get(key, missing)}
 
 
+def settings_changes(directory: Path, saved: RunConfig, config: RunConfig) -> dict[str, tuple[Any, Any]]:
+    """:func:`config_changes` between the configuration ``directory`` was run with and ``config``, with
+    ``train.precision`` compared by what ran there (``auto`` by what it resolves to here: bf16 -> auto where auto
+    picks bf16 is the same computation)."""
+    every = config_changes(saved, config)
+    if "train.precision" in every and precision_agrees(saved.train.precision, ran_precision(directory), config):
+        del every["train.precision"]
+    return every
+
+
 def read_saved_config(directory: Path) -> RunConfig | None:
     """The configuration a run directory records (None if it records none)."""
     file = directory / CONFIG_FILE
@@ -74,9 +84,7 @@ def check_resume_config(directory: Path, config: RunConfig,
     saved = read_saved_config(directory)
     if saved is None:
         return {}
-    every = config_changes(saved, config)
-    if "train.precision" in every and precision_agrees(saved.train.precision, ran_precision(directory), config):
-        del every["train.precision"]  # e.g. bf16 -> auto where auto picks bf16: the same computation
+    every = settings_changes(directory, saved, config)
     changes = {k: v for k, v in every.items() if k not in allow_change}
     if changes:
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in list(changes.items())[:4])

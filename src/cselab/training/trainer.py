@@ -30,7 +30,7 @@ from .config import RunConfig
 from .distributed import DistributedContext, init_distributed
 from .grad_cache import cached_step
 from .length_grouping import group_window
-from .precision import PRECISION_FILE, PrecisionChoice, backbone_config_of, model_shape, resolve_precision
+from .precision import PRECISION_FILE, PrecisionChoice, backbone_config_of, resolve_precision, training_shape
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -161,9 +161,9 @@ class Trainer:
 
     def _choose_precision(self) -> PrecisionChoice:
         """``train.precision`` with ``auto`` resolved by a matmul probe at this run's shapes (both views)."""
-        tokens = 2 * self.local_batch * self.config.model.max_length
         return resolve_precision(self.config.train.precision, self.device,
-                                 model_shape(backbone_config_of(self.method), tokens))
+                                 training_shape(backbone_config_of(self.method), self.local_batch,
+                                                self.config.model.max_length))
 
     # -- evaluation -----------------------------------------------------------------------------------
     @property
