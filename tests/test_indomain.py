@@ -21,7 +21,7 @@ from cselab.data.indomain import (
 )
 from cselab.data.sts import PART_TASKS
 from cselab.errors import CselabError
-from cselab.reporting.tables import adapt_table
+from cselab.reporting.adapt import adapt_table
 from cselab.training.config import load_config
 from cselab.training.pipeline import plan_pipeline
 
@@ -342,3 +342,48 @@ def test_every_run_adapt_row_is_a_valid_adapt_run(tmp_path):
         config = load_config(REPO / config_file, overrides)
         assert config.protocol == "adapt" and config.train.output_dir == f"runs/adapt/{names[-1]}"
     assert len(set(names)) == len(names)
+
+
+def _tables_after(text: str, caption: str) -> list[dict[str, str]]:
+    """The rows of the Markdown table that follows ``caption``."""
+    lines = text.split(caption, 1)[1].strip("\n").splitlines()
+    table = []
+    for line in lines[1:] if not lines[0].startswith("|") else lines:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    return _cells(table)
+
+
+def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
+    from scipy import stats
+
+    tasks = ["sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en"]
+    rng = random.Random(3)
+    checkpoint = {"protocol": "adapt", "row": "checkpoint", "method": "checkpoint", "variant": "untouched", "seed": None,
+                  "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.72}}
+    runs = {(m, s): {t: round(rng.uniform(70, 90), 2) for t in tasks} for m in ("simcse", "tncse") for s in (1, 2, 3)}
+    records = [checkpoint, *(_record("stsb-train-minus-all-eval", [], sc, method=m, seed=s) for (m, s), sc in runs.items())]
+    records.append(_record("default", [], runs[("simcse", 1)], method="simcse++"))  # one seed: no summary
+    text = adapt_table(records, baseline="simcse")
+    b2, general = re.split(r"\n\n(?=\*\*Training text)", text)
+    assert _cells(b2.split("\n\n")[1].splitlines())[0]["method"] == "checkpoint", "the reference row comes first"
+    assert "Over seeds" not in general and "checkpoint" in general
+
+    summary = {row["configuration"]: row for row in _tables_after(b2, "Over seeds (mean ± sample std):")}
+    tn = [runs[("tncse", s)]["stsb"] for s in (1, 2, 3)]
+    mean, sd = sum(tn) / 3, (sum((v - sum(tn) / 3) ** 2 for v in tn) / 2) ** 0.5
+    assert summary["tncse"]["STS-B"] == f"{mean:.2f} ± {sd:.2f}" and summary["tncse"]["seeds"] == "1, 2, 3"
+
+    tests = {(r["A"], r["B"].split(" ")[0], r["score"]): r
+             for r in _tables_after(b2, "Paired t-tests over matched seeds (two-sided):")}
+    si = [runs[("simcse", s)]["stsb"] for s in (1, 2, 3)]
+    want = stats.ttest_rel(tn, si)
+    row = tests[("tncse", "simcse", "STS-B")]
+    assert row["t"] == f"{want.statistic:.2f}" and row["p"] == f"{want.pvalue:.4f}" and row["df"] == "2"
+    assert ("simcse", "simcse", "STS-B") not in tests, "the baseline is not paired with itself"
+    # against the checkpoint: a one-sample t-test of the differences
+    avg = [sum(runs[("simcse", s)].values()) / 7 for s in (1, 2, 3)]
+    want = stats.ttest_1samp([a - sum(checkpoint["scores"][t] for t in tasks) / 7 for a in avg], 0.0)
+    row = tests[("simcse", "checkpoint", "avg held-out (7)")]
+    assert abs(float(row["t"]) - want.statistic) < 0.02 and abs(float(row["p"]) - want.pvalue) < 2e-3

@@ -513,10 +513,11 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--adapt", "adapt_file", type=click.Path(path_type=Path), help="adaptation-protocol records (docs/adapt.md)")
 @click.option("--compare", nargs=2, multiple=True,
               help="two seeds configurations (method/variant) for a paired test; repeat for more pairs")
+@click.option("--adapt-baseline", help="the adapt configuration (method/variant) every other is paired against")
 @click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
               help="replace the <!-- cselab:protocol|seeds|ablation|adapt --> blocks of this file with the tables")
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
-                   compare: tuple[tuple[str, str], ...], update_readme: Path | None) -> None:
+                   compare: tuple[tuple[str, str], ...], adapt_baseline: str | None, update_readme: Path | None) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
 
@@ -530,9 +531,12 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
     if adapt_file:
-        from .reporting.tables import adapt_table
+        from .reporting.adapt import adapt_table
+        from .reporting.tables import resolve_configuration
 
-        tables["adapt"] = adapt_table(read_records(adapt_file))
+        adapt_records = read_records(adapt_file)
+        baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None
+        tables["adapt"] = adapt_table(adapt_records, baseline=baseline)
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return

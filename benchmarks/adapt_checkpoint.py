@@ -1,0 +1,55 @@
+"""The adaptation protocol's reference row: the untouched checkpoint with its own pooling, scored once on STS-B
+dev and every test set, appended to the results file as the row ``checkpoint`` (docs/adapt.md). The adapt
+tables show it first under every training text and pair every multi-seed configuration against it.
+
+    python benchmarks/adapt_checkpoint.py                     # all-MiniLM-L6-v2 (needs `cselab data fetch models`)
+
+A row already recorded is skipped (FORCE=1 scores it again and appends a new record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+    from cselab.models.sentence_model import load_model
+    from cselab.provenance import provenance
+    from cselab.reporting.adapt import CHECKPOINT_METHOD
+    from cselab.reporting.tables import read_records
+    from cselab.training.results import append_record, score_test_sets
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="all-MiniLM-L6-v2", help="the checkpoint (its own pooling)")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
+    args = parser.parse_args(argv)
+
+    if (not os.environ.get("FORCE") and args.results.is_file()
+            and any(r.get("method") == CHECKPOINT_METHOD for r in read_records(args.results))):
+        print("== checkpoint: already recorded")
+        return 0
+    model = load_model(args.model)
+    dev_evaluator = StsEvaluator.from_names(["stsb"], ("dev",), primary="stsb/dev")
+    dev = round(dev_evaluator.primary_score(dev_evaluator(model)), 2)
+    scores = score_test_sets(args.model)
+    record = {
+        "protocol": "adapt", "row": "checkpoint", "method": CHECKPOINT_METHOD,
+        "variant": f"{Path(args.model).name}, its own pooling, untouched", "backbone": args.model,
+        "seed": None, "steps": 0, "best_step": 0,
+        "scores": {**scores, "stsb_dev_start": dev, "stsb_dev_best": dev},
+        **provenance(),
+    }
+    append_record(args.results, record)
+    print(f"checkpoint {args.model}: STS-B dev {dev}, test {scores.get('stsb')}, average {scores.get('avg-available')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The adaptation protocol's tables (docs/adapt.md), rendered from its records.
+
+Per training text: one row per record (the untouched checkpoint first, as every row's reference), then, where a
+configuration has several seeds, its mean ± sample std over seeds and paired tests against the baseline
+configuration (tuned SimCSE) and against the untouched checkpoint.
+
+Decisions
+---------
+* A column whose test sentences occur in the training text (``training_text.not_held_out``) is marked ``†`` and
+  left out of the average, which spans the held-out columns only: no average mixes held-out and seen test sets.
+  A record that does not say what its text holds counts no column as held out.
+* The checkpoint is one deterministic model (no seed), so "paired against the checkpoint" is the one-sample
+  t-test of the per-seed differences ``a_s - c`` (what ``scipy.stats.ttest_rel`` computes against a constant);
+  the table says so.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from .tables import TASK_COLUMNS, _fmt, _markdown, _mean_std, _short_commit, record_label, records_by_seed
+
+NOT_HELD_OUT_MARK = "†"
+CHECKPOINT_METHOD = "checkpoint"
+"""The ``method`` of the untouched checkpoint's record (``benchmarks/adapt_checkpoint.py``): no training text."""
+
+_TASKS = [key for key, _ in TASK_COLUMNS if key != "avg-available"]
+_NAMES = dict(TASK_COLUMNS)
+_ORDER = ["stsb", *[t for t in _TASKS if t != "stsb"]]
+
+
+def _effective(record: dict[str, Any], section: str, key: str) -> Any:
+    return record.get("config", {}).get("effective", {}).get(section, {}).get(key)
+
+
+def training_text_of(record: dict[str, Any]) -> tuple[str, list[str] | None]:
+    """(training text name, tasks it holds sentences of); ``None`` when the record does not say (unknown)."""
+    text = record.get("training_text") or {}
+    corpus = str(text.get("corpus") or _effective(record, "data", "corpus") or "?")
+    not_held_out = text.get("not_held_out")
+    return corpus, (list(not_held_out) if isinstance(not_held_out, list) else None)
+
+
+def _number(value: Any) -> str:
+    """A hyper-parameter as written (``1e-05``, ``0.2``), ``-`` when missing."""
+    return f"{value:g}" if isinstance(value, (int, float)) else "-"
+
+
+def held_out_average(record: dict[str, Any], held_out: Sequence[str]) -> float | None:
+    """The mean of ``record``'s held-out test columns (each rounded to 2 decimals as shown), ``None`` if any
+    is missing."""
+    values = [record.get("scores", {}).get(t) for t in held_out]
+    if not values or not all(isinstance(v, (int, float)) for v in values):
+        return None
+    return round(sum(round(float(v), 2) for v in values) / len(values), 2)
+
+
+def _variant(record: dict[str, Any]) -> str:
+    """The variant, with an ensemble's chosen weight (kept out of the variant so seeds group together)."""
+    variant = str(record.get("variant") or "")
+    weight = (record.get("ensemble") or {}).get("weight")
+    return f"{variant} [w {weight:g}]" if isinstance(weight, (int, float)) else variant
+
+
+def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> list[list[str]]:
+    body = []
+    for r in rows:
+        scores = r.get("scores", {})
+        body.append([r.get("method", "?"), _variant(r), str(r.get("seed") or "-"), str(r.get("steps", "")),
+                     str(r.get("precision") or "-"), _number(_effective(r, "train", "lr")),
+                     _number(r.get("config", {}).get("effective", {}).get("method_options", {}).get("temperature")),
+                     str(r.get("best_step", "-")), _fmt(scores.get("stsb_dev_start")),
+                     _fmt(scores.get("stsb_dev_best")), *[_fmt(scores.get(t)) for t in _ORDER],
+                     _fmt(held_out_average(r, held_out)), _fmt(r.get("wall_s"), 0),
+                     _short_commit(str(r.get("git", "")))])
+    return body
+
+
+def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_name: str,
+                  checkpoint: dict[str, Any] | None, baseline: str | None) -> list[str]:
+    """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
+    from ..analysis.significance import paired_test
+
+    labels = [label for label in dict.fromkeys(record_label(r) for r in rows)
+              if len(records_by_seed(rows, label)) >= 2]
+    if not labels:
+        return []
+    metrics = {"STS-B": lambda r: r.get("scores", {}).get("stsb"), avg_name: lambda r: held_out_average(r, held_out)}
+    summary = []
+    for label in labels:
+        by_seed = records_by_seed(rows, label)
+        cells = [_mean_std([float(v) for v in (f(r) for r in by_seed.values()) if isinstance(v, (int, float))])
+                 for f in [lambda r: r.get("scores", {}).get("stsb_dev_best"), *metrics.values()]]
+        summary.append([label, ", ".join(map(str, by_seed)), *cells])
+    lines = ["", "Over seeds (mean ± sample std):", "",
+             *_markdown(["configuration", "seeds", "dev best", *metrics], summary)]
+    tests = []
+    for label in labels:
+        a_by_seed = records_by_seed(rows, label)
+        against = []
+        if baseline and label != baseline and len(records_by_seed(rows, baseline)) >= 2:
+            against.append((baseline, records_by_seed(rows, baseline)))
+        if checkpoint is not None:
+            against.append((f"{CHECKPOINT_METHOD} (one model: one-sample t-test)", None))
+        for b_label, b_by_seed in against:
+            for metric, value in metrics.items():
+                a = {s: value(r) for s, r in a_by_seed.items()}
+                b = ({s: value(r) for s, r in b_by_seed.items()} if b_by_seed is not None
+                     else dict.fromkeys(a_by_seed, value(checkpoint)))
+                seeds = sorted(s for s in set(a) & set(b) if isinstance(a[s], (int, float)) and isinstance(b[s], (int, float)))
+                if len(seeds) < 2:
+                    continue
+                with warnings.catch_warnings():  # scipy warns when the differences nearly agree; the p-value stands
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    t = paired_test({s: float(a[s]) for s in seeds}, {s: float(b[s]) for s in seeds})
+                tests.append([label, b_label, metric, ", ".join(map(str, seeds)), f"{t.mean_a:.2f}", f"{t.mean_b:.2f}",
+                              f"{t.mean_diff:+.2f}", f"{t.std_diff:.2f}", f"{t.t_statistic:.2f}", str(t.df),
+                              f"{t.t_pvalue:.4f}"])
+    if tests:
+        lines += ["", "Paired t-tests over matched seeds (two-sided):", "",
+                  *_markdown(["A", "B", "score", "seeds", "mean A", "mean B", "A − B", "std (A − B)", "t", "df", "p"],
+                             tests)]
+    return lines
+
+
+def adapt_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
+    """The adaptation protocol's results: one table per training text, STS-B test first, the untouched
+    checkpoint's record (if any) as the first row of each; then the seed summary and paired tests against
+    ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and the checkpoint."""
+    checkpoints = [r for r in records if r.get("method") == CHECKPOINT_METHOD]
+    checkpoint = checkpoints[-1] if checkpoints else None
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("method") != CHECKPOINT_METHOD:
+            groups.setdefault(training_text_of(r)[0], []).append(r)
+    parts = []
+    for corpus, rows in groups.items():
+        known = [training_text_of(r)[1] for r in rows]
+        unknown = any(k is None for k in known)
+        seen = set(_TASKS) if unknown else {t for k in known for t in (k or [])}
+        held_out = [t for t in _ORDER if t not in seen]
+        sizes = sorted({r.get("training_text", {}).get("sentences") for r in rows} - {None})
+        size = f"{', '.join(f'{n:,}' for n in sizes)} sentences; " if sizes else ""
+        if unknown:
+            note = "which test sets it holds is not recorded: no column counts as held out"
+        elif seen:
+            note = (f"{NOT_HELD_OUT_MARK} = not held out (its test sentences are in the text): "
+                    + ", ".join(_NAMES[t] for t in _ORDER if t in seen))
+        else:
+            note = "every column held out"
+        avg_name = f"avg held-out ({len(held_out)})"
+        header = ["method", "variant", "seed", "steps", "prec.", "lr", "τ", "best step", "dev start", "dev best",
+                  *[_NAMES[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in _ORDER], avg_name,
+                  "wall s", "commit"]
+        shown = [*([checkpoint] if checkpoint is not None else []), *rows]
+        lines = [f"**Training text `{corpus}`** ({size}{note})", "", *_markdown(header, _record_rows(shown, held_out))]
+        lines += _seed_summary(rows, held_out, avg_name, checkpoint, baseline)
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
