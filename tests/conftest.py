@@ -65,12 +65,13 @@ def _bpe_tokenizer():
     )
 
 
-def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0) -> Path:
-    """Save a tiny randomly initialised BERT or RoBERTa (with tokenizer) as an HF model directory."""
+def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0, hidden_size: int = 32) -> Path:
+    """Save a tiny randomly initialised BERT or RoBERTa (with tokenizer) as an HF model directory
+    (``hidden_size``: a multiple of 4, for models of different widths)."""
     from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
     torch.manual_seed(seed)
-    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    common = dict(hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * hidden_size)
     if family == "bert":
         tokenizer = _wordpiece_tokenizer()
         config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=128, pad_token_id=0, **common)

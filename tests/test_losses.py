@@ -18,6 +18,7 @@ from cselab.losses import (
     info_nce,
     interaction_tensor_norm_loss,
     offdropout_info_nce,
+    similarity_distillation_mse,
     tensor_norm_loss,
     twins_loss,
 )
@@ -493,6 +494,49 @@ def test_distillation_hand_case_and_teacher_detached():
     assert torch.allclose(student.grad, 2 * (student.detach() - teacher.detach()) / 4)
 
 
+def ref_similarity_distillation(student, teacher) -> float:
+    """mean over i != j of (cos(s_i, s_j) - cos(t_i, t_j))^2, with Python loops in float64."""
+
+    def cos(u, v):
+        return sum(x * y for x, y in zip(u, v, strict=True)) / math.sqrt(sum(x * x for x in u) * sum(y * y for y in v))
+
+    s, te = rows(student), rows(teacher)
+    pairs = [(i, j) for i in range(len(s)) for j in range(len(s)) if i != j]
+    return sum((cos(s[i], s[j]) - cos(te[i], te[j])) ** 2 for i, j in pairs) / len(pairs)
+
+
+def test_similarity_distillation_hand_case_with_a_wider_teacher():
+    # student rows at 0, 90 and 45 degrees: cosines 0, R2, R2; teacher (3-d): all cosines 0 but one of 1
+    student = t([[1, 0], [0, 2], [3, 3]]).requires_grad_()
+    teacher = t([[1, 0, 0], [0, 1, 0], [0, 5, 0]])
+    loss = similarity_distillation_mse(student, teacher)
+    # off-diagonal pairs (each twice): (0,1): (0 - 0)^2, (0,2): (R2 - 0)^2, (1,2): (R2 - 1)^2
+    assert loss.item() == pytest.approx((0 + 0.5 + (R2 - 1) ** 2) * 2 / 6, abs=1e-6)
+    assert loss.item() == pytest.approx(ref_similarity_distillation(student, teacher), abs=1e-6)
+
+
+@pytest.mark.parametrize(("rows_", "d_student", "d_teacher"), [(2, 4, 4), (5, 3, 7), (6, 8, 2)])
+def test_similarity_distillation_matches_a_loop_and_teaches_the_student_only(rows_, d_student, d_teacher):
+    student = rand(rows_, d_student, 90 + rows_).requires_grad_()
+    teacher = rand(rows_, d_teacher, 91 + rows_).requires_grad_()
+    loss = similarity_distillation_mse(student, teacher)
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(ref_similarity_distillation(student, teacher), abs=ATOL)
+    loss.backward()
+    assert teacher.grad is None
+    assert student.grad is not None and bool(student.grad.abs().sum() > 0)
+    # the student equal to the teacher (up to scale per row) gives 0
+    same = rand(rows_, d_teacher, 5)
+    assert similarity_distillation_mse(same * torch.arange(1, rows_ + 1.0)[:, None], same).item() == pytest.approx(0, abs=1e-6)
+
+
+def test_similarity_distillation_needs_pairs_of_one_batch():
+    with pytest.raises(ValueError, match="at least 2, got 1"):
+        similarity_distillation_mse(rand(1, 4, 0), rand(1, 6, 1))
+    with pytest.raises(ValueError, match="as many rows"):
+        similarity_distillation_mse(rand(3, 4, 0), rand(4, 4, 1))
+
+
 # ---------------------------------------------------------------- common behaviour of every loss
 
 
@@ -523,6 +567,8 @@ def _cases(dtype: torch.dtype, requires_grad: bool):
     e1, e2, e3 = make((4, 3), 11, False), make((4, 3), 12, False), make((4, 3), 13, False)
     cases.append(("twins", lambda: twins_loss(z1, z2, z0, e1, e2, e3), [z1, z2, z0]))
     cases.append(("distillation", lambda: distillation_mse(a, b), [a]))
+    wide = make((4, 9), 14, grad=False)
+    cases.append(("similarity_distillation", lambda: similarity_distillation_mse(a, wide), [a]))
     return cases
 
 
@@ -537,6 +583,7 @@ CASE_NAMES = [
     "hippocampus",
     "twins",
     "distillation",
+    "similarity_distillation",
 ]
 
 
@@ -578,6 +625,9 @@ def test_half_precision_inputs_give_float32_outputs(dtype):
         lambda: extended_info_nce(rand(3, 4, 0), rand(3, 4, 1), rand(3, 5, 2)),
         lambda: twins_loss(*(rand(3, 4, s) for s in range(3)), *(rand(2, 4, s) for s in range(3))),
         lambda: distillation_mse(rand(3, 4, 0), rand(3, 5, 1)),
+        lambda: similarity_distillation_mse(rand(3, 4, 0), rand(2, 4, 1)),
+        lambda: similarity_distillation_mse(rand(1, 4, 0), rand(1, 4, 1)),
+        lambda: similarity_distillation_mse(torch.randn(3), torch.randn(3)),
         lambda: dimension_contrastive_loss(rand(3, 4, 0), rand(3, 4, 1), eps=0.0),
     ],
 )

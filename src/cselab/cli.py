@@ -310,7 +310,9 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
                     preset: str | None, resume: bool, results: Path | None, overwrite: bool,
                     allow_change: tuple[str, ...], device: str | None, overrides: tuple[str, ...]) -> None:
-    """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D)."""
+    """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D).
+
+    With method_options.target=similarities: MSE of the in-batch cosine similarities, for a teacher of any size."""
     from .training.pipeline import distill_config
     from .training.runs import train_and_record
 
@@ -332,19 +334,22 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
 @click.option("--weight", default="0.7", show_default=True,
               help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
 @click.option("--grid", help="comma-separated weights tried with --weight dev (default: 0, 0.1, ..., 1)")
+@click.option("--combine", type=click.Choice(["sum", "concat"]), default="sum", show_default=True,
+              help="sum: the papers' weighted sum of the vectors (equal sizes); concat: weighted unit vectors "
+                   "side by side, cosine = (1 - w) cos_A + w cos_B (any sizes)")
 @_device_opt
-def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None) -> None:
+def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None, combine: str) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
     from .training.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
 
     if weight == "dev":
         weights = DEFAULT_GRID if grid is None else _weight_grid(grid)
-        saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, weights)
+        saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, weights, combine=combine)
         sweep = ", ".join(f"{w:g}: {s:.2f}" for w, s in choice.dev_by_weight.items())
         click.echo(f"STS-B dev by w: {sweep}\nchosen w = {choice.weight:g} (dev {choice.dev:.2f})")
         click.echo(f"saved {saved}")
         return
-    click.echo(f"saved {ensemble(model_a, model_b, output, weight=_weight_value(weight, '--weight'))}")
+    click.echo(f"saved {ensemble(model_a, model_b, output, weight=_weight_value(weight, '--weight'), combine=combine)}")
 
 
 def _weight_value(text: str, option: str) -> float:

@@ -95,6 +95,6 @@ class Twin(_CselabModule):
 
 
 class Ensemble(_CselabModule):
-    """A +UC ensemble: the weighted sum of its members' embeddings."""
+    """A +UC ensemble: its members' embeddings combined as saved (weighted sum, or concatenation)."""
 
     kind = "ensemble"

@@ -47,21 +47,28 @@ class Method(nn.Module):
     """Base class. Subclasses set ``name``, ``terms`` and ``Options`` and implement the abstract parts."""
 
     name: ClassVar[str]
-    terms: ClassVar[tuple[str, ...]]
+    terms: ClassVar[tuple[str, ...]]  # every loss term the method has (config reference); see terms_of
     Options: ClassVar[type[MethodOptions]] = MethodOptions
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__()
         self.config = config
         self.options = validate(self.Options, config.method_options, prefix="method_options.")
-        unknown = set(self.options.loss_weights) - set(self.terms)
+        terms = self.terms_of(self.options)
+        unknown = set(self.options.loss_weights) - set(terms)
         if unknown:
             raise CselabError(
-                f"config: method {self.name!r} has no loss term {sorted(unknown)[0]!r}; terms: {', '.join(self.terms)}"
+                f"config: method {self.name!r} has no loss term {sorted(unknown)[0]!r}; terms: {', '.join(terms)}"
             )
-        self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in self.terms}
+        self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in terms}
         if not any(self.weights.values()):
             raise CselabError(f"config: every loss term of {self.name!r} has weight 0; nothing to train")
+
+    @classmethod
+    def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
+        """The loss terms a run with ``options`` computes and weighs: all of :attr:`terms` unless an option
+        chooses between them (distillation's ``target``), so ablations never make a variant of a term not run."""
+        return cls.terms
 
     def active(self, term: str) -> bool:
         """Whether ``term`` is switched on (weight != 0); inactive terms are not computed at all."""

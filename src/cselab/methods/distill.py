@@ -5,25 +5,32 @@ teacher's inference output on the training sentences with ``distillation_mse`` (
 an MSE loss). The teacher (``method_options.teacher``: any saved model, typically a twin, whose output is
 ``h_I + h_II``, or an ensemble for "+UC D") is frozen and computed on the fly under no-grad for each batch.
 
+``method_options.target`` says what is matched: ``"vectors"`` (default, the papers') needs a teacher of the
+student's width; ``"similarities"`` (term ``similarity_distillation_mse``) matches the in-batch cosine-similarity
+matrices instead, so any teacher width works (e.g. a 384-d + 768-d concat ensemble taught to one 384-d MiniLM).
+
 **Decisions:**
 - The teacher's target is its INFERENCE output (its own tokenizer(s), its saved truncation length, dropout
   off), i.e. exactly what the student should reproduce at inference; the student reads the same sentences
   truncated to ``model.max_length`` like every training run.
 - The teacher is kept out of the module tree, so checkpoints and resume states hold the student only; it is
   moved to the student's device at the first step.
-- Student and teacher embeddings are gathered over data-parallel ranks so the loss is the global mean.
+- Student and teacher embeddings are gathered over data-parallel ranks so the loss is the global mean (and,
+  for similarities, the matrices span the global batch).
+- A teacher of another width with target "vectors" is refused when the method is built (from the models'
+  sizes) and again at the first step (from the vectors), in one line that points to target "similarities".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from torch import Tensor, nn
 
 from ..errors import CselabError
-from ..losses import distillation_mse
+from ..losses import distillation_mse, similarity_distillation_mse
 from ..models.encoder import Encoder
 from ..models.sentence_model import load_model
 from .base import Method, MethodOptions, StepContext, register_method
@@ -31,6 +38,12 @@ from .base import Method, MethodOptions, StepContext, register_method
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
+    target: Literal["vectors", "similarities"] = Field(
+        "vectors", description="vectors: MSE onto the teacher's vectors (the papers'; same width); similarities: "
+        "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width)")
+
+
+TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse"}
 
 
 def _freeze(model: nn.Module) -> nn.Module:
@@ -42,8 +55,13 @@ def _freeze(model: nn.Module) -> nn.Module:
 @register_method
 class Distill(Method):
     name = "distill"
-    terms = ("distillation_mse",)
+    terms = ("distillation_mse", "similarity_distillation_mse")  # a run computes its target's one (terms_of)
     Options = DistillOptions
+
+    @classmethod
+    def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
+        assert isinstance(options, DistillOptions)
+        return (TARGET_TERMS[options.target],)
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -54,6 +72,17 @@ class Distill(Method):
         )
         # object.__setattr__ keeps the frozen teacher out of parameters(), state_dict() and checkpoints
         object.__setattr__(self, "teacher", _freeze(load_model(self.options.teacher)))
+        if self.options.target == "vectors":
+            self._check_widths(getattr(self.teacher, "hidden_size", None), self.student.hidden_size)
+        elif config.train.batch_size < 2:
+            raise CselabError("config: distillation onto similarities compares pairs of sentences: "
+                              f"train.batch_size must be at least 2, got {config.train.batch_size}")
+
+    def _check_widths(self, teacher: int | None, student: int) -> None:
+        if teacher is not None and teacher != student:
+            raise CselabError(f"the teacher {self.options.teacher} gives vectors of size {teacher}, the student of "
+                              f"size {student}; distilling onto vectors needs equal sizes: set "
+                              "method_options.target=similarities to distil the in-batch similarities instead")
 
     def collate(self, examples: Sequence[str]) -> dict[str, Any]:
         return {"texts": list(examples), **self.student.tokenize(examples, max_length=self.config.model.max_length)}
@@ -70,13 +99,14 @@ class Distill(Method):
         features = {k: v for k, v in batch.items() if k != "texts"}
         student = self.student(features, apply_head=False)
         teacher = self.teacher_embeddings(batch["texts"], student.device)
-        if teacher.shape != student.shape:
-            raise CselabError(f"the student's vectors have size {student.shape[-1]} but the teacher's "
-                              f"{teacher.shape[-1]}; distillation needs equal sizes")
+        if self.options.target == "vectors":
+            self._check_widths(teacher.shape[-1], student.shape[-1])
         return {"student": student, "teacher": teacher}
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         student, teacher = ctx.dist.gather(embeddings["student"]), ctx.dist.gather(embeddings["teacher"])
+        if self.options.target == "similarities":
+            return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         return {"distillation_mse": distillation_mse(student, teacher)}
 
     def inference_model(self) -> Encoder:

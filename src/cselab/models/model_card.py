@@ -75,6 +75,9 @@ def _what(description: dict[str, Any]) -> str:
     if kind == "twin":
         return "the sum of two encoders' embeddings (TNCSE/JTCSE twin)."
     if kind == "ensemble":
+        if description.get("combine") == "concat":
+            return ("the concatenation of member models' unit-length embeddings, each scaled by sqrt(weight), "
+                    f"weights {description.get('weights')} (its cosine is the weighted mean of the members' cosines).")
         return f"a weighted sum of member models' embeddings, weights {description.get('weights')}."
     return f"kind {kind}."
 

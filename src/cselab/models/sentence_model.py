@@ -2,7 +2,8 @@
 
 Kinds (``cselab.json`` ``kind``, registry in :mod:`cselab.models.kinds`): ``encoder`` (one encoder, possibly
 prompted; :class:`cselab.models.encoder.Encoder`), ``twin`` (sum of two encoders, TNCSE/JTCSE) and
-``ensemble`` (weighted sum of members, +UC). Each kind writes and reads its own files; weights are
+``ensemble`` (members combined with weights, +UC: a weighted sum, or for members of different sizes a
+concatenation of weighted unit vectors). Each kind writes and reads its own files; weights are
 safetensors, the description is JSON and the tokenizer is ``tokenizer.json``: loading never unpickles anything.
 
 Every saved directory is also a sentence-transformers model (``modules.json``): with standard modules where
@@ -14,11 +15,13 @@ A model card (``README.md``) says what the model is and how it was made.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import CselabError
@@ -31,6 +34,7 @@ from .model_card import model_card
 
 DESCRIPTION_FILE = "cselab.json"
 MEMBER_SEPARATOR = "."  # feature keys of a composite model: "<member>.<key>"
+COMBINE_MODES: tuple[str, ...] = ("sum", "concat")  # how an EnsembleModel combines its members
 
 
 class WeightedSum(nn.Module):
@@ -40,6 +44,7 @@ class WeightedSum(nn.Module):
     kind = ""
     member_overrides: tuple[str, ...] = ()  # load_model overrides passed on to the members
     st_module = ""  # the cselab.st_modules class sentence-transformers loads it with
+    size_hint = ""  # appended to the error for members of different sizes
 
     def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
         super().__init__()
@@ -55,10 +60,19 @@ class WeightedSum(nn.Module):
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False) -> Tensor:
         embeddings = [m.encode(texts, batch_size=batch_size, progress=progress) for m in self.member_modules()]
-        dims = {e.shape[-1] for e in embeddings}
+        return self.combine_embeddings(embeddings)
+
+    def combine_embeddings(self, embeddings: Sequence[Tensor]) -> Tensor:
+        """The members' embeddings (in member order) made into one: here their weighted sum, one size for all.
+
+        Both paths (:meth:`encode`, :meth:`forward`) go through this, so they cannot disagree."""
+        dims = sorted({e.shape[-1] for e in embeddings})
         if len(dims) != 1:
-            raise CselabError(f"{self.kind} members have different embedding sizes: {sorted(dims)}")
+            raise CselabError(self.size_mismatch(dims))
         return sum(w * e for w, e in zip(self.weights, embeddings, strict=True))
+
+    def size_mismatch(self, dims: Sequence[int]) -> str:
+        return f"{self.kind} members have different embedding sizes: {list(dims)}{self.size_hint}"
 
     # -- the token-level path (what sentence-transformers runs batch by batch) ----------------------
     def tokenize(self, texts: Sequence[str]) -> dict[str, Tensor]:
@@ -67,14 +81,12 @@ class WeightedSum(nn.Module):
                 for key, value in member.tokenize(texts).items()}
 
     def forward(self, features: dict[str, Tensor]) -> Tensor:
-        """The weighted sum of the members' inference embeddings of :meth:`tokenize`'s features."""
-        out = None
-        for (name, member), weight in zip(self.named_members(), self.weights, strict=True):
+        """The members' inference embeddings of :meth:`tokenize`'s features, combined as :meth:`encode` does."""
+        embeddings = []
+        for name, member in self.named_members():
             prefix = name + MEMBER_SEPARATOR
-            own = {k[len(prefix):]: v for k, v in features.items() if k.startswith(prefix)}
-            term = weight * member(own)
-            out = term if out is None else out + term
-        return out
+            embeddings.append(member({k[len(prefix):]: v for k, v in features.items() if k.startswith(prefix)}))
+        return self.combine_embeddings(embeddings)
 
     @property
     def hidden_size(self) -> int:
@@ -142,31 +154,72 @@ class TwinModel(WeightedSum):
 
 @register_kind
 class EnsembleModel(WeightedSum):
-    """Weighted sum of member models' embeddings (the papers' +UC ensemble)."""
+    """Member models' embeddings combined with weights ``w_i`` (the papers' +UC ensemble).
+
+    ``combine`` says how. ``"sum"`` (the papers'): ``sum_i w_i e_i``, which needs members of one size.
+    ``"concat"``: the concatenation of ``sqrt(w_i) e_i / ||e_i||``, whose cosine similarity is
+    ``sum_i w_i cos_i / sum_i w_i``, the weighted mean of the members' cosines, so members may be of any size
+    (e.g. a 384-d MiniLM with a 768-d MPNet); its size is the sum of theirs.
+    """
 
     kind = "ensemble"
     member_overrides = ("max_length",)  # members may be of different kinds: their poolers stay as saved
     st_module = "cselab.st_modules.Ensemble"
+    size_hint = '; a weighted sum needs one size: use combine "concat" (CLI: --combine concat)'
 
-    def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
+    def __init__(self, members: Sequence[nn.Module], weights: Sequence[float], *, combine: str = "sum") -> None:
         super().__init__(members, weights)
+        problem = _combine_problem(combine, self.weights)
+        if problem:
+            raise CselabError(problem)
+        self.combine = combine
         self.members = nn.ModuleList(members)
+        sizes = [getattr(m, "hidden_size", None) for m in members]  # sweep stand-ins have none
+        if combine == "sum" and None not in sizes and len(set(sizes)) > 1:
+            raise CselabError(self.size_mismatch(sorted(set(sizes))))  # refused before a save, not at encode
+
+    def combine_embeddings(self, embeddings: Sequence[Tensor]) -> Tensor:
+        if self.combine == "sum":
+            return super().combine_embeddings(embeddings)
+        return torch.cat([math.sqrt(w) * F.normalize(e, dim=-1) for w, e in zip(self.weights, embeddings, strict=True)],
+                         dim=-1)
+
+    @property
+    def hidden_size(self) -> int:
+        if self.combine == "concat":
+            return sum(int(m.hidden_size) for m in self.members)
+        return super().hidden_size
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "combine": self.combine}
 
     @classmethod
     def check_description(cls, source: Path, description: dict[str, Any]) -> None:
         weights = description.get("weights")
         if not (isinstance(weights, list) and all(isinstance(w, (int, float)) for w in weights)):
             raise CselabError(f"{source / DESCRIPTION_FILE}: an ensemble needs a list of numeric 'weights'")
+        problem = _combine_problem(description.get("combine", "sum"), weights)  # saved before combine: a sum
+        if problem:
+            raise CselabError(f"{source / DESCRIPTION_FILE}: {problem}")
 
     @classmethod
     def from_members(cls, members: Sequence[nn.Module], description: dict[str, Any]) -> EnsembleModel:
-        return cls(members, description["weights"])
+        return cls(members, description["weights"], combine=description.get("combine", "sum"))
 
     def member_modules(self) -> list[nn.Module]:
         return list(self.members)
 
     def named_members(self) -> list[tuple[str, nn.Module]]:
         return [(f"member_{i + 1}", m) for i, m in enumerate(self.members)]
+
+
+def _combine_problem(combine: object, weights: Sequence[float]) -> str | None:
+    """What is wrong with an ensemble's ``combine`` and its weights, or None."""
+    if not isinstance(combine, str) or combine not in COMBINE_MODES:
+        return f"unknown ensemble combine {combine!r}; known: {', '.join(COMBINE_MODES)}"
+    if combine == "concat" and (any(w < 0 for w in weights) or not sum(weights) > 0):
+        return f"a concat ensemble needs weights >= 0 with a positive sum (they scale unit vectors), got {list(weights)}"
+    return None
 
 
 # -- saving -------------------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """The papers' +UC ensemble: ``(1 - w) * A + w * B`` of two saved models, with ``w`` given or chosen on STS-B dev.
 
+``combine="sum"`` (default) is the papers' weighted sum of the two vectors (equal sizes); ``combine="concat"``
+combines them at the score level (cosine = ``(1 - w) cos_A + w cos_B``) so A and B may differ in size (see
+:class:`~cselab.models.sentence_model.EnsembleModel`).
+
 Decisions
 ---------
 * The papers fix ``w`` = 0.7 for their own pairs; for another pair (e.g. a twin adapted from a mean-pooled
@@ -41,6 +45,10 @@ class _EncodedOnce(nn.Module):
         assert self._embeddings is not None
         return self._embeddings
 
+    @property
+    def hidden_size(self) -> int:  # lets EnsembleModel refuse a sum of different sizes before any encoding
+        return int(self.model.hidden_size)
+
 
 @dataclass
 class WeightChoice:
@@ -55,8 +63,9 @@ class WeightChoice:
 
 
 def choose_weight(model_a: nn.Module, model_b: nn.Module, grid: Sequence[float] = DEFAULT_GRID, *,
-                  task: str = "stsb", batch_size: int = 128) -> WeightChoice:
-    """The grid's ``w`` whose ``(1 - w) * A + w * B`` scores best on ``task``'s **dev** split."""
+                  task: str = "stsb", batch_size: int = 128, combine: str = "sum") -> WeightChoice:
+    """The grid's ``w`` whose ``(1 - w) * A + w * B`` (combined by ``combine``) scores best on ``task``'s **dev**
+    split."""
     from ..evaluation.sts_evaluator import StsEvaluator
     from ..models.sentence_model import EnsembleModel
 
@@ -70,14 +79,16 @@ def choose_weight(model_a: nn.Module, model_b: nn.Module, grid: Sequence[float] 
     dev_by_weight = {}
     with torch.inference_mode():
         for w in grid:
-            dev_by_weight[w] = evaluator.primary_score(evaluator(EnsembleModel(members, [1.0 - w, w])))
+            model = EnsembleModel(members, [1.0 - w, w], combine=combine)
+            dev_by_weight[w] = evaluator.primary_score(evaluator(model))
     best = max(grid, key=lambda w: (dev_by_weight[w], -w))
     return WeightChoice(best, dev_by_weight[best], dev_by_weight)
 
 
 def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *, weight: float = 0.7,
-             extra: dict[str, Any] | None = None) -> Path:
-    """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7)."""
+             combine: str = "sum", extra: dict[str, Any] | None = None) -> Path:
+    """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7), combined
+    by ``combine`` ("sum": the papers'; "concat": members of any size)."""
     from ..fileio import DirectoryLock
     from ..models.sentence_model import EnsembleModel, load_model, save_model
 
@@ -90,7 +101,7 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
             raise CselabError(f"{output_dir} already exists and is not empty; choose another --output or delete it")
 
     refuse_existing()
-    model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight])
+    model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight], combine=combine)
     # one writer: the lock sits beside the output (the output itself is renamed into place)
     with DirectoryLock(output_dir.parent, f"an ensemble save into {output_dir.name}", name=f".{output_dir.name}.lock"):
         refuse_existing()
@@ -98,10 +109,10 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
 
 
 def ensemble_chosen_on_dev(model_a: str | Path, model_b: str | Path, output_dir: str | Path,
-                           grid: Sequence[float] = DEFAULT_GRID) -> tuple[Path, WeightChoice]:
+                           grid: Sequence[float] = DEFAULT_GRID, *, combine: str = "sum") -> tuple[Path, WeightChoice]:
     """Choose ``w`` on STS-B dev (:func:`choose_weight`), then save that ensemble with the sweep beside it."""
     from ..models.sentence_model import load_model
 
-    choice = choose_weight(load_model(model_a), load_model(model_b), grid)
-    return ensemble(model_a, model_b, output_dir, weight=choice.weight,
+    choice = choose_weight(load_model(model_a), load_model(model_b), grid, combine=combine)
+    return ensemble(model_a, model_b, output_dir, weight=choice.weight, combine=combine,
                     extra={"weight_chosen_on": "stsb/dev", **choice.to_dict()}), choice

@@ -1,0 +1,308 @@
+"""The score-level ("concat") ensemble of members of different sizes, and distillation onto in-batch similarities.
+
+Expected values are computed here from each member's own ``encode`` with numpy (cosines, their weighted mean,
+scipy's Spearman over the dev CSV), never with the ensemble's own helpers.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from conftest import build_tiny_model_dir, run_cli, write_corpus, write_distinct_sts_home
+from cselab.errors import CselabError
+from cselab.models.encoder import Encoder
+from cselab.models.sentence_model import EnsembleModel, load_model, save_model
+from cselab.training.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
+
+PAIRS = [("a man plays the guitar .", "a woman plays the piano"),
+         ("the dog runs on the road", "two cats sit in the old house"),
+         ("a", "the big red ball")]
+FIRST, SECOND = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cos(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    return (x * y).sum(-1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1))
+
+
+@pytest.fixture
+def members(tmp_path):
+    """A 32-d and a 48-d tiny BERT (different widths, different weights), each saved as a model directory."""
+    a = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-a", "bert", seed=1), pooler="cls", max_length=16)
+    b = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-b", "bert", seed=2, hidden_size=48), pooler="mean",
+                                max_length=16)
+    assert (a.hidden_size, b.hidden_size) == (32, 48)
+    return a, b, save_model(a, tmp_path / "a"), save_model(b, tmp_path / "b")
+
+
+def _member_cosines(a, b):
+    cos_a = _cos(a.encode(FIRST).numpy(), a.encode(SECOND).numpy())
+    cos_b = _cos(b.encode(FIRST).numpy(), b.encode(SECOND).numpy())
+    return cos_a, cos_b
+
+
+# -- the combination ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("w", [0.0, 0.3, 0.75, 1.0])
+def test_concat_cosine_is_the_weighted_mean_of_the_members_cosines(members, w):
+    a, b, _, _ = members
+    ens = EnsembleModel([a, b], [w, 1 - w], combine="concat")
+    cos_a, cos_b = _member_cosines(a, b)
+    out_first, out_second = ens.encode(FIRST), ens.encode(SECOND)
+    assert out_first.shape == (len(FIRST), 80) and ens.hidden_size == 80
+    np.testing.assert_allclose(_cos(out_first.numpy(), out_second.numpy()), w * cos_a + (1 - w) * cos_b, atol=1e-5)
+    # the output's squared norm is the sum of the weights (unit members scaled by sqrt(w))
+    np.testing.assert_allclose(np.linalg.norm(out_first.numpy(), axis=-1) ** 2, 1.0, atol=1e-5)
+    # the token-level path (what sentence-transformers runs) gives the same vectors
+    with torch.inference_mode():
+        token_level = ens.eval()(ens.tokenize(FIRST))  # eval: no dropout, as sentence-transformers runs it
+    torch.testing.assert_close(token_level, out_first, atol=1e-5, rtol=1e-5)
+
+
+def test_concat_weights_need_not_sum_to_one_and_must_not_be_negative(members):
+    a, b, _, _ = members
+    cos_a, cos_b = _member_cosines(a, b)
+    ens = EnsembleModel([a, b], [1.0, 3.0], combine="concat")
+    np.testing.assert_allclose(_cos(ens.encode(FIRST).numpy(), ens.encode(SECOND).numpy()),
+                               (1.0 * cos_a + 3.0 * cos_b) / 4.0, atol=1e-5)
+    for weights in ([-0.1, 1.1], [0.0, 0.0]):
+        with pytest.raises(CselabError, match="weights >= 0 with a positive sum"):
+            EnsembleModel([a, b], weights, combine="concat")
+    with pytest.raises(CselabError, match="unknown ensemble combine 'mean'"):
+        EnsembleModel([a, b], [0.5, 0.5], combine="mean")
+
+
+def test_sum_of_different_sizes_is_refused_and_points_to_concat(members, tmp_path):
+    a, b, path_a, path_b = members
+    with pytest.raises(CselabError, match=r'different embedding sizes: \[32, 48\].*combine "concat".*--combine concat'):
+        EnsembleModel([a, b], [0.5, 0.5])
+    with pytest.raises(CselabError, match="--combine concat"):
+        ensemble(path_a, path_b, tmp_path / "sum", weight=0.5)
+    assert not (tmp_path / "sum").exists()
+
+
+def test_sum_is_unchanged_for_members_of_one_size(tmp_path):
+    a = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "a", "bert", seed=1))
+    c = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "c", "bert", seed=4), pooler="mean")
+    ens = EnsembleModel([a, c], [0.3, 0.7])
+    assert ens.combine == "sum" and ens.hidden_size == 32
+    expected = 0.3 * a.encode(FIRST).numpy() + 0.7 * c.encode(FIRST).numpy()
+    np.testing.assert_allclose(ens.encode(FIRST).numpy(), expected, atol=1e-6)
+
+
+# -- saving and loading ---------------------------------------------------------------------------------------
+def test_saved_concat_ensemble_keeps_combine_and_embeddings(members, tmp_path):
+    a, b, _, _ = members
+    ens = EnsembleModel([a, b], [0.4, 0.6], combine="concat")
+    path = save_model(ens, tmp_path / "ens")
+    description = json.loads((path / "cselab.json").read_text())
+    assert description["combine"] == "concat" and description["weights"] == [0.4, 0.6]
+    assert "concatenation" in (path / "README.md").read_text()
+    loaded = load_model(path, device="cpu")
+    assert isinstance(loaded, EnsembleModel) and loaded.combine == "concat" and loaded.hidden_size == 80
+    torch.testing.assert_close(loaded.encode(FIRST), ens.encode(FIRST), atol=1e-5, rtol=1e-5)
+
+
+def test_a_description_without_combine_loads_as_sum(tmp_path):
+    a = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "a", "bert", seed=1))
+    c = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "c", "bert", seed=4))
+    path = save_model(EnsembleModel([a, c], [0.3, 0.7]), tmp_path / "old")
+    description = json.loads((path / "cselab.json").read_text())
+    assert description.pop("combine") == "sum"
+    (path / "cselab.json").write_text(json.dumps(description))  # as written before combine existed
+    loaded = load_model(path, device="cpu")
+    assert loaded.combine == "sum"
+    expected = 0.3 * a.encode(FIRST).numpy() + 0.7 * c.encode(FIRST).numpy()
+    np.testing.assert_allclose(loaded.encode(FIRST).numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(("combine", "weights", "message"), [
+    ("mean", [0.5, 0.5], "unknown ensemble combine 'mean'; known: sum, concat"),
+    (3, [0.5, 0.5], "unknown ensemble combine 3"),
+    ("concat", [-1.0, 2.0], "weights >= 0"),
+])
+def test_a_bad_combine_is_refused_on_load_in_one_line(members, tmp_path, combine, weights, message):
+    a, b, _, _ = members
+    path = save_model(EnsembleModel([a, b], [0.5, 0.5], combine="concat"), tmp_path / "ens")
+    description = json.loads((path / "cselab.json").read_text())
+    (path / "cselab.json").write_text(json.dumps({**description, "combine": combine, "weights": weights}))
+    with pytest.raises(CselabError) as exc:
+        load_model(path)
+    text = str(exc.value)
+    assert message in text and str(path / "cselab.json") in text and "\n" not in text
+
+
+def test_sentence_transformers_loads_a_concat_ensemble_as_cselab_encodes(members, tmp_path):
+    st = pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed (extra 'bench')")
+    a, b, _, _ = members
+    path = save_model(EnsembleModel([a, b], [0.3, 0.7], combine="concat"), tmp_path / "ens")
+    own = load_model(path, device="cpu").encode(FIRST)
+    model = st.SentenceTransformer(str(path), trust_remote_code=True, device="cpu")
+    theirs = torch.as_tensor(model.encode(FIRST, convert_to_numpy=True, batch_size=2))
+    assert theirs.shape == (len(FIRST), 80) and (theirs - own).abs().max() <= 1e-5
+    dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # ST 6 / 5
+    assert dimension() == 80
+    # and the cosines are the weighted mean of the members' (independently of cselab's loader)
+    cos_a, cos_b = _member_cosines(a, b)
+    second = torch.as_tensor(model.encode(SECOND, convert_to_numpy=True))
+    np.testing.assert_allclose(_cos(theirs.numpy(), second.numpy()), 0.3 * cos_a + 0.7 * cos_b, atol=1e-5)
+
+
+# -- the weight chosen on dev, the CLI, the +UC benchmark script ---------------------------------------------------
+@pytest.fixture
+def dev_home(tmp_path, monkeypatch):
+    home = write_distinct_sts_home(tmp_path / "home")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    with open(home / "sts" / "stsb" / "sts-dev.csv", encoding="utf-8") as f:
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def test_dev_score_of_a_concat_ensemble_matches_a_direct_computation(members, dev_home, tmp_path):
+    a, b, path_a, path_b = members
+    first, second, gold = [r[5] for r in dev_home], [r[6] for r in dev_home], [float(r[4]) for r in dev_home]
+    cos_a = _cos(a.encode(first).numpy(), a.encode(second).numpy())
+    cos_b = _cos(b.encode(first).numpy(), b.encode(second).numpy())
+
+    def direct(w):
+        return 100 * stats.spearmanr((1 - w) * cos_a + w * cos_b, gold).statistic
+
+    grid = [0.0, 0.4, 1.0]
+    choice = choose_weight(load_model(path_a), load_model(path_b), grid, combine="concat")
+    for w in grid:
+        assert choice.dev_by_weight[w] == pytest.approx(direct(w), abs=1e-6)
+    saved, again = ensemble_chosen_on_dev(path_a, path_b, tmp_path / "uc", grid, combine="concat")
+    description = json.loads((saved / "cselab.json").read_text())
+    assert again.weight == choice.weight and description["combine"] == "concat"
+    assert description["weights"] == [1 - choice.weight, choice.weight]
+    with pytest.raises(CselabError, match="--combine concat"):  # a sum is refused before any dev encoding
+        choose_weight(load_model(path_a), load_model(path_b), grid)
+
+
+def test_cli_ensemble_combine_concat_saves_a_loadable_model(members, tmp_path, capsys):
+    a, b, path_a, path_b = members
+    code, out, err = run_cli(["ensemble", str(path_a), str(path_b), "--output", str(tmp_path / "e"),
+                              "--weight", "0.6", "--combine", "concat", "--device", "cpu"], capsys)
+    assert code == 0, err
+    model = load_model(tmp_path / "e", device="cpu")
+    assert model.combine == "concat" and model.weights == pytest.approx([0.4, 0.6])
+    cos_a, cos_b = _member_cosines(a, b)
+    np.testing.assert_allclose(_cos(model.encode(FIRST).numpy(), model.encode(SECOND).numpy()),
+                               0.4 * cos_a + 0.6 * cos_b, atol=1e-5)
+    # the default is the papers' sum, which refuses these members in one line that names the way out
+    code, _, err = run_cli(["ensemble", str(path_a), str(path_b), "--output", str(tmp_path / "s")], capsys)
+    assert code == 2 and "--combine concat" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()
+    code, _, err = run_cli(["ensemble", str(path_a), str(path_b), "--output", str(tmp_path / "x"),
+                            "--combine", "mean"], capsys)
+    assert code == 2 and "'mean' is not one of 'sum', 'concat'" in err
+
+
+def test_adapt_uc_records_the_combine_and_combines_other_seeds(members, dev_home, tmp_path):
+    _, _, path_a, path_b = members
+    results = tmp_path / "adapt.jsonl"
+    lines = []
+    for seed in (1, 2):
+        run = tmp_path / "runs" / ("row" if seed == 1 else "row-seed2")
+        save_model(load_model(path_a, device="cpu"), run / "best")
+        lines.append({"protocol": "adapt", "method": "simcse", "variant": "in-domain", "seed": seed,
+                      "config": {"effective": {"train": {"output_dir": str(run)}}}, "scores": {"stsb_dev_best": 1.0},
+                      **({"row": "row"} if seed == 1 else {})})
+    results.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    spec = importlib.util.spec_from_file_location("adapt_uc", REPO / "benchmarks" / "adapt_uc.py")
+    adapt_uc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapt_uc)
+    args = ["row", "--outside", str(path_b), "--combine", "concat", "--grid", "0,0.5", "--results", str(results)]
+    assert adapt_uc.main(args) == 0
+    record = json.loads(results.read_text().splitlines()[-1])
+    assert record["row"] == "row+uc-b-concat" and record["ensemble"]["combine"] == "concat"
+    assert record["variant"] == "in-domain; + b (concat), w chosen on dev", "w stays out: seeds share a variant"
+    assert record["ensemble"]["weight"] in (0.0, 0.5)
+    assert load_model(record["ensemble"]["saved"], device="cpu").combine == "concat"
+    # --seed 2: the same configuration's seed-2 run, recorded as the same row with seed 2, saved beside that run
+    assert adapt_uc.main([*args, "--seed", "2"]) == 0
+    record = json.loads(results.read_text().splitlines()[-1])
+    assert (record["row"], record["seed"]) == ("row+uc-b-concat", 2)
+    assert record["ensemble"]["model"] == str(tmp_path / "runs" / "row-seed2" / "best")
+    assert Path(record["ensemble"]["saved"]).parent == tmp_path / "runs"
+    count = len(results.read_text().splitlines())
+    assert adapt_uc.main([*args, "--seed", "2"]) == 0 and len(results.read_text().splitlines()) == count
+    with pytest.raises(CselabError, match="no seed 3"):
+        adapt_uc.main([*args, "--seed", "3"])
+
+
+# -- distillation onto similarities ---------------------------------------------------------------------------------
+def _similarity_mse(student, teacher, texts) -> float:
+    """The off-diagonal MSE of the two models' cosine-similarity matrices over ``texts``, with numpy."""
+    def matrix(model):
+        x = model.encode(texts).numpy().astype(np.float64)
+        x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+        return x @ x.T
+
+    off = ~np.eye(len(texts), dtype=bool)
+    return float(((matrix(student) - matrix(teacher))[off] ** 2).mean())
+
+
+def _distill_config(teacher, student_dir, corpus, out, *extra):
+    from cselab.training.pipeline import distill_config
+
+    return distill_config(teacher, str(student_dir), corpus, output_dir=out, overrides=[
+        "train.batch_size=16", "train.max_steps=16", "train.lr=1e-3", "train.eval_every=16",
+        "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant", "train.device=cpu",
+        "train.log_every=1", *extra])
+
+
+def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    _, b, _, _ = members
+    # (mean pooling: the [CLS] vectors of tiny random BERTs are all but parallel, nothing to distil)
+    a = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-a", "bert", seed=1), pooler="mean", max_length=16)
+    teacher_path = save_model(EnsembleModel([a, b], [0.5, 0.5], combine="concat"), tmp_path / "teacher")  # 80-d
+    student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)  # 32-d
+    corpus = write_corpus(tmp_path / "corpus.txt", n=64)
+    texts = corpus.read_text().splitlines()[:32]
+    teacher = load_model(teacher_path, device="cpu")
+    before = _similarity_mse(Encoder.from_pretrained(student_dir, pooler="mean"), teacher, texts)
+
+    config = _distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled",
+                             "method_options.target=similarities", "model.pooler=mean", "model.dropout=0.0")
+    trainer = Trainer(config, progress=False)
+    assert trainer.method.weights == {"similarity_distillation_mse": 1.0}
+    result = trainer.run()
+    assert result.steps == 16
+    log = [json.loads(line) for line in (tmp_path / "distilled" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["similarity_distillation_mse"] for r in log if "similarity_distillation_mse" in r]
+    after = _similarity_mse(load_model(tmp_path / "distilled" / "best", device="cpu"), teacher, texts)
+    assert len(losses) == 16 and np.mean(losses[-4:]) < 0.75 * np.mean(losses[:4]), losses  # batches differ: means
+    assert after < 0.5 * before, (before, after)
+
+
+def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    _, _, _, path_b = members  # 48-d
+    student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)  # 32-d
+    corpus = write_corpus(tmp_path / "corpus.txt", n=64)
+    with pytest.raises(CselabError) as exc:
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d"), progress=False)
+    text = str(exc.value)
+    assert "size 48" in text and "size 32" in text and "method_options.target=similarities" in text
+    assert "\n" not in text
+    # the loss terms follow the target: a weight for the other target's term is refused
+    with pytest.raises(CselabError, match="no loss term 'distillation_mse'; terms: similarity_distillation_mse"):
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
+                                "method_options.loss_weights.distillation_mse=1"), progress=False)
+    with pytest.raises(CselabError, match="train.batch_size must be at least 2"):
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
+                                "train.batch_size=1"), progress=False)
+    with pytest.raises(CselabError, match="method_options.target"):
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
+                progress=False)
