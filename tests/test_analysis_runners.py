@@ -329,6 +329,9 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     assert [(r["A"], r["B"]) for r in rows] == [("simcse/a", "simcse/b"), ("simcse/b", "simcse/a")]
     assert rows[0]["t"] == f"{expected.statistic:.3f}" and rows[1]["t"] == f"{-expected.statistic:.3f}"
     assert rows[1]["p (t-test)"] == f"{expected.pvalue:.4f}"
+    # a record of no seed (the adapt protocol's untouched checkpoint) is no configuration over seeds
+    unseeded = {"method": "checkpoint", "variant": "untouched", "seed": None, "scores": {"stsb": 80.0}}
+    assert seeds_table([*records, unseeded], "a", "simcse/b") == table
 
     # a rerun skips what is recorded ...
     again = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)

@@ -116,10 +116,11 @@ def resolve_configuration(records: Sequence[dict[str, Any]], key: str) -> str:
 
 
 def records_by_seed(records: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
-    """``seed -> record`` of one configuration (seeds sorted; a later record of a seed supersedes an earlier one)."""
+    """``seed -> record`` of one configuration (seeds sorted; a later record of a seed supersedes an earlier one).
+    A record without a seed (an untouched checkpoint, scored once) belongs to no seed and is left out."""
     out: dict[int, dict[str, Any]] = {}
     for r in records:
-        if record_label(r) == label:
+        if record_label(r) == label and r.get("seed") is not None:
             out[int(r["seed"])] = r
     return dict(sorted(out.items()))
 
@@ -161,7 +162,7 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
     (:func:`cselab.analysis.significance.paired_test`), one row per pair."""
     from ..analysis.significance import paired_test
 
-    labels = list(dict.fromkeys(record_label(r) for r in records))
+    labels = list(dict.fromkeys(record_label(r) for r in records if r.get("seed") is not None))
     header = ["configuration", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
     lines = _markdown(header, _configuration_rows(records, labels))
     if (a_variant is None) != (b_variant is None):
