@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import write_corpus
+from conftest import run_cli, write_corpus
 from cselab.cli import main
 from cselab.data.indomain import (
     INDOMAIN_CORPORA,
@@ -21,7 +21,7 @@ from cselab.data.indomain import (
 )
 from cselab.data.sts import PART_TASKS
 from cselab.errors import CselabError
-from cselab.reporting.adapt import adapt_table
+from cselab.reporting.adapt import adapt_seeds_table, adapt_table
 from cselab.training.config import load_config
 from cselab.training.pipeline import plan_pipeline
 
@@ -301,19 +301,34 @@ def test_adapt_table_never_averages_seen_and_held_out_columns():
     assert "not recorded" in heading and row["avg held-out (0)"] == "-" and "STS-B †" in row
 
 
-def test_report_renders_the_adapt_table_and_fills_its_readme_block(tmp_path, capsys):
+def test_report_renders_the_adapt_table_and_fills_its_readme_blocks_across_files(tmp_path, capsys):
     adapt = tmp_path / "adapt.jsonl"
-    adapt.write_text(json.dumps(_record("stsb-train-minus-all-eval", [], {"stsb": 83.3})) + "\n")
+    adapt.write_text("".join(json.dumps(_record("stsb-train-minus-all-eval", [], {"stsb": s}, seed=i)) + "\n"
+                             for i, s in ((1, 83.3), (2, 83.5))))
     protocol = tmp_path / "protocol.jsonl"
     protocol.write_text(json.dumps({"method": "simcse", "scores": {"stsb": 80.0}}) + "\n")
-    args = ["report", "--results", str(protocol)]
-    main([*args, "--adapt", str(adapt)])
+    args = ["report", "--results", str(protocol), "--adapt", str(adapt)]
+    main(args)
     assert "**Training text `stsb-train-minus-all-eval`**" in capsys.readouterr().out
-    readme = tmp_path / "README.md"
-    readme.write_text("<!-- cselab:protocol -->\n<!-- /cselab:protocol -->\n<!-- cselab:adapt -->\nold\n<!-- /cselab:adapt -->\n")
-    main([*args, "--adapt", str(adapt), "--update-readme", str(readme)])
-    text = readme.read_text()
-    assert "old" not in text and "| 83.30 |" in text.split("<!-- cselab:adapt -->")[1]
+    readme, docs = tmp_path / "README.md", tmp_path / "adapt.md"
+    readme.write_text("<!-- cselab:protocol -->\n<!-- /cselab:protocol -->\n"
+                      "<!-- cselab:adapt-seeds -->\nold\n<!-- /cselab:adapt-seeds -->\n")
+    docs.write_text("<!-- cselab:adapt -->\nold\n<!-- /cselab:adapt -->\n<!-- cselab:adapt-seeds -->\n<!-- /cselab:adapt-seeds -->\n")
+    # a table with no block in any file is refused before anything is written
+    code, _, err = run_cli([*args, "--update-readme", str(readme)], capsys)
+    assert code == 2 and "no block <!-- cselab:adapt -->" in err and "old" in readme.read_text()
+    main([*args, "--update-readme", str(readme), "--update-readme", str(docs)])
+    readme_text, docs_text = readme.read_text(), docs.read_text()
+    assert "old" not in readme_text and "old" not in docs_text
+    assert "| 83.30 |" in docs_text.split("<!-- cselab:adapt -->")[1].split("<!-- /cselab:adapt -->")[0]
+    assert "83.40 ± 0.14" in readme_text.split("<!-- cselab:adapt-seeds -->")[1], "mean ± sample std of 83.3, 83.5"
+    assert "| 83.30 |" not in readme_text, "the README holds the seed summary only"
+    # a file given to update that holds none of the blocks is refused too
+    other = tmp_path / "other.md"
+    other.write_text("nothing here\n")
+    code, _, err = run_cli([*args, "--update-readme", str(readme), "--update-readme", str(docs),
+                            "--update-readme", str(other)], capsys)
+    assert code == 2 and "has none of the blocks" in err
 
 
 def test_every_run_adapt_row_is_a_valid_adapt_run(tmp_path):
@@ -365,10 +380,11 @@ def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
     runs = {(m, s): {t: round(rng.uniform(70, 90), 2) for t in tasks} for m in ("simcse", "tncse") for s in (1, 2, 3)}
     records = [checkpoint, *(_record("stsb-train-minus-all-eval", [], sc, method=m, seed=s) for (m, s), sc in runs.items())]
     records.append(_record("default", [], runs[("simcse", 1)], method="simcse++"))  # one seed: no summary
-    text = adapt_table(records, baseline="simcse")
-    b2, general = re.split(r"\n\n(?=\*\*Training text)", text)
-    assert _cells(b2.split("\n\n")[1].splitlines())[0]["method"] == "checkpoint", "the reference row comes first"
-    assert "Over seeds" not in general and "checkpoint" in general
+    b2_rows, general = re.split(r"\n\n(?=\*\*Training text)", adapt_table(records))
+    assert _cells(b2_rows.split("\n\n")[1].splitlines())[0]["method"] == "checkpoint", "the reference row comes first"
+    assert "checkpoint" in general and "Over seeds" not in b2_rows
+    b2 = adapt_seeds_table(records, baseline="simcse")
+    assert "`default`" not in b2, "a training text without several seeds has no summary"
 
     summary = {row["configuration"]: row for row in _tables_after(b2, "Over seeds (mean ± sample std):")}
     tn = [runs[("tncse", s)]["stsb"] for s in (1, 2, 3)]

@@ -520,11 +520,20 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
               help="two seeds configurations (method/variant) for a paired test; repeat for more pairs")
 @click.option("--adapt-baseline", help="the adapt configuration (method/variant) every other is paired against")
 @click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
-              help="replace the <!-- cselab:protocol|seeds|ablation|adapt --> blocks of this file with the tables")
+              multiple=True, help="replace the <!-- cselab:protocol|seeds|ablation|adapt|adapt-seeds --> blocks of "
+                                  "this file with the tables; repeatable (each table must have a block in one of them)")
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
-                   compare: tuple[tuple[str, str], ...], adapt_baseline: str | None, update_readme: Path | None) -> None:
+                   compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
+                   update_readme: tuple[Path, ...]) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
-    from .reporting.tables import ablation_tables, protocol_table, read_records, replace_block, seeds_table
+    from .reporting.tables import (
+        ablation_tables,
+        has_block,
+        protocol_table,
+        read_records,
+        replace_block,
+        seeds_table,
+    )
 
     if not (results_file or seeds_file or ablation_file or adapt_file):
         raise CselabError("give at least one records file: --results, --seeds, --ablation or --adapt")
@@ -536,25 +545,38 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
     if adapt_file:
-        from .reporting.adapt import adapt_table
+        from .reporting.adapt import adapt_seeds_table, adapt_table
         from .reporting.tables import resolve_configuration
 
         adapt_records = read_records(adapt_file)
         baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None
-        tables["adapt"] = adapt_table(adapt_records, baseline=baseline)
+        tables["adapt"] = adapt_table(adapt_records)
+        tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return
-    try:
-        text = update_readme.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CselabError(f"{update_readme} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
-    for name, table in tables.items():  # every table asked for must have its block
-        text = replace_block(text, name, table)
-    tmp = update_readme.with_name(update_readme.name + ".tmp")  # a kill never leaves half a README
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, update_readme)
-    click.echo(f"updated {update_readme} ({', '.join(tables)})")
+    texts = {}
+    for path in update_readme:
+        try:
+            texts[path] = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CselabError(f"{path} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
+    placed: dict[Path, list[str]] = {path: [] for path in update_readme}
+    for name, table in tables.items():  # every table asked for must have its block in one of the files
+        holders = [path for path in update_readme if has_block(texts[path], name)]
+        if not holders:
+            replace_block(texts[update_readme[0]], name, table)  # raises: the block is missing
+        for path in holders:
+            texts[path] = replace_block(texts[path], name, table)
+            placed[path].append(name)
+    for path, names in placed.items():
+        if not names:
+            raise CselabError(f"{path} has none of the blocks {', '.join(f'<!-- cselab:{n} -->' for n in tables)}")
+    for path in update_readme:  # all checked before any is written; a kill never leaves half a file
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(texts[path], encoding="utf-8")
+        os.replace(tmp, path)
+        click.echo(f"updated {path} ({', '.join(placed[path])})")
 
 
 # -- the error boundary ----------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The adaptation protocol's tables (docs/adapt.md), rendered from its records.
 
-Per training text: one row per record (the untouched checkpoint first, as every row's reference), then, where a
-configuration has several seeds, its mean ± sample std over seeds and paired tests against the baseline
-configuration (tuned SimCSE) and against the untouched checkpoint.
+:func:`adapt_table`: per training text, one row per record (the untouched checkpoint first, as every row's
+reference). :func:`adapt_seeds_table`: per training text, every configuration with several seeds, its mean ±
+sample std over seeds and paired tests against the baseline configuration (tuned SimCSE) and the checkpoint.
 
 Decisions
 ---------
@@ -125,18 +125,15 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
     return lines
 
 
-def adapt_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
-    """The adaptation protocol's results: one table per training text, STS-B test first, the untouched
-    checkpoint's record (if any) as the first row of each; then the seed summary and paired tests against
-    ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and the checkpoint."""
+def _groups(records: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[tuple[str, list[dict[str, Any]], list[str], set[str], str]]]:
+    """The checkpoint's record, and per training text: (name, records, held-out columns, seen columns, heading)."""
     checkpoints = [r for r in records if r.get("method") == CHECKPOINT_METHOD]
-    checkpoint = checkpoints[-1] if checkpoints else None
-    groups: dict[str, list[dict[str, Any]]] = {}
+    by_text: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if r.get("method") != CHECKPOINT_METHOD:
-            groups.setdefault(training_text_of(r)[0], []).append(r)
-    parts = []
-    for corpus, rows in groups.items():
+            by_text.setdefault(training_text_of(r)[0], []).append(r)
+    groups = []
+    for corpus, rows in by_text.items():
         known = [training_text_of(r)[1] for r in rows]
         unknown = any(k is None for k in known)
         seen = set(_TASKS) if unknown else {t for k in known for t in (k or [])}
@@ -150,12 +147,32 @@ def adapt_table(records: Sequence[dict[str, Any]], *, baseline: str | None = Non
                     + ", ".join(_NAMES[t] for t in _ORDER if t in seen))
         else:
             note = "every column held out"
-        avg_name = f"avg held-out ({len(held_out)})"
+        groups.append((corpus, rows, held_out, seen, f"**Training text `{corpus}`** ({size}{note})"))
+    return (checkpoints[-1] if checkpoints else None), groups
+
+
+def adapt_table(records: Sequence[dict[str, Any]]) -> str:
+    """The adaptation protocol's results: one table per training text, one row per record, STS-B test first,
+    the untouched checkpoint's record (if any) as the first row of each."""
+    checkpoint, groups = _groups(records)
+    parts = []
+    for _, rows, held_out, seen, heading in groups:
         header = ["method", "variant", "seed", "steps", "prec.", "lr", "τ", "best step", "dev start", "dev best",
-                  *[_NAMES[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in _ORDER], avg_name,
-                  "wall s", "commit"]
+                  *[_NAMES[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in _ORDER],
+                  f"avg held-out ({len(held_out)})", "wall s", "commit"]
         shown = [*([checkpoint] if checkpoint is not None else []), *rows]
-        lines = [f"**Training text `{corpus}`** ({size}{note})", "", *_markdown(header, _record_rows(shown, held_out))]
-        lines += _seed_summary(rows, held_out, avg_name, checkpoint, baseline)
-        parts.append("\n".join(lines))
+        parts.append("\n".join([heading, "", *_markdown(header, _record_rows(shown, held_out))]))
     return "\n\n".join(parts)
+
+
+def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
+    """Per training text, every configuration with several seeds: mean ± sample std over seeds, and paired tests
+    against ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and against the
+    untouched checkpoint."""
+    checkpoint, groups = _groups(records)
+    parts = []
+    for _, rows, held_out, _, heading in groups:
+        lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoint, baseline)
+        if lines:
+            parts.append("\n".join([heading, *lines]))
+    return "\n\n".join(parts) or "No configuration of the adaptation protocol has several seeds yet."

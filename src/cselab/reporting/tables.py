@@ -86,9 +86,18 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _block_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- cselab:{re.escape(name)} -->).*?(<!-- /cselab:{re.escape(name)} -->)", re.S)
+
+
+def has_block(text: str, name: str) -> bool:
+    """Whether ``text`` holds the README block ``name`` (both markers)."""
+    return _block_pattern(name).search(text) is not None
+
+
 def replace_block(text: str, name: str, content: str) -> str:
     """Replace the README block ``name`` with ``content``; error if the markers are missing."""
-    pattern = re.compile(rf"(<!-- cselab:{re.escape(name)} -->).*?(<!-- /cselab:{re.escape(name)} -->)", re.S)
+    pattern = _block_pattern(name)
     if not pattern.search(text):
         raise CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
     return pattern.sub(lambda m: f"{m.group(1)}\n{content}\n{m.group(2)}", text)
