@@ -50,7 +50,7 @@ row jtcse-general         "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "$
 # then the ensemble of the in-domain JTCSE twin distilled into one mean-pooled MiniLM (-D)
 row jtcse-indomain-uc-d   "+UC -> one MiniLM (MSE)" configs/distill/adapt-minilm-uc.yaml \
     method_options.teacher=runs/adapt/jtcse-indomain/stage2-uc-all-MiniLM-L6-v2
-# -D from a larger outside model: python benchmarks/adapt_uc.py simcse-indomain-b1 --outside all-mpnet-base-v2
+# -D from a larger outside model: python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside all-mpnet-base-v2
 # --combine concat first (the score-level +UC of the b1 SimCSE model and all-mpnet-base-v2), then that ensemble's
 # in-batch similarities distilled into one MiniLM on b1, at two learning rates (dev chooses)
 row simcse-b1-uc-mpnet-d       "+UC mpnet (concat) -> one MiniLM (similarities), lr 3e-5" configs/distill/adapt-minilm-uc-mpnet.yaml
