@@ -380,11 +380,19 @@ def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
     runs = {(m, s): {t: round(rng.uniform(70, 90), 2) for t in tasks} for m in ("simcse", "tncse") for s in (1, 2, 3)}
     records = [checkpoint, *(_record("stsb-train-minus-all-eval", [], sc, method=m, seed=s) for (m, s), sc in runs.items())]
     records.append(_record("default", [], runs[("simcse", 1)], method="simcse++"))  # one seed: no summary
-    b2_rows, general = re.split(r"\n\n(?=\*\*Training text)", adapt_table(records))
+    own = {s: {t: round(rng.uniform(70, 90), 2) for t in tasks} for s in (1, 2, 3)}  # a method with its own text
+    records += [_record("parallel-de", [], own[s], method="ifcl", seed=s) for s in (1, 2, 3)]
+    b2_rows, general, _ = re.split(r"\n\n(?=\*\*Training text)", adapt_table(records))
     assert _cells(b2_rows.split("\n\n")[1].splitlines())[0]["method"] == "checkpoint", "the reference row comes first"
     assert "checkpoint" in general and "Over seeds" not in b2_rows
     b2 = adapt_seeds_table(records, baseline="simcse")
     assert "`default`" not in b2, "a training text without several seeds has no summary"
+    b2, own_text = re.split(r"\n\n(?=\*\*Training text)", b2)
+    row = next(r for r in _tables_after(own_text, "Paired t-tests over matched seeds (two-sided):")
+               if r["B"].startswith("simcse") and r["score"] == "STS-B")
+    want = stats.ttest_rel([own[s]["stsb"] for s in (1, 2, 3)], [runs[("simcse", s)]["stsb"] for s in (1, 2, 3)])
+    assert row["B"] == "simcse (on `stsb-train-minus-all-eval`)", "paired with the baseline on the text it ran on"
+    assert row["t"] == f"{want.statistic:.2f}" and row["p"] == f"{want.pvalue:.4f}"
 
     summary = {row["configuration"]: row for row in _tables_after(b2, "Over seeds (mean ± sample std):")}
     tn = [runs[("tncse", s)]["stsb"] for s in (1, 2, 3)]

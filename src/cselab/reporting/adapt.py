@@ -79,7 +79,7 @@ def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> lis
 
 
 def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_name: str,
-                  checkpoint: dict[str, Any] | None, baseline: str | None) -> list[str]:
+                  checkpoint: dict[str, Any] | None, baseline: tuple[str, list[dict[str, Any]]] | None) -> list[str]:
     """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
     from ..analysis.significance import paired_test
 
@@ -100,8 +100,12 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
     for label in labels:
         a_by_seed = records_by_seed(rows, label)
         against = []
-        if baseline and label != baseline and len(records_by_seed(rows, baseline)) >= 2:
-            against.append((baseline, records_by_seed(rows, baseline)))
+        if baseline is not None and label != baseline[0]:
+            own_text = records_by_seed(rows, baseline[0])  # the baseline on this text, else on the text it ran on
+            base = own_text if len(own_text) >= 2 else records_by_seed(baseline[1], baseline[0])
+            if len(base) >= 2:
+                text = training_text_of(next(iter(base.values())))[0]
+                against.append((baseline[0] if own_text else f"{baseline[0]} (on `{text}`)", base))
         if checkpoint is not None:
             against.append((f"{CHECKPOINT_METHOD} (one model: one-sample t-test)", None))
         for b_label, b_by_seed in against:
@@ -168,11 +172,18 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
 def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
     """Per training text, every configuration with several seeds: mean ± sample std over seeds, and paired tests
     against ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and against the
-    untouched checkpoint."""
+    untouched checkpoint. The baseline is taken from the same training text where it ran there, else from the text
+    where it has the most seeds (named in the B column): a method that cannot use a text (IFCL needs translations)
+    is still paired with it, each on its own text, over the same seeds."""
     checkpoint, groups = _groups(records)
+    # the baseline's records: on its own training text first (a method with its own text, IFCL, is paired with it)
+    base = None
+    if baseline is not None:
+        base_rows = max((rows for _, rows, *_ in groups), key=lambda rows: len(records_by_seed(rows, baseline)))
+        base = (baseline, list(base_rows))
     parts = []
     for _, rows, held_out, _, heading in groups:
-        lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoint, baseline)
+        lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoint, base)
         if lines:
             parts.append("\n".join([heading, *lines]))
     return "\n\n".join(parts) or "No configuration of the adaptation protocol has several seeds yet."
