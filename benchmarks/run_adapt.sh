@@ -55,3 +55,6 @@ row jtcse-indomain-uc-d   "+UC -> one MiniLM (MSE)" configs/distill/adapt-minilm
 # in-batch similarities distilled into one MiniLM on b1, at two learning rates (dev chooses)
 row simcse-b1-uc-mpnet-d       "+UC mpnet (concat) -> one MiniLM (similarities), lr 3e-5" configs/distill/adapt-minilm-uc-mpnet.yaml
 row simcse-b1-uc-mpnet-d-lr1e-4 "+UC mpnet (concat) -> one MiniLM (similarities), lr 1e-4" configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4
+# the same -D with the student starting from the b1 SimCSE model (the teacher's own first member) instead of the checkpoint
+row simcse-b1-uc-mpnet-d-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarities), lr 1e-4" \
+    configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best
