@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     from cselab.provenance import provenance
     from cselab.reporting.adapt import CHECKPOINT_METHOD
     from cselab.reporting.tables import read_records
-    from cselab.training.results import append_record, score_test_sets
+    from cselab.training.results import append_record, scores_on_test_sets
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="the checkpoint (its own pooling)")
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model(args.model)
     dev_evaluator = StsEvaluator.from_names(["stsb"], ("dev",), primary="stsb/dev")
     dev = round(dev_evaluator.primary_score(dev_evaluator(model)), 2)
-    scores = score_test_sets(args.model)
+    scores = scores_on_test_sets(model)
     record = {
         "protocol": "adapt", "row": "checkpoint", "method": CHECKPOINT_METHOD,
         "variant": f"{Path(args.model).name}, its own pooling, untouched", "backbone": args.model,

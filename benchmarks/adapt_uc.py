@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     from cselab.errors import CselabError
+    from cselab.models.sentence_model import COMBINE_MODES
     from cselab.provenance import provenance
     from cselab.reporting.adapt import training_text_of
     from cselab.reporting.tables import read_records
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("row", help="a row of the results file (its model is combined)")
     parser.add_argument("--outside", default="all-MiniLM-L6-v2", help="the outside checkpoint e_UC (its own pooling)")
     parser.add_argument("--grid", default=",".join(f"{w:g}" for w in DEFAULT_GRID), help="weights tried on dev")
-    parser.add_argument("--combine", choices=("sum", "concat"), default="sum",
+    parser.add_argument("--combine", choices=COMBINE_MODES, default="sum",
                         help="sum: weighted sum of the vectors (equal sizes); concat: weighted mean of cosines (any sizes)")
     parser.add_argument("--seed", type=int, help="combine that seed's run of the row's configuration (`cselab seeds`)")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")

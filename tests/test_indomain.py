@@ -382,6 +382,7 @@ def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
     records.append(_record("default", [], runs[("simcse", 1)], method="simcse++"))  # one seed: no summary
     own = {s: {t: round(rng.uniform(70, 90), 2) for t in tasks} for s in (1, 2, 3)}  # a method with its own text
     records += [_record("parallel-de", [], own[s], method="ifcl", seed=s) for s in (1, 2, 3)]
+    records.append(_record("parallel-de", [], runs[("simcse", 1)], seed=1))  # one baseline seed there: too few to pair
     b2_rows, general, _ = re.split(r"\n\n(?=\*\*Training text)", adapt_table(records))
     assert _cells(b2_rows.split("\n\n")[1].splitlines())[0]["method"] == "checkpoint", "the reference row comes first"
     assert "checkpoint" in general and "Over seeds" not in b2_rows

@@ -334,6 +334,7 @@ def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, c
 @click.option("--weight", default="0.7", show_default=True,
               help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
 @click.option("--grid", help="comma-separated weights tried with --weight dev (default: 0, 0.1, ..., 1)")
+# the choices are sentence_model.COMBINE_MODES, not imported here: the CLI starts without torch (a test pins them)
 @click.option("--combine", type=click.Choice(["sum", "concat"]), default="sum", show_default=True,
               help="sum: the papers' weighted sum of the vectors (equal sizes); concat: weighted unit vectors "
                    "side by side, cosine = (1 - w) cos_A + w cos_B (any sizes)")
@@ -529,6 +530,7 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     from .reporting.tables import (
         ablation_tables,
         has_block,
+        missing_block,
         protocol_table,
         read_records,
         replace_block,
@@ -565,7 +567,7 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     for name, table in tables.items():  # every table asked for must have its block in one of the files
         holders = [path for path in update_readme if has_block(texts[path], name)]
         if not holders:
-            replace_block(texts[update_readme[0]], name, table)  # raises: the block is missing
+            raise missing_block(name)
         for path in holders:
             texts[path] = replace_block(texts[path], name, table)
             placed[path].append(name)

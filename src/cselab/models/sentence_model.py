@@ -174,7 +174,7 @@ class EnsembleModel(WeightedSum):
             raise CselabError(problem)
         self.combine = combine
         self.members = nn.ModuleList(members)
-        sizes = [getattr(m, "hidden_size", None) for m in members]  # sweep stand-ins have none
+        sizes = [getattr(m, "hidden_size", None) for m in members]  # a member without one is checked at encode
         if combine == "sum" and None not in sizes and len(set(sizes)) > 1:
             raise CselabError(self.size_mismatch(sorted(set(sizes))))  # refused before a save, not at encode
 

@@ -68,9 +68,10 @@ def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> lis
     body = []
     for r in rows:
         scores = r.get("scores", {})
-        body.append([r.get("method", "?"), _variant(r), str(r.get("seed") or "-"), str(r.get("steps", "")),
+        seed = r.get("seed")
+        body.append([r.get("method", "?"), _variant(r), "-" if seed is None else str(seed), str(r.get("steps", "")),
                      str(r.get("precision") or "-"), _number(_effective(r, "train", "lr")),
-                     _number(r.get("config", {}).get("effective", {}).get("method_options", {}).get("temperature")),
+                     _number(_effective(r, "method_options", "temperature")),
                      str(r.get("best_step", "-")), _fmt(scores.get("stsb_dev_start")),
                      _fmt(scores.get("stsb_dev_best")), *[_fmt(scores.get(t)) for t in _ORDER],
                      _fmt(held_out_average(r, held_out)), _fmt(r.get("wall_s"), 0),
@@ -79,7 +80,8 @@ def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> lis
 
 
 def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_name: str,
-                  checkpoint: dict[str, Any] | None, baseline: tuple[str, list[dict[str, Any]]] | None) -> list[str]:
+                  checkpoint: dict[str, Any] | None,
+                  baseline: tuple[str, Sequence[dict[str, Any]]] | None) -> list[str]:
     """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
     from ..analysis.significance import paired_test
 
@@ -101,11 +103,13 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
         a_by_seed = records_by_seed(rows, label)
         against = []
         if baseline is not None and label != baseline[0]:
-            own_text = records_by_seed(rows, baseline[0])  # the baseline on this text, else on the text it ran on
-            base = own_text if len(own_text) >= 2 else records_by_seed(baseline[1], baseline[0])
+            base = records_by_seed(rows, baseline[0])  # the baseline on this text, else on the text it ran on
+            b_label = baseline[0]
+            if len(base) < 2:
+                base = records_by_seed(baseline[1], baseline[0])
+                b_label = f"{baseline[0]} (on `{training_text_of(next(iter(base.values())))[0]}`)" if base else ""
             if len(base) >= 2:
-                text = training_text_of(next(iter(base.values())))[0]
-                against.append((baseline[0] if own_text else f"{baseline[0]} (on `{text}`)", base))
+                against.append((b_label, base))
         if checkpoint is not None:
             against.append((f"{CHECKPOINT_METHOD} (one model: one-sample t-test)", None))
         for b_label, b_by_seed in against:
@@ -180,7 +184,7 @@ def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None
     base = None
     if baseline is not None:
         base_rows = max((rows for _, rows, *_ in groups), key=lambda rows: len(records_by_seed(rows, baseline)))
-        base = (baseline, list(base_rows))
+        base = (baseline, base_rows)
     parts = []
     for _, rows, held_out, _, heading in groups:
         lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoint, base)

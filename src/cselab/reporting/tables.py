@@ -95,11 +95,16 @@ def has_block(text: str, name: str) -> bool:
     return _block_pattern(name).search(text) is not None
 
 
+def missing_block(name: str) -> CselabError:
+    """The error for a README without the block ``name``."""
+    return CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
+
+
 def replace_block(text: str, name: str, content: str) -> str:
     """Replace the README block ``name`` with ``content``; error if the markers are missing."""
     pattern = _block_pattern(name)
     if not pattern.search(text):
-        raise CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
+        raise missing_block(name)
     return pattern.sub(lambda m: f"{m.group(1)}\n{content}\n{m.group(2)}", text)
 
 

@@ -46,7 +46,6 @@ from .trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
-# settings that change neither the maths nor the data: a finished/resumed stage may differ in these
 
 
 class _Strict(BaseModel):

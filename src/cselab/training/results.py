@@ -19,11 +19,17 @@ from .trainer import TrainResult
 def score_test_sets(model_dir: Path, *, batch_size: int = 128, device: Any = None) -> dict[str, float]:
     """Test scores of a saved model on every available STS task (one evaluation, after selection), computed on
     ``device`` (the training device; default :func:`cselab.devices.inference_device`)."""
-    from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
     from ..models.sentence_model import load_model
 
+    return scores_on_test_sets(load_model(model_dir, device=device), batch_size=batch_size)
+
+
+def scores_on_test_sets(model: Any, *, batch_size: int = 128) -> dict[str, float]:
+    """:func:`score_test_sets` of a model already loaded: ``task -> test score`` and their ``avg-available``."""
+    from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+
     evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
-    result = evaluator(load_model(model_dir, device=device))
+    result = evaluator(model)
     scores = {task: round(s.all, 2) for (task, _), s in result.scores.items()}
     scores["avg-available"] = round(result.average, 2)
     return scores
