@@ -255,6 +255,20 @@ def _similarity_mse(student, teacher, texts) -> float:
     return float(((matrix(student) - matrix(teacher))[off] ** 2).mean())
 
 
+def _similarity_kl(student, teacher, texts, tau=0.1) -> float:
+    """The mean over sentences of KL(teacher || student) of their softmax over the other sentences' cosines / tau,
+    with numpy."""
+    def log_softmax_over_others(model):
+        x = model.encode(texts).numpy().astype(np.float64)
+        x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+        logits = (x @ x.T)[~np.eye(len(texts), dtype=bool)].reshape(len(texts), -1) / tau
+        logits -= logits.max(axis=-1, keepdims=True)
+        return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+
+    log_p, log_q = log_softmax_over_others(teacher), log_softmax_over_others(student)
+    return float((np.exp(log_p) * (log_p - log_q)).sum(axis=-1).mean())
+
+
 def _distill_config(teacher, student_dir, corpus, out, *extra):
     from cselab.training.pipeline import distill_config
 
@@ -264,7 +278,11 @@ def _distill_config(teacher, student_dir, corpus, out, *extra):
         "train.log_every=1", *extra])
 
 
-def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_home):
+@pytest.mark.parametrize(("target", "term", "measure"), [
+    ("similarities", "similarity_distillation_mse", _similarity_mse),
+    ("similarity_distributions", "similarity_distillation_kl", _similarity_kl),
+])
+def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_home, target, term, measure):
     from cselab.training.trainer import Trainer
 
     _, b, _, _ = members
@@ -275,17 +293,17 @@ def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_hom
     corpus = write_corpus(tmp_path / "corpus.txt", n=64)
     texts = corpus.read_text().splitlines()[:32]
     teacher = load_model(teacher_path, device="cpu")
-    before = _similarity_mse(Encoder.from_pretrained(student_dir, pooler="mean"), teacher, texts)
+    before = measure(Encoder.from_pretrained(student_dir, pooler="mean"), teacher, texts)
 
-    config = _distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled",
-                             "method_options.target=similarities", "model.pooler=mean", "model.dropout=0.0")
+    config = _distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled", f"method_options.target={target}",
+                             "method_options.temperature=0.1", "model.pooler=mean", "model.dropout=0.0")
     trainer = Trainer(config, progress=False)
-    assert trainer.method.weights == {"similarity_distillation_mse": 1.0}
+    assert trainer.method.weights == {term: 1.0}
     result = trainer.run()
     assert result.steps == 16
     log = [json.loads(line) for line in (tmp_path / "distilled" / "metrics.jsonl").read_text().splitlines()]
-    losses = [r["similarity_distillation_mse"] for r in log if "similarity_distillation_mse" in r]
-    after = _similarity_mse(load_model(tmp_path / "distilled" / "best", device="cpu"), teacher, texts)
+    losses = [r[term] for r in log if term in r]
+    after = measure(load_model(tmp_path / "distilled" / "best", device="cpu"), teacher, texts)
     assert len(losses) == 16 and np.mean(losses[-4:]) < 0.75 * np.mean(losses[:4]), losses  # batches differ: means
     assert after < 0.5 * before, (before, after)
 
@@ -308,6 +326,9 @@ def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_
     with pytest.raises(CselabError, match="train.batch_size must be at least 2"):
         Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
                                 "train.batch_size=1"), progress=False)
+    with pytest.raises(CselabError, match="train.batch_size must be at least 3"):
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d",
+                                "method_options.target=similarity_distributions", "train.batch_size=2"), progress=False)
     with pytest.raises(CselabError, match="method_options.target"):
         Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
                 progress=False)

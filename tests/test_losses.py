@@ -18,6 +18,7 @@ from cselab.losses import (
     info_nce,
     interaction_tensor_norm_loss,
     offdropout_info_nce,
+    similarity_distillation_kl,
     similarity_distillation_mse,
     tensor_norm_loss,
     twins_loss,
@@ -537,6 +538,70 @@ def test_similarity_distillation_needs_pairs_of_one_batch():
         similarity_distillation_mse(rand(3, 4, 0), rand(4, 4, 1))
 
 
+def ref_similarity_distillation_kl(student, teacher, tau) -> float:
+    """mean over i of sum_{j != i} p_ij log(p_ij / q_ij), p/q the softmax over j != i of cos / tau of the
+    teacher/student, with Python loops in float64."""
+
+    def cos(u, v):
+        return sum(x * y for x, y in zip(u, v, strict=True)) / math.sqrt(sum(x * x for x in u) * sum(y * y for y in v))
+
+    def softmax_over_others(x, i):
+        others = [j for j in range(len(x)) if j != i]
+        weights = [math.exp(cos(x[i], x[j]) / tau) for j in others]
+        return [w / sum(weights) for w in weights]
+
+    s, te = rows(student), rows(teacher)
+    total = 0.0
+    for i in range(len(s)):
+        p, q = softmax_over_others(te, i), softmax_over_others(s, i)
+        total += sum(pj * math.log(pj / qj) for pj, qj in zip(p, q, strict=True))
+    return total / len(s)
+
+
+def test_similarity_distillation_kl_hand_case():
+    # student cosines: (0,1) 0, (0,2) R2, (1,2) R2; teacher (3-d): (0,1) 0, (0,2) 0, (1,2) 1; tau 1
+    student = t([[1, 0], [0, 1], [1, 1]]).requires_grad_()
+    teacher = t([[1, 0, 0], [0, 1, 0], [0, 5, 0]])
+
+    def kl(p, q):
+        return sum(a * math.log(a / b) for a, b in zip(p, q, strict=True))
+
+    def two(x, y):  # softmax of two logits
+        return [math.exp(x) / (math.exp(x) + math.exp(y)), math.exp(y) / (math.exp(x) + math.exp(y))]
+
+    expected = (kl([0.5, 0.5], two(0, R2))         # row 0 over (1, 2)
+                + kl(two(0, 1), two(0, R2))        # row 1 over (0, 2)
+                + kl(two(0, 1), [0.5, 0.5])) / 3   # row 2 over (0, 1)
+    loss = similarity_distillation_kl(student, teacher, temperature=1.0)
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    loss.backward()
+    assert student.grad is not None and bool(student.grad.abs().sum() > 0)
+
+
+@pytest.mark.parametrize(("rows_", "d_student", "d_teacher", "tau"), [(3, 4, 4, 0.5), (6, 3, 7, 0.05), (9, 8, 2, 0.1)])
+def test_similarity_distillation_kl_matches_a_loop(rows_, d_student, d_teacher, tau):
+    student = rand(rows_, d_student, 190 + rows_).requires_grad_()
+    teacher = rand(rows_, d_teacher, 191 + rows_).requires_grad_()
+    loss = similarity_distillation_kl(student, teacher, temperature=tau)
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(ref_similarity_distillation_kl(student, teacher, tau), abs=1e-4, rel=1e-4)
+    loss.backward()
+    assert teacher.grad is None
+    # zero when the student's cosines are the teacher's (rows rescaled), whatever the widths
+    same = rand(rows_, d_teacher, 7)
+    scaled = same * torch.arange(1, rows_ + 1.0)[:, None]
+    assert similarity_distillation_kl(scaled, same, temperature=tau).item() == pytest.approx(0, abs=1e-5)
+
+
+def test_similarity_distillation_kl_refuses_bad_input():
+    with pytest.raises(ValueError, match="at least 3, got 2"):
+        similarity_distillation_kl(rand(2, 4, 0), rand(2, 6, 1), temperature=0.1)
+    with pytest.raises(ValueError, match="as many rows"):
+        similarity_distillation_kl(rand(3, 4, 0), rand(4, 4, 1), temperature=0.1)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        similarity_distillation_kl(rand(3, 4, 0), rand(3, 4, 1), temperature=0.0)
+
+
 # ---------------------------------------------------------------- common behaviour of every loss
 
 
@@ -569,6 +634,7 @@ def _cases(dtype: torch.dtype, requires_grad: bool):
     cases.append(("distillation", lambda: distillation_mse(a, b), [a]))
     wide = make((4, 9), 14, grad=False)
     cases.append(("similarity_distillation", lambda: similarity_distillation_mse(a, wide), [a]))
+    cases.append(("similarity_distillation_kl", lambda: similarity_distillation_kl(a, wide, 0.1), [a]))
     return cases
 
 
@@ -584,6 +650,7 @@ CASE_NAMES = [
     "twins",
     "distillation",
     "similarity_distillation",
+    "similarity_distillation_kl",
 ]
 
 

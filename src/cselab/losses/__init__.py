@@ -5,7 +5,11 @@ in bf16/fp16 are cast inside) and returns a float32 scalar.
 """
 
 from cselab.losses.dimension_contrastive import dimension_contrastive_loss
-from cselab.losses.distillation import distillation_mse, similarity_distillation_mse
+from cselab.losses.distillation import (
+    distillation_mse,
+    similarity_distillation_kl,
+    similarity_distillation_mse,
+)
 from cselab.losses.extended_info_nce import extended_info_nce
 from cselab.losses.info_nce import (
     cosine_similarity_matrix,
@@ -29,6 +33,7 @@ __all__ = [
     "interaction_tensor_norm_loss",
     "offdropout_info_nce",
     "rowwise_cosine",
+    "similarity_distillation_kl",
     "similarity_distillation_mse",
     "tensor_norm_loss",
     "twins_loss",

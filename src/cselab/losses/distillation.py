@@ -1,5 +1,6 @@
 """Distillation of a twin model (TNCSE-D / JTCSE-D) into a single student encoder: onto the teacher's vectors
-(the papers'), or onto its in-batch cosine similarities (a teacher of any width)."""
+(the papers'), or onto its in-batch cosine similarities (a teacher of any width), either value by value (MSE) or
+as each sentence's distribution over the other sentences of the batch (KL)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,40 @@ def similarity_distillation_mse(student: torch.Tensor, teacher: torch.Tensor) ->
     target = cosine_similarity_matrix(teacher.detach(), teacher.detach()).to(own.device)
     off_diagonal = ~torch.eye(rows, dtype=torch.bool, device=own.device)
     return F.mse_loss(own[off_diagonal], target[off_diagonal])
+
+
+def similarity_distillation_kl(student: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Row-wise KL divergence between the teacher's and the student's softmax distributions over the OTHER
+    sentences of the batch, averaged over the rows:
+
+    ``p_i(j) = exp(cos(t_i, t_j) / tau) / sum_{k != i} exp(cos(t_i, t_k) / tau)`` for ``j != i``, ``q_i`` the same
+    from the student, loss ``= mean_i sum_{j != i} p_i(j) (log p_i(j) - log q_i(j))``, the teacher detached.
+
+    Where :func:`similarity_distillation_mse` weighs every pair alike (in a batch of unrelated sentences mostly
+    pairs near cos 0), this term asks the student to rank each sentence's nearest neighbours as the teacher does;
+    ``tau`` sets how far down the ranking counts. Any teacher width.
+
+    Args:
+        student: ``[B, d_s]`` student embeddings (receive the gradient), ``B >= 3`` (two others per row).
+        teacher: ``[B, d_t]`` teacher embeddings (treated as constants); any ``d_t``.
+        temperature: ``tau > 0``, the same for both distributions.
+
+    Returns:
+        float32 scalar.
+    """
+    check_matrix("student", student)
+    check_matrix("teacher", teacher)
+    if teacher.shape[0] != student.shape[0]:
+        raise ValueError(f"teacher must have as many rows as student ({student.shape[0]}), got {tuple(teacher.shape)}")
+    rows = student.shape[0]
+    if rows < 3:
+        raise ValueError(f"a distribution over the other sentences needs a batch of at least 3, got {rows}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    off_diagonal = ~torch.eye(rows, dtype=torch.bool, device=student.device)
+    # [B, B-1]: row i holds cos(., j) for every j != i, in order
+    own = cosine_similarity_matrix(student, student)[off_diagonal].view(rows, rows - 1)
+    target = cosine_similarity_matrix(teacher.detach(), teacher.detach()).to(student.device)[off_diagonal]
+    log_q = F.log_softmax(own / temperature, dim=-1)
+    log_p = F.log_softmax(target.view(rows, rows - 1) / temperature, dim=-1)
+    return F.kl_div(log_q, log_p, reduction="batchmean", log_target=True)

@@ -7,7 +7,10 @@ an MSE loss). The teacher (``method_options.teacher``: any saved model, typicall
 
 ``method_options.target`` says what is matched: ``"vectors"`` (default, the papers') needs a teacher of the
 student's width; ``"similarities"`` (term ``similarity_distillation_mse``) matches the in-batch cosine-similarity
-matrices instead, so any teacher width works (e.g. a 384-d + 768-d concat ensemble taught to one 384-d MiniLM).
+matrices instead, so any teacher width works (e.g. a 384-d + 768-d concat ensemble taught to one 384-d MiniLM);
+``"similarity_distributions"`` (term ``similarity_distillation_kl``) matches, for each sentence, the softmax of its
+similarities to the other sentences of the batch at ``method_options.temperature`` (KL divergence): the ranking of
+its neighbours rather than every cosine's value (not in the papers; an option of ours, any teacher width).
 
 **Decisions:**
 - The teacher's target is its INFERENCE output (its own tokenizer(s), its saved truncation length, dropout
@@ -30,7 +33,7 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from ..errors import CselabError
-from ..losses import distillation_mse, similarity_distillation_mse
+from ..losses import distillation_mse, similarity_distillation_kl, similarity_distillation_mse
 from ..models.encoder import Encoder
 from ..models.sentence_model import load_model
 from .base import Method, MethodOptions, StepContext, register_method
@@ -38,12 +41,16 @@ from .base import Method, MethodOptions, StepContext, register_method
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
-    target: Literal["vectors", "similarities"] = Field(
+    target: Literal["vectors", "similarities", "similarity_distributions"] = Field(
         "vectors", description="vectors: MSE onto the teacher's vectors (the papers'; same width); similarities: "
-        "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width)")
+        "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width); similarity_distributions: "
+        "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature")
 
 
-TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse"}
+TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
+                "similarity_distributions": "similarity_distillation_kl"}
+# the fewest sentences of a batch each target can compare
+MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3}
 
 
 def _freeze(model: nn.Module) -> nn.Module:
@@ -55,7 +62,7 @@ def _freeze(model: nn.Module) -> nn.Module:
 @register_method
 class Distill(Method):
     name = "distill"
-    terms = ("distillation_mse", "similarity_distillation_mse")  # a run computes its target's one (terms_of)
+    terms = tuple(TARGET_TERMS.values())  # a run computes its target's one (terms_of)
     Options = DistillOptions
 
     @classmethod
@@ -74,9 +81,10 @@ class Distill(Method):
         object.__setattr__(self, "teacher", _freeze(load_model(self.options.teacher)))
         if self.options.target == "vectors":
             self._check_widths(getattr(self.teacher, "hidden_size", None), self.student.hidden_size)
-        elif config.train.batch_size < 2:
-            raise CselabError("config: distillation onto similarities compares pairs of sentences: "
-                              f"train.batch_size must be at least 2, got {config.train.batch_size}")
+        elif config.train.batch_size < MIN_BATCH[self.options.target]:
+            raise CselabError(f"config: distillation onto {self.options.target} compares sentences of one batch: "
+                              f"train.batch_size must be at least {MIN_BATCH[self.options.target]}, "
+                              f"got {config.train.batch_size}")
 
     def _check_widths(self, teacher: int | None, student: int) -> None:
         if teacher is not None and teacher != student:
@@ -107,6 +115,8 @@ class Distill(Method):
         student, teacher = ctx.dist.gather(embeddings["student"]), ctx.dist.gather(embeddings["teacher"])
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
+        if self.options.target == "similarity_distributions":
+            return {"similarity_distillation_kl": similarity_distillation_kl(student, teacher, self.options.temperature)}
         return {"distillation_mse": distillation_mse(student, teacher)}
 
     def inference_model(self) -> Encoder:
