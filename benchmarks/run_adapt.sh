@@ -58,3 +58,8 @@ row simcse-b1-uc-mpnet-d-lr1e-4 "+UC mpnet (concat) -> one MiniLM (similarities)
 # the same -D with the student starting from the b1 SimCSE model (the teacher's own first member) instead of the checkpoint
 row simcse-b1-uc-mpnet-d-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarities), lr 1e-4" \
     configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best
+# the same student and teacher, matching each sentence's softmax over the batch's other cosines (KL, T 0.05) instead
+# of every cosine's value (MSE): the ranking of its neighbours
+row simcse-b1-uc-mpnet-dkl-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarity distributions, T 0.05), lr 1e-4" \
+    configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
+    method_options.target=similarity_distributions method_options.temperature=0.05

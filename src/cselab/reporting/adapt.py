@@ -20,7 +20,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from .tables import TASK_COLUMNS, _fmt, _markdown, _mean_std, _short_commit, record_label, records_by_seed
+from .markdown import fmt, markdown_table, mean_std, short_commit
+from .tables import TASK_COLUMNS, record_label, records_by_seed
 
 NOT_HELD_OUT_MARK = "†"
 CHECKPOINT_METHOD = "checkpoint"
@@ -72,10 +73,10 @@ def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> lis
         body.append([r.get("method", "?"), _variant(r), "-" if seed is None else str(seed), str(r.get("steps", "")),
                      str(r.get("precision") or "-"), _number(_effective(r, "train", "lr")),
                      _number(_effective(r, "method_options", "temperature")),
-                     str(r.get("best_step", "-")), _fmt(scores.get("stsb_dev_start")),
-                     _fmt(scores.get("stsb_dev_best")), *[_fmt(scores.get(t)) for t in _ORDER],
-                     _fmt(held_out_average(r, held_out)), _fmt(r.get("wall_s"), 0),
-                     _short_commit(str(r.get("git", "")))])
+                     str(r.get("best_step", "-")), fmt(scores.get("stsb_dev_start")),
+                     fmt(scores.get("stsb_dev_best")), *[fmt(scores.get(t)) for t in _ORDER],
+                     fmt(held_out_average(r, held_out)), fmt(r.get("wall_s"), 0),
+                     short_commit(str(r.get("git", "")))])
     return body
 
 
@@ -93,11 +94,11 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
     summary = []
     for label in labels:
         by_seed = records_by_seed(rows, label)
-        cells = [_mean_std([float(v) for v in (f(r) for r in by_seed.values()) if isinstance(v, (int, float))])
+        cells = [mean_std([float(v) for v in (f(r) for r in by_seed.values()) if isinstance(v, (int, float))])
                  for f in [lambda r: r.get("scores", {}).get("stsb_dev_best"), *metrics.values()]]
         summary.append([label, ", ".join(map(str, by_seed)), *cells])
     lines = ["", "Over seeds (mean ± sample std):", "",
-             *_markdown(["configuration", "seeds", "dev best", *metrics], summary)]
+             *markdown_table(["configuration", "seeds", "dev best", *metrics], summary)]
     tests = []
     for label in labels:
         a_by_seed = records_by_seed(rows, label)
@@ -128,7 +129,7 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                               f"{t.t_pvalue:.4f}"])
     if tests:
         lines += ["", "Paired t-tests over matched seeds (two-sided):", "",
-                  *_markdown(["A", "B", "score", "seeds", "mean A", "mean B", "A − B", "std (A − B)", "t", "df", "p"],
+                  *markdown_table(["A", "B", "score", "seeds", "mean A", "mean B", "A − B", "std (A − B)", "t", "df", "p"],
                              tests)]
     return lines
 
@@ -169,7 +170,7 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
                   *[_NAMES[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in _ORDER],
                   f"avg held-out ({len(held_out)})", "wall s", "commit"]
         shown = [*([checkpoint] if checkpoint is not None else []), *rows]
-        parts.append("\n".join([heading, "", *_markdown(header, _record_rows(shown, held_out))]))
+        parts.append("\n".join([heading, "", *markdown_table(header, _record_rows(shown, held_out))]))
     return "\n\n".join(parts)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..data.sts import DISPLAY_NAMES
 from ..errors import CselabError
 from ..evaluation.sts_evaluator import DEFAULT_TASKS
+from .markdown import fmt, markdown_table, mean_std, short_commit
 
 TASK_COLUMNS = (
     *((task, DISPLAY_NAMES[task]) for task in DEFAULT_TASKS),
@@ -61,15 +62,6 @@ def _record_problem(record: Any) -> str | None:
     return None
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, (int, float)) else str(value)
-
-
-def _short_commit(commit: str) -> str:
-    """First 9 hex digits; a trailing ``+dirty`` (uncommitted changes in the tree) shows as ``*``."""
-    return commit[:9] + ("*" if commit.endswith("+dirty") else "")
-
-
 def protocol_table(records: Sequence[dict[str, Any]]) -> str:
     """Methods x tasks (test scores of the dev-selected checkpoint), plus dev, cost and provenance."""
     header = ["method", "variant", "seed", "steps", "prec.", "dev start", "dev best",
@@ -78,10 +70,10 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
     for r in records:
         scores = r.get("scores", {})
         row = [r.get("method", "?"), r.get("variant") or "", str(r.get("seed", "")), str(r.get("steps", "")),
-               r.get("precision", ""), _fmt(scores.get("stsb_dev_start")), _fmt(scores.get("stsb_dev_best")),
-               *[_fmt(scores.get(key)) for key, _ in TASK_COLUMNS],
-               _fmt(r.get("wall_s"), 0), _fmt(r.get("train_sentences_per_s"), 0), _fmt(r.get("peak_mem_mb"), 0),
-               _short_commit(str(r.get("git", "")))]
+               r.get("precision", ""), fmt(scores.get("stsb_dev_start")), fmt(scores.get("stsb_dev_best")),
+               *[fmt(scores.get(key)) for key, _ in TASK_COLUMNS],
+               fmt(r.get("wall_s"), 0), fmt(r.get("train_sentences_per_s"), 0), fmt(r.get("peak_mem_mb"), 0),
+               short_commit(str(r.get("git", "")))]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -144,27 +136,14 @@ def _score(record: dict[str, Any], metric: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _mean_std(values: Sequence[float]) -> str:
-    from ..analysis.significance import summarize_seeds
-
-    if not values:
-        return "-"
-    s = summarize_seeds(values)
-    return f"{s.mean:.2f}" if s.n == 1 else f"{s.mean:.2f} ± {s.std:.2f}"
-
-
 def _configuration_rows(records: Sequence[dict[str, Any]], labels: Sequence[str]) -> list[list[str]]:
     rows = []
     for label in labels:
         by_seed = records_by_seed(records, label)
-        cells = [_mean_std([v for v in (_score(r, key) for r in by_seed.values()) if v is not None])
+        cells = [mean_std([v for v in (_score(r, key) for r in by_seed.values()) if v is not None])
                  for key, _ in TASK_COLUMNS]
         rows.append([label, ", ".join(str(s) for s in by_seed), str(len(by_seed)), *cells])
     return rows
-
-
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None, b_variant: str | None = None,
@@ -178,7 +157,7 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
 
     labels = list(dict.fromkeys(record_label(r) for r in records if r.get("seed") is not None))
     header = ["configuration", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
-    lines = _markdown(header, _configuration_rows(records, labels))
+    lines = markdown_table(header, _configuration_rows(records, labels))
     if (a_variant is None) != (b_variant is None):
         raise CselabError("a paired test needs two configurations (A and B)")
     pairs = [*([(a_variant, b_variant)] if a_variant is not None and b_variant is not None else []), *comparisons]
@@ -199,7 +178,7 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
                      f"{test.mean_diff:.2f}", f"{test.std_diff:.2f}", f"{test.t_statistic:.3f}", str(test.df),
                      f"{test.t_pvalue:.4f}", wilcoxon])
     lines += ["", f"Paired test on `{metric}` over matched seeds ({alternative}; Wilcoxon only from 6 seeds):", ""]
-    lines += _markdown(
+    lines += markdown_table(
         ["A", "B", "seeds", "mean A", "mean B", "mean A−B", "std A−B", "t", "df", "p (t-test)", "p (Wilcoxon)"], rows)
     return "\n".join(lines)
 
@@ -246,7 +225,7 @@ def ablation_table(records: Sequence[dict[str, Any]], terms: Sequence[str] | Non
         for row, v in zip(rows, variants, strict=True):
             m = mean_of(v)
             row.append("-" if base is None or m is None else f"{m - base:+.2f}")
-    return "\n".join([f"Loss-term ablation of `{method}`:", "", *_markdown(header, rows)])
+    return "\n".join([f"Loss-term ablation of `{method}`:", "", *markdown_table(header, rows)])
 
 
 def ablation_tables(records: Sequence[dict[str, Any]]) -> str:
