@@ -53,7 +53,7 @@ class Method(nn.Module):
     def __init__(self, config: RunConfig) -> None:
         super().__init__()
         self.config = config
-        self.options = validate(self.Options, config.method_options, prefix="method_options.")
+        self.options = self.parse_options(config.method_options)
         terms = self.terms_of(self.options)
         unknown = set(self.options.loss_weights) - set(terms)
         if unknown:
@@ -63,6 +63,11 @@ class Method(nn.Module):
         self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in terms}
         if not any(self.weights.values()):
             raise CselabError(f"config: every loss term of {self.name!r} has weight 0; nothing to train")
+
+    @classmethod
+    def parse_options(cls, method_options: dict[str, Any]) -> MethodOptions:
+        """The config's ``method_options`` validated into this method's :attr:`Options` (one-line errors)."""
+        return validate(cls.Options, method_options, prefix="method_options.")
 
     @classmethod
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:

@@ -47,11 +47,11 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     ``results_file`` with the variant name; recorded (variant, seed) pairs are skipped.
     """
     from ..methods import METHODS
-    from .config import load_config, validate
+    from .config import load_config
 
     base_config = load_config(config_path, list(overrides), method=method)
     method_cls = METHODS.get(base_config.method)
-    terms = tuple(method_cls.terms_of(validate(method_cls.Options, base_config.method_options, prefix="method_options.")))
+    terms = tuple(method_cls.terms_of(method_cls.parse_options(base_config.method_options)))
     subsets = [tuple(s) for s in terms_subsets] if terms_subsets is not None else all_terms_subsets(terms)
     for subset in subsets:
         unknown = [t for t in subset if t not in terms]
