@@ -38,6 +38,11 @@ row simcse-indomain-t0.05 "T 0.05, lr 1e-5" configs/simcse/adapt-minilm.yaml "${
 row simcse-pp-indomain    "T 0.2, lr 1e-5"  configs/simcse_pp/adapt-minilm.yaml "${INDOMAIN[@]}"
 row simcse-pp-general     "T 0.2, lr 1e-5"  configs/simcse_pp/adapt-minilm.yaml "${GENERAL[@]}"
 row ifcl-own-text         "T 0.2, lr 1e-5"  configs/ifcl/adapt-minilm.yaml
+# SimCSE++ and IFCL tuned on dev like SimCSE: a higher lr, a lower temperature (their other options as in the papers)
+row simcse-pp-indomain-lr3e-5 "T 0.2, lr 3e-5" configs/simcse_pp/adapt-minilm.yaml "${INDOMAIN[@]}" train.lr=3e-5
+row simcse-pp-indomain-t0.1   "T 0.1, lr 1e-5" configs/simcse_pp/adapt-minilm.yaml "${INDOMAIN[@]}" method_options.temperature=0.1
+row ifcl-own-text-lr3e-5      "T 0.2, lr 3e-5" configs/ifcl/adapt-minilm.yaml train.lr=3e-5
+row ifcl-own-text-t0.1        "T 0.1, lr 1e-5" configs/ifcl/adapt-minilm.yaml method_options.temperature=0.1
 row tncse-indomain        "CLS, CPU settings" configs/tncse/adapt-minilm.yaml "${INDOMAIN[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-indomain
 row jtcse-indomain        "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "${INDOMAIN[@]}" \
