@@ -5,6 +5,8 @@ appended to the results file as its own row (``<row>+uc-<outside>``).
     python benchmarks/adapt_uc.py tncse-indomain                      # e_UC = all-MiniLM-L6-v2 (mean pooling)
     python benchmarks/adapt_uc.py tncse-indomain --outside all-mpnet-base-v2   # needs `cselab data fetch models-mpnet`
     python benchmarks/adapt_uc.py tncse-indomain --outside all-mpnet-base-v2 --combine concat  # 384-d + 768-d
+    python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside runs/adapt/ROW/best --combine concat
+                                                                   # a trained run as e_UC, named ROW
 
 ``--combine sum`` (default) is the papers' weighted sum of the vectors (equal sizes); ``--combine concat`` averages
 the two models' cosines with weights ``1 - w`` and ``w`` (members of any size).
@@ -24,6 +26,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _model_name(model: str) -> str:
+    """A short name for the outside model: its directory, or for a run's ``.../NAME/best`` (``stage2/best``) NAME."""
+    path = Path(model)
+    while path.name in ("best", "stage2") and path.parent != path:
+        path = path.parent
+    return path.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CselabError(f"{args.results} has no seed {args.seed} of the row {args.row!r}'s configuration "
                               f"({source['method']}/{source.get('variant')}): run it with `cselab seeds` first")
         source = same[-1]
-    outside_name = Path(args.outside).name
+    outside_name = _model_name(args.outside)
     suffix = f"{outside_name}-concat" if args.combine == "concat" else outside_name  # a sum and a concat never collide
     name = f"{args.row}+uc-{suffix}"
     if not os.environ.get("FORCE") and any(r.get("row") == name and r.get("seed") == source.get("seed") for r in recorded):

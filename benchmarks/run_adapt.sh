@@ -68,3 +68,8 @@ row simcse-b1-uc-mpnet-d-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM
 row simcse-b1-uc-mpnet-dkl-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarity distributions, T 0.05), lr 1e-4" \
     configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
     method_options.target=similarity_distributions method_options.temperature=0.05
+# a stronger teacher for -D: all-mpnet-base-v2 itself adapted with SimCSE on b1 (its own mean pooling, the SimCSE
+# protocol settings, dev every 50: its steps cost ~8x MiniLM's), then combined with the b1 SimCSE MiniLM (seed 2) by
+# python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside runs/adapt/simcse-mpnet-indomain-b1/best --combine concat
+row simcse-mpnet-indomain-b1 "all-mpnet-base-v2, T 0.2, lr 1e-5" configs/simcse/adapt-minilm.yaml "${INDOMAIN_B1[@]}" \
+    model.backbone=all-mpnet-base-v2 train.eval_every=50

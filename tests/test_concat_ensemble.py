@@ -332,3 +332,13 @@ def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_
     with pytest.raises(CselabError, match="method_options.target"):
         Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
                 progress=False)
+
+
+def test_adapt_uc_names_a_trained_outside_model_by_its_run():
+    spec = importlib.util.spec_from_file_location("adapt_uc", REPO / "benchmarks" / "adapt_uc.py")
+    adapt_uc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapt_uc)
+    assert adapt_uc._model_name("all-mpnet-base-v2") == "all-mpnet-base-v2"
+    assert adapt_uc._model_name("runs/adapt/simcse-mpnet-b1/best") == "simcse-mpnet-b1"
+    assert adapt_uc._model_name("runs/adapt/jtcse-indomain/stage2/best") == "jtcse-indomain"
+    assert adapt_uc._model_name("/models/ckpt/") == "ckpt"
