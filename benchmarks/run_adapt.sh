@@ -55,6 +55,20 @@ row jtcse-general         "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "$
 # then the ensemble of the in-domain JTCSE twin distilled into one mean-pooled MiniLM (-D)
 row jtcse-indomain-uc-d   "+UC -> one MiniLM (MSE)" configs/distill/adapt-minilm-uc.yaml \
     method_options.teacher=runs/adapt/jtcse-indomain/stage2-uc-all-MiniLM-L6-v2
+# The -D rows below learn from the b1 SimCSE model of seed 2 and its +UC with all-mpnet-base-v2. On a machine without
+# those run directories (their records are in $RESULTS, so `cselab seeds` and adapt_uc.py would skip them) they are
+# rebuilt here by the same commands, the seed-2 record going to a scratch file (runs/adapt/rebuilt.jsonl); bf16
+# kernels differ between CPUs, so a rebuilt model can differ from the recorded one by a few hundredths.
+if [[ -z "$ONLY" || "$ONLY" == *mpnet-d* ]]; then
+  if [[ ! -d runs/adapt/simcse-b1-seed2/best ]]; then
+    python -m cselab.cli seeds --config configs/simcse/adapt-minilm.yaml --seeds 2 --results runs/adapt/rebuilt.jsonl \
+      --variant "T 0.2, lr 1e-5" "${INDOMAIN_B1[@]}" train.output_dir=runs/adapt/simcse-b1
+  fi
+  if [[ ! -d runs/adapt/simcse-b1-seed2-uc-all-mpnet-base-v2-concat ]]; then
+    python -m cselab.cli ensemble runs/adapt/simcse-b1-seed2/best all-mpnet-base-v2 --combine concat --weight dev \
+      --output runs/adapt/simcse-b1-seed2-uc-all-mpnet-base-v2-concat
+  fi
+fi
 # -D from a larger outside model: python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside all-mpnet-base-v2
 # --combine concat first (the score-level +UC of the b1 SimCSE model and all-mpnet-base-v2), then that ensemble's
 # in-batch similarities distilled into one MiniLM on b1, at two learning rates (dev chooses)
