@@ -87,3 +87,18 @@ row simcse-b1-uc-mpnet-dkl-from-simcse "+UC mpnet (concat) -> the b1 SimCSE Mini
 # python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside runs/adapt/simcse-mpnet-indomain-b1/best --combine concat
 row simcse-mpnet-indomain-b1 "all-mpnet-base-v2, T 0.2, lr 1e-5" configs/simcse/adapt-minilm.yaml "${INDOMAIN_B1[@]}" \
     model.backbone=all-mpnet-base-v2 train.eval_every=50
+# ... and that ensemble distilled into the b1 SimCSE MiniLM as the row simcse-b1-uc-mpnet-d-from-simcse above
+# (rebuilt first where its run directories are missing: the mpnet SimCSE run's record goes to the scratch file)
+if [[ -z "$ONLY" || "$ONLY" == *smpnet-d* ]]; then
+  if [[ ! -d runs/adapt/simcse-mpnet-indomain-b1/best ]]; then
+    python -m cselab.cli train --config configs/simcse/adapt-minilm.yaml --results runs/adapt/rebuilt.jsonl \
+      "${INDOMAIN_B1[@]}" model.backbone=all-mpnet-base-v2 train.eval_every=50 train.output_dir=runs/adapt/simcse-mpnet-indomain-b1
+  fi
+  if [[ ! -d runs/adapt/simcse-b1-seed2-uc-simcse-mpnet-indomain-b1-concat ]]; then
+    python -m cselab.cli ensemble runs/adapt/simcse-b1-seed2/best runs/adapt/simcse-mpnet-indomain-b1/best \
+      --combine concat --weight dev --output runs/adapt/simcse-b1-seed2-uc-simcse-mpnet-indomain-b1-concat
+  fi
+fi
+row simcse-b1-uc-smpnet-d-from-simcse "+UC SimCSE-mpnet (concat) -> the b1 SimCSE MiniLM (similarities), lr 1e-4" \
+    configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
+    method_options.teacher=runs/adapt/simcse-b1-seed2-uc-simcse-mpnet-indomain-b1-concat
