@@ -82,6 +82,11 @@ row simcse-b1-uc-mpnet-d-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM
 row simcse-b1-uc-mpnet-dkl-from-simcse "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarity distributions, T 0.05), lr 1e-4" \
     configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
     method_options.target=similarity_distributions method_options.temperature=0.05
+# the dev-chosen -D above with every batch of related sentences: 16 sentences each with its 3 nearest neighbours by the
+# teacher's cosine (64 sentences a batch, as above)
+row simcse-b1-uc-mpnet-d-from-simcse-nn3 "+UC mpnet (concat) -> the b1 SimCSE MiniLM (similarities, 3 neighbours), lr 1e-4" \
+    configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
+    method_options.neighbours=3 train.batch_size=16
 # a stronger teacher for -D: all-mpnet-base-v2 itself adapted with SimCSE on b1 (its own mean pooling, the SimCSE
 # protocol settings, dev every 50: its steps cost ~8x MiniLM's), then combined with the b1 SimCSE MiniLM (seed 2) by
 # python benchmarks/adapt_uc.py simcse-indomain-b1 --seed 2 --outside runs/adapt/simcse-mpnet-indomain-b1/best --combine concat
@@ -101,4 +106,7 @@ if [[ -z "$ONLY" || "$ONLY" == *smpnet-d* ]]; then
 fi
 row simcse-b1-uc-smpnet-d-from-simcse "+UC SimCSE-mpnet (concat) -> the b1 SimCSE MiniLM (similarities), lr 1e-4" \
     configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 model.backbone=runs/adapt/simcse-b1-seed2/best \
+    method_options.teacher=runs/adapt/simcse-b1-seed2-uc-simcse-mpnet-indomain-b1-concat
+row simcse-b1-uc-smpnet-d "+UC SimCSE-mpnet (concat) -> one MiniLM (similarities), lr 1e-4" \
+    configs/distill/adapt-minilm-uc-mpnet.yaml train.lr=1e-4 \
     method_options.teacher=runs/adapt/simcse-b1-seed2-uc-simcse-mpnet-indomain-b1-concat

@@ -342,3 +342,35 @@ def test_adapt_uc_names_a_trained_outside_model_by_its_run():
     assert adapt_uc._model_name("runs/adapt/simcse-mpnet-b1/best") == "simcse-mpnet-b1"
     assert adapt_uc._model_name("runs/adapt/jtcse-indomain/stage2/best") == "jtcse-indomain"
     assert adapt_uc._model_name("/models/ckpt/") == "ckpt"
+
+
+def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    _, _, _, path_b = members  # the teacher: the 48-d member
+    student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)
+    corpus = write_corpus(tmp_path / "corpus.txt", n=40)
+    config = _distill_config(path_b, student_dir, corpus, tmp_path / "grouped", "method_options.target=similarities",
+                             "method_options.neighbours=1", "train.batch_size=4", "model.pooler=mean")
+    trainer = Trainer(config, progress=False)
+    sentences = corpus.read_text().splitlines()
+    # each example: a sentence and its nearest other sentence by the teacher's cosine, computed here with numpy
+    vectors = load_model(path_b, device="cpu").encode(sentences).numpy().astype(np.float64)
+    unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    examples = list(trainer.examples)
+    assert len(examples) == len(sentences)
+    for (anchor, neighbour), i in zip(examples, range(len(sentences)), strict=True):
+        assert anchor == sentences[i]
+        assert cos[i, sentences.index(neighbour)] == pytest.approx(cos[i].max(), abs=1e-6)
+    batch = trainer.method.collate(examples[:4])
+    assert batch["texts"] == [t for e in examples[:4] for t in e] and batch["input_ids"].shape[0] == 8
+    assert trainer.run().steps == 16
+    # neighbours need a similarity target, and do not mix with length grouping
+    with pytest.raises(CselabError, match="with target vectors every sentence is matched on its own"):
+        Trainer(_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48), corpus,
+                                tmp_path / "v", "method_options.neighbours=1"), progress=False)
+    with pytest.raises(CselabError, match="use one of them"):
+        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "w", "method_options.target=similarities",
+                                "method_options.neighbours=1", "train.length_group_window=4"), progress=False)

@@ -22,6 +22,10 @@ its neighbours rather than every cosine's value (not in the papers; an option of
   for similarities, the matrices span the global batch).
 - A teacher of another width with target "vectors" is refused when the method is built (from the models'
   sizes) and again at the first step (from the vectors), in one line that points to target "similarities".
+- ``method_options.neighbours: k`` (not in the papers; for the similarity targets) makes each training example a
+  sentence with its k nearest neighbours by the teacher's cosine over the training text (``data/neighbour_groups.py``),
+  so a batch of ``train.batch_size`` examples holds ``batch_size * (k + 1)`` sentences and related pairs besides
+  unrelated ones. The teacher encodes the whole text once when training starts (on its device then: the CPU).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class DistillOptions(MethodOptions):
         "vectors", description="vectors: MSE onto the teacher's vectors (the papers'; same width); similarities: "
         "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width); similarity_distributions: "
         "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature")
+    neighbours: int = Field(0, ge=0, description="k > 0: each example is a sentence with its k nearest neighbours by "
+                            "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences (similarity targets)")
 
 
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
@@ -81,7 +87,13 @@ class Distill(Method):
         object.__setattr__(self, "teacher", _freeze(load_model(self.options.teacher)))
         if self.options.target == "vectors":
             self._check_widths(getattr(self.teacher, "hidden_size", None), self.student.hidden_size)
-        elif config.train.batch_size < MIN_BATCH[self.options.target]:
+            if self.options.neighbours:
+                raise CselabError("config: method_options.neighbours groups related sentences for the similarity "
+                                  "targets; with target vectors every sentence is matched on its own")
+        elif self.options.neighbours and config.train.length_group_window:
+            raise CselabError("config: method_options.neighbours groups sentences by meaning, train.length_group_window "
+                              "by length: use one of them")
+        elif config.train.batch_size * (self.options.neighbours + 1) < MIN_BATCH[self.options.target]:
             raise CselabError(f"config: distillation onto {self.options.target} compares sentences of one batch: "
                               f"train.batch_size must be at least {MIN_BATCH[self.options.target]}, "
                               f"got {config.train.batch_size}")
@@ -92,8 +104,18 @@ class Distill(Method):
                               f"size {student}; distilling onto vectors needs equal sizes: set "
                               "method_options.target=similarities to distil the in-batch similarities instead")
 
-    def collate(self, examples: Sequence[str]) -> dict[str, Any]:
-        return {"texts": list(examples), **self.student.tokenize(examples, max_length=self.config.model.max_length)}
+    def training_examples(self) -> Sequence[str] | Sequence[tuple[str, ...]]:
+        sentences = super().training_examples()
+        if not self.options.neighbours:
+            return sentences
+        from ..data.neighbour_groups import neighbour_groups
+
+        vectors = self.teacher.encode(list(sentences), batch_size=128, progress=True)
+        return neighbour_groups(sentences, vectors, self.options.neighbours)
+
+    def collate(self, examples: Sequence[str] | Sequence[tuple[str, ...]]) -> dict[str, Any]:
+        texts = [t for e in examples for t in e] if self.options.neighbours else list(examples)
+        return {"texts": texts, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
 
     def teacher_embeddings(self, texts: Sequence[str], device: Any) -> Tensor:
         """The teacher's inference vectors ``[B, d]`` (no grad), as an ordinary tensor on ``device``."""
