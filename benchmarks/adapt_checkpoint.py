@@ -3,8 +3,10 @@ dev and every test set, appended to the results file as the row ``checkpoint`` (
 tables show it first under every training text and pair every multi-seed configuration against it.
 
     python benchmarks/adapt_checkpoint.py                     # all-MiniLM-L6-v2 (needs `cselab data fetch models`)
+    python benchmarks/adapt_checkpoint.py --model all-mpnet-base-v2   # the row checkpoint-all-mpnet-base-v2
 
-A row already recorded is skipped (FORCE=1 scores it again and appends a new record).
+Each model has its own row; the report pairs a configuration with the checkpoint of its backbone. A model already
+recorded is skipped (FORCE=1 scores it again and appends a new record).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PROTOCOL_CHECKPOINT = "all-MiniLM-L6-v2"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,20 +29,22 @@ def main(argv: list[str] | None = None) -> int:
     from cselab.training.results import append_record, scores_on_test_sets
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="all-MiniLM-L6-v2", help="the checkpoint (its own pooling)")
+    parser.add_argument("--model", default=PROTOCOL_CHECKPOINT, help="the checkpoint (its own pooling)")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
     args = parser.parse_args(argv)
 
     if (not os.environ.get("FORCE") and args.results.is_file()
-            and any(r.get("method") == CHECKPOINT_METHOD for r in read_records(args.results))):
-        print("== checkpoint: already recorded")
+            and any(r.get("method") == CHECKPOINT_METHOD and r.get("backbone") == args.model
+                    for r in read_records(args.results))):
+        print(f"== checkpoint {args.model}: already recorded")
         return 0
+    row = "checkpoint" if args.model == PROTOCOL_CHECKPOINT else f"checkpoint-{Path(args.model).name}"
     model = load_model(args.model)
     dev_evaluator = StsEvaluator.from_names(["stsb"], ("dev",), primary="stsb/dev")
     dev = round(dev_evaluator.primary_score(dev_evaluator(model)), 2)
     scores = scores_on_test_sets(model)
     record = {
-        "protocol": "adapt", "row": "checkpoint", "method": CHECKPOINT_METHOD,
+        "protocol": "adapt", "row": row, "method": CHECKPOINT_METHOD,
         "variant": f"{Path(args.model).name}, its own pooling, untouched", "backbone": args.model,
         "seed": None, "steps": 0, "best_step": 0,
         "scores": {**scores, "stsb_dev_start": dev, "stsb_dev_best": dev},

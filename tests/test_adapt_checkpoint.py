@@ -47,13 +47,22 @@ def test_the_checkpoint_row_is_scored_once_with_its_own_pooling(tmp_path, monkey
     test = _spearman_on(model, home / "sts" / "stsb" / "sts-test.csv")
     assert record["scores"]["stsb_dev_start"] == record["scores"]["stsb_dev_best"] == pytest.approx(dev, abs=0.006)
     assert record["scores"]["stsb"] == pytest.approx(test, abs=0.006)
-    assert (record["method"], record["row"], record["seed"], record["steps"]) == ("checkpoint", "checkpoint", None, 0)
+    assert (record["method"], record["row"], record["seed"], record["steps"]) == ("checkpoint", "checkpoint-checkpoint",
+                                                                                None, 0)
+    assert record["backbone"] == str(path)
     assert record["variant"] == "checkpoint, its own pooling, untouched" and "git" in record
     # recorded once: a second call scores nothing and adds nothing; FORCE=1 scores it again
     capsys.readouterr()
     assert script.main(["--model", str(path), "--results", str(results)]) == 0
-    assert capsys.readouterr().out == "== checkpoint: already recorded\n"
+    assert capsys.readouterr().out == f"== checkpoint {path}: already recorded\n"
     assert len(results.read_text().splitlines()) == 1
     monkeypatch.setenv("FORCE", "1")
     assert script.main(["--model", str(path), "--results", str(results)]) == 0
     assert f"STS-B dev {record['scores']['stsb_dev_best']}" in capsys.readouterr().out
+    # another model is another row, recorded beside the first
+    monkeypatch.delenv("FORCE")
+    other = save_model(Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf2", "bert", seed=5), pooler="mean",
+                                               max_length=32), tmp_path / "other")
+    assert script.main(["--model", str(other), "--results", str(results)]) == 0
+    rows = [json.loads(line)["row"] for line in results.read_text().splitlines()]
+    assert rows[0] == "checkpoint-checkpoint" and rows[-1] == "checkpoint-other"

@@ -344,11 +344,22 @@ def test_every_run_adapt_row_is_a_valid_adapt_run(tmp_path):
                     f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "RESULTS": str(tmp_path / "none.jsonl")}
-    subprocess.run(["bash", str(REPO / "benchmarks/run_adapt.sh")], env=env, check=True, capture_output=True)
+    # a copy of the scripts, run in an empty tree: each row clears its run directory (rm -rf runs/adapt/ROW), which
+    # must never touch the checkout's own runs
+    scripts = tmp_path / "tree" / "benchmarks"
+    scripts.mkdir(parents=True)
+    for name in ("run_adapt.sh", "rows.sh"):
+        (scripts / name).write_text((REPO / "benchmarks" / name).read_text())
+    (tmp_path / "tree" / "runs" / "adapt" / "keep").mkdir(parents=True)
+    subprocess.run(["bash", str(scripts / "run_adapt.sh")], env=env, check=True, capture_output=True)
+    assert (tmp_path / "tree" / "runs" / "adapt" / "keep").is_dir(), "only the rows' own directories are cleared"
     runs = [json.loads(line) for line in calls.read_text().splitlines()]
     assert runs[0] == ["-m", "cselab.cli", "data", "indomain"]
-    trains = [r for r in runs[1:] if r[:3] == ["-m", "cselab.cli", "train"]]
-    assert len(trains) == len(runs) - 1 >= 10
+    # rows record (--row); the -D rows' teachers are rebuilt first where their directories are missing (no --row)
+    trains = [r for r in runs[1:] if r[:3] == ["-m", "cselab.cli", "train"] and "--row" in r]
+    rebuilt = [r for r in runs[1:] if "--row" not in r]
+    assert len(trains) >= 10 and all(r[2] in ("seeds", "ensemble", "train") for r in rebuilt)
+    assert all("runs/adapt/rebuilt.jsonl" in r for r in rebuilt if r[2] != "ensemble"), "rebuilds record elsewhere"
     names = []
     for args in trains:
         config_file = args[args.index("--config") + 1]
@@ -412,3 +423,38 @@ def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
     want = stats.ttest_1samp([a - sum(checkpoint["scores"][t] for t in tasks) / 7 for a in avg], 0.0)
     row = tests[("simcse", "checkpoint", "avg held-out (7)")]
     assert abs(float(row["t"]) - want.statistic) < 0.02 and abs(float(row["p"]) - want.pvalue) < 2e-3
+
+
+def test_adapt_seed_summary_pairs_each_configuration_with_its_own_checkpoint():
+    from scipy import stats
+
+    tasks = ["sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en"]
+    rng = random.Random(5)
+
+    def checkpoint(backbone):
+        return {"protocol": "adapt", "row": "checkpoint", "method": "checkpoint", "variant": backbone, "seed": None,
+                "backbone": backbone, "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.0}}
+
+    minilm, mpnet = checkpoint("all-MiniLM-L6-v2"), checkpoint("all-mpnet-base-v2")
+    records = [minilm, mpnet]
+    stsb = {}
+    for method, backbone in [("simcse", "all-mpnet-base-v2"), ("distill", "runs/adapt/x-seed2/best"),
+                             ("ifcl", "some-other-model")]:
+        for seed in (1, 2, 3):
+            scores = {t: round(rng.uniform(70, 90), 2) for t in tasks}
+            stsb.setdefault(method, []).append(scores["stsb"])
+            records.append({**_record("default", [], scores, method=method, seed=seed), "backbone": backbone})
+    table = adapt_seeds_table(records)
+    tests = {(r["A"], r["B"], r["score"]): r for r in _tables_after(table, "Paired t-tests over matched seeds (two-sided):")}
+    # the mpnet run against the mpnet checkpoint, named; a student started from a trained run against the protocol's
+    for method, ref, label in [("simcse", mpnet, "checkpoint all-mpnet-base-v2 (one model: one-sample t-test)"),
+                               ("distill", minilm, "checkpoint (one model: one-sample t-test)")]:
+        want = stats.ttest_1samp([v - ref["scores"]["stsb"] for v in stsb[method]], 0.0)
+        row = tests[(method, label, "STS-B")]
+        assert row["t"] == f"{want.statistic:.2f}" and row["p"] == f"{want.pvalue:.4f}"
+    # a backbone without a checkpoint row is paired with no other model's checkpoint
+    assert not [key for key in tests if key[0] == "ifcl"]
+    assert len([k for k in tests if k[0] == "simcse"]) == 2  # STS-B and the average, against its checkpoint only
+    # both checkpoints head the per-run table
+    rows = _tables_after(adapt_table(records), "every column held out)")
+    assert [r["method"] for r in rows[:3]] == ["checkpoint", "checkpoint", "simcse"]

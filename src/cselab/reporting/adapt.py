@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .markdown import fmt, markdown_table, mean_std, short_commit
@@ -80,8 +81,27 @@ def _record_rows(rows: Sequence[dict[str, Any]], held_out: Sequence[str]) -> lis
     return body
 
 
+def checkpoint_for(record: dict[str, Any], checkpoints: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The untouched checkpoint ``record``'s model started from: the checkpoint row of its backbone; a backbone that
+    is a directory (a trained run, e.g. a student starting from an adapted MiniLM) or none started from the
+    protocol's checkpoint (the first recorded); a named backbone with no checkpoint row has none (never another
+    model's)."""
+    if not checkpoints:
+        return None
+    backbone = str(record.get("backbone") or "")
+    for checkpoint in checkpoints:
+        if backbone and backbone == str(checkpoint.get("backbone") or ""):
+            return checkpoint
+    return checkpoints[0] if not backbone or "/" in backbone else None
+
+
+def _checkpoint_label(checkpoint: dict[str, Any], checkpoints: Sequence[dict[str, Any]]) -> str:
+    name = "" if checkpoint is checkpoints[0] else f" {Path(str(checkpoint.get('backbone'))).name}"
+    return f"{CHECKPOINT_METHOD}{name} (one model: one-sample t-test)"
+
+
 def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_name: str,
-                  checkpoint: dict[str, Any] | None,
+                  checkpoints: Sequence[dict[str, Any]],
                   baseline: tuple[str, Sequence[dict[str, Any]]] | None) -> list[str]:
     """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
     from ..analysis.significance import paired_test
@@ -111,8 +131,9 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                 b_label = f"{baseline[0]} (on `{training_text_of(next(iter(base.values())))[0]}`)" if base else ""
             if len(base) >= 2:
                 against.append((b_label, base))
+        checkpoint = checkpoint_for(next(iter(a_by_seed.values())), checkpoints)
         if checkpoint is not None:
-            against.append((f"{CHECKPOINT_METHOD} (one model: one-sample t-test)", None))
+            against.append((_checkpoint_label(checkpoint, checkpoints), None))
         for b_label, b_by_seed in against:
             for metric, value in metrics.items():
                 a = {s: value(r) for s, r in a_by_seed.items()}
@@ -134,9 +155,14 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
     return lines
 
 
-def _groups(records: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[tuple[str, list[dict[str, Any]], list[str], set[str], str]]]:
-    """The checkpoint's record, and per training text: (name, records, held-out columns, seen columns, heading)."""
-    checkpoints = [r for r in records if r.get("method") == CHECKPOINT_METHOD]
+def _groups(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]], list[str], set[str], str]]]:
+    """The checkpoints' records (the last of each backbone, in the order first recorded), and per training text:
+    (name, records, held-out columns, seen columns, heading)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.get("method") == CHECKPOINT_METHOD:
+            latest[str(r.get("backbone") or "")] = r
+    checkpoints = list(latest.values())
     by_text: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if r.get("method") != CHECKPOINT_METHOD:
@@ -157,19 +183,19 @@ def _groups(records: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, l
         else:
             note = "every column held out"
         groups.append((corpus, rows, held_out, seen, f"**Training text `{corpus}`** ({size}{note})"))
-    return (checkpoints[-1] if checkpoints else None), groups
+    return checkpoints, groups
 
 
 def adapt_table(records: Sequence[dict[str, Any]]) -> str:
     """The adaptation protocol's results: one table per training text, one row per record, STS-B test first,
-    the untouched checkpoint's record (if any) as the first row of each."""
-    checkpoint, groups = _groups(records)
+    the untouched checkpoints' records (if any) as the first rows of each."""
+    checkpoints, groups = _groups(records)
     parts = []
     for _, rows, held_out, seen, heading in groups:
         header = ["method", "variant", "seed", "steps", "prec.", "lr", "τ", "best step", "dev start", "dev best",
                   *[_NAMES[t] + (f" {NOT_HELD_OUT_MARK}" if t in seen else "") for t in _ORDER],
                   f"avg held-out ({len(held_out)})", "wall s", "commit"]
-        shown = [*([checkpoint] if checkpoint is not None else []), *rows]
+        shown = [*checkpoints, *rows]
         parts.append("\n".join([heading, "", *markdown_table(header, _record_rows(shown, held_out))]))
     return "\n\n".join(parts)
 
@@ -177,10 +203,10 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
 def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
     """Per training text, every configuration with several seeds: mean ± sample std over seeds, and paired tests
     against ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and against the
-    untouched checkpoint. The baseline is taken from the same training text where it ran there, else from the text
+    untouched checkpoint it started from (:func:`checkpoint_for`). The baseline is taken from the same training text where it ran there, else from the text
     where it has the most seeds (named in the B column): a method that cannot use a text (IFCL needs translations)
     is still paired with it, each on its own text, over the same seeds."""
-    checkpoint, groups = _groups(records)
+    checkpoints, groups = _groups(records)
     # the baseline's records: on its own training text first (a method with its own text, IFCL, is paired with it)
     base = None
     if baseline is not None:
@@ -188,7 +214,7 @@ def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None
         base = (baseline, base_rows)
     parts = []
     for _, rows, held_out, _, heading in groups:
-        lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoint, base)
+        lines = _seed_summary(rows, held_out, f"avg held-out ({len(held_out)})", checkpoints, base)
         if lines:
             parts.append("\n".join([heading, *lines]))
     return "\n\n".join(parts) or "No configuration of the adaptation protocol has several seeds yet."
