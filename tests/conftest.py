@@ -209,3 +209,14 @@ def run_cli(args, capsys):
         raise SystemExit(0)
     out, err = capsys.readouterr()
     return exc.value.code, out, err
+
+
+def tiny_distill_config(teacher, student_dir, corpus, out, *extra):
+    """A distillation run config for tiny models: 16 steps of B 16 at lr 1e-3 on the CPU, one dev evaluation at the
+    end, every step logged; ``extra`` overrides win."""
+    from cselab.training.pipeline import distill_config
+
+    return distill_config(teacher, str(student_dir), corpus, output_dir=out, overrides=[
+        "train.batch_size=16", "train.max_steps=16", "train.lr=1e-3", "train.eval_every=16",
+        "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant", "train.device=cpu",
+        "train.log_every=1", *extra])

@@ -16,7 +16,7 @@ import pytest
 import torch
 from scipy import stats
 
-from conftest import build_tiny_model_dir, run_cli, write_corpus, write_distinct_sts_home
+from conftest import build_tiny_model_dir, run_cli, tiny_distill_config, write_corpus, write_distinct_sts_home
 from cselab.errors import CselabError
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, load_model, save_model
@@ -269,15 +269,6 @@ def _similarity_kl(student, teacher, texts, tau=0.1) -> float:
     return float((np.exp(log_p) * (log_p - log_q)).sum(axis=-1).mean())
 
 
-def _distill_config(teacher, student_dir, corpus, out, *extra):
-    from cselab.training.pipeline import distill_config
-
-    return distill_config(teacher, str(student_dir), corpus, output_dir=out, overrides=[
-        "train.batch_size=16", "train.max_steps=16", "train.lr=1e-3", "train.eval_every=16",
-        "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant", "train.device=cpu",
-        "train.log_every=1", *extra])
-
-
 @pytest.mark.parametrize(("target", "term", "measure"), [
     ("similarities", "similarity_distillation_mse", _similarity_mse),
     ("similarity_distributions", "similarity_distillation_kl", _similarity_kl),
@@ -295,7 +286,7 @@ def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_hom
     teacher = load_model(teacher_path, device="cpu")
     before = measure(Encoder.from_pretrained(student_dir, pooler="mean"), teacher, texts)
 
-    config = _distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled", f"method_options.target={target}",
+    config = tiny_distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled", f"method_options.target={target}",
                              "method_options.temperature=0.1", "model.pooler=mean", "model.dropout=0.0")
     trainer = Trainer(config, progress=False)
     assert trainer.method.weights == {term: 1.0}
@@ -315,22 +306,22 @@ def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_
     student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)  # 32-d
     corpus = write_corpus(tmp_path / "corpus.txt", n=64)
     with pytest.raises(CselabError) as exc:
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d"), progress=False)
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d"), progress=False)
     text = str(exc.value)
     assert "size 48" in text and "size 32" in text and "method_options.target=similarities" in text
     assert "\n" not in text
     # the loss terms follow the target: a weight for the other target's term is refused
     with pytest.raises(CselabError, match="no loss term 'distillation_mse'; terms: similarity_distillation_mse"):
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
                                 "method_options.loss_weights.distillation_mse=1"), progress=False)
     with pytest.raises(CselabError, match="train.batch_size must be at least 2"):
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
                                 "train.batch_size=1"), progress=False)
     with pytest.raises(CselabError, match="train.batch_size must be at least 3"):
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d",
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d",
                                 "method_options.target=similarity_distributions", "train.batch_size=2"), progress=False)
     with pytest.raises(CselabError, match="method_options.target"):
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
                 progress=False)
 
 
@@ -350,7 +341,7 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     _, _, _, path_b = members  # the teacher: the 48-d member
     student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
-    config = _distill_config(path_b, student_dir, corpus, tmp_path / "grouped", "method_options.target=similarities",
+    config = tiny_distill_config(path_b, student_dir, corpus, tmp_path / "grouped", "method_options.target=similarities",
                              "method_options.neighbours=1", "train.batch_size=4", "model.pooler=mean")
     trainer = Trainer(config, progress=False)
     sentences = corpus.read_text().splitlines()
@@ -369,8 +360,8 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     assert trainer.run().steps == 16
     # neighbours need a similarity target, and do not mix with length grouping
     with pytest.raises(CselabError, match="with target vectors every sentence is matched on its own"):
-        Trainer(_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48), corpus,
+        Trainer(tiny_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48), corpus,
                                 tmp_path / "v", "method_options.neighbours=1"), progress=False)
     with pytest.raises(CselabError, match="use one of them"):
-        Trainer(_distill_config(path_b, student_dir, corpus, tmp_path / "w", "method_options.target=similarities",
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "w", "method_options.target=similarities",
                                 "method_options.neighbours=1", "train.length_group_window=4"), progress=False)

@@ -7,6 +7,7 @@ in bf16/fp16 are cast inside) and returns a float32 scalar.
 from cselab.losses.dimension_contrastive import dimension_contrastive_loss
 from cselab.losses.distillation import (
     distillation_mse,
+    pair_similarity_mse,
     similarity_distillation_kl,
     similarity_distillation_mse,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "info_nce",
     "interaction_tensor_norm_loss",
     "offdropout_info_nce",
+    "pair_similarity_mse",
     "rowwise_cosine",
     "similarity_distillation_kl",
     "similarity_distillation_mse",

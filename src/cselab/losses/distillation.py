@@ -1,6 +1,6 @@
 """Distillation of a twin model (TNCSE-D / JTCSE-D) into a single student encoder: onto the teacher's vectors
-(the papers'), or onto its in-batch cosine similarities (a teacher of any width), either value by value (MSE) or
-as each sentence's distribution over the other sentences of the batch (KL)."""
+(the papers'), or onto its cosine similarities (a teacher of any width): the in-batch matrix value by value (MSE)
+or as each sentence's distribution over the other sentences of the batch (KL), or chosen pairs (MSE)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,15 @@ def distillation_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tens
     return F.mse_loss(as_float32(student), as_float32(teacher.detach()).to(student.device))
 
 
+def _check_student_teacher(student: torch.Tensor, teacher: torch.Tensor) -> int:
+    """The row count of two embedding matrices of any widths that must describe the same sentences."""
+    check_matrix("student", student)
+    check_matrix("teacher", teacher)
+    if teacher.shape[0] != student.shape[0]:
+        raise ValueError(f"teacher must have as many rows as student ({student.shape[0]}), got {tuple(teacher.shape)}")
+    return student.shape[0]
+
+
 def similarity_distillation_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean squared error between the in-batch cosine-similarity matrices, over the off-diagonal pairs:
     ``mean_{i != j} (cos(s_i, s_j) - cos(t_i, t_j))^2`` with the teacher detached.
@@ -43,11 +52,7 @@ def similarity_distillation_mse(student: torch.Tensor, teacher: torch.Tensor) ->
     Returns:
         float32 scalar.
     """
-    check_matrix("student", student)
-    check_matrix("teacher", teacher)
-    if teacher.shape[0] != student.shape[0]:
-        raise ValueError(f"teacher must have as many rows as student ({student.shape[0]}), got {tuple(teacher.shape)}")
-    rows = student.shape[0]
+    rows = _check_student_teacher(student, teacher)
     if rows < 2:
         raise ValueError(f"similarity distillation compares pairs of sentences: it needs a batch of at least 2, got {rows}")
     own = cosine_similarity_matrix(student, student)
@@ -75,11 +80,7 @@ def similarity_distillation_kl(student: torch.Tensor, teacher: torch.Tensor, tem
     Returns:
         float32 scalar.
     """
-    check_matrix("student", student)
-    check_matrix("teacher", teacher)
-    if teacher.shape[0] != student.shape[0]:
-        raise ValueError(f"teacher must have as many rows as student ({student.shape[0]}), got {tuple(teacher.shape)}")
-    rows = student.shape[0]
+    rows = _check_student_teacher(student, teacher)
     if rows < 3:
         raise ValueError(f"a distribution over the other sentences needs a batch of at least 3, got {rows}")
     if not temperature > 0:
@@ -91,3 +92,27 @@ def similarity_distillation_kl(student: torch.Tensor, teacher: torch.Tensor, tem
     log_q = F.log_softmax(own / temperature, dim=-1)
     log_p = F.log_softmax(target.view(rows, rows - 1) / temperature, dim=-1)
     return F.kl_div(log_q, log_p, reduction="batchmean", log_target=True)
+
+
+def pair_similarity_mse(first: torch.Tensor, second: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between the student's cosine of each pair and the teacher's:
+    ``mean_i (cos(first[i], second[i]) - target[i])^2`` with the target detached.
+
+    Where :func:`similarity_distillation_mse` compares every pair of a batch (nearly all unrelated in a shuffled
+    batch), this term compares the pairs the caller chose, e.g. each sentence with one of its nearest neighbours by
+    the teacher and with a random sentence, so graded, related pairs weigh as much as unrelated ones.
+
+    Args:
+        first: ``[P, d]`` student embeddings of the pairs' first sentences (receive the gradient).
+        second: ``[P, d]`` student embeddings of their second sentences (receive the gradient).
+        target: ``[P]`` the teacher's cosine of each pair (treated as constants).
+
+    Returns:
+        float32 scalar.
+    """
+    check_matrix("first", first)
+    check_same_shape(("first", "second"), (first, second))
+    if target.dim() != 1 or target.shape[0] != first.shape[0]:
+        raise ValueError(f"target must be a vector of {first.shape[0]} cosines, got shape {tuple(target.shape)}")
+    own = F.cosine_similarity(as_float32(first), as_float32(second), dim=-1)
+    return F.mse_loss(own, as_float32(target.detach()).to(own.device))

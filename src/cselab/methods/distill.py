@@ -25,19 +25,37 @@ its neighbours rather than every cosine's value (not in the papers; an option of
 - ``method_options.neighbours: k`` (not in the papers; for the similarity targets) makes each training example a
   sentence with its k nearest neighbours by the teacher's cosine over the training text (``data/neighbour_groups.py``),
   so a batch of ``train.batch_size`` examples holds ``batch_size * (k + 1)`` sentences and related pairs besides
-  unrelated ones. The teacher encodes the whole text once when training starts (on its device then: the CPU).
+  unrelated ones. The teacher encodes the whole text once when training starts, on the student's device.
+- ``target: pairs`` (term ``pair_similarity_mse``; not in the papers, ours): each example is one sentence (the
+  anchor); its batch adds, for every anchor, ONE partner drawn uniformly from its ``neighbours`` nearest sentences
+  by the teacher's cosine and ``random_pairs`` partners drawn uniformly from the whole text, and the student's
+  cosine of each (anchor, partner) pair regresses onto the teacher's. A batch of B anchors encodes
+  ``B * (2 + random_pairs)`` sentences. Why: STS scores graded pairs of related sentences, while a shuffled batch
+  holds almost only unrelated ones; here half the pairs (with one random partner) are related ones. The
+  teacher's vectors of the whole text are computed once at the start, so no teacher runs during the steps. The
+  partners of a batch are drawn from a generator seeded by ``train.seed`` and the batch's anchors, so a resumed
+  run draws the same ones. The loss is each rank's own mean (equal pairs per rank: the DDP gradient is the
+  global mean); no gradient caching (``train.chunk_size``).
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import torch
+import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
 from ..errors import CselabError
-from ..losses import distillation_mse, similarity_distillation_kl, similarity_distillation_mse
+from ..losses import (
+    distillation_mse,
+    pair_similarity_mse,
+    similarity_distillation_kl,
+    similarity_distillation_mse,
+)
 from ..models.encoder import Encoder
 from ..models.sentence_model import load_model
 from .base import Method, MethodOptions, StepContext, register_method
@@ -45,18 +63,21 @@ from .base import Method, MethodOptions, StepContext, register_method
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
-    target: Literal["vectors", "similarities", "similarity_distributions"] = Field(
+    target: Literal["vectors", "similarities", "similarity_distributions", "pairs"] = Field(
         "vectors", description="vectors: MSE onto the teacher's vectors (the papers'; same width); similarities: "
         "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width); similarity_distributions: "
-        "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature")
+        "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature; "
+        "pairs: MSE onto its cosine of each sentence with a near neighbour and with random sentences (any width)")
     neighbours: int = Field(0, ge=0, description="k > 0: each example is a sentence with its k nearest neighbours by "
-                            "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences (similarity targets)")
+                            "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences (similarity targets); "
+                            "target pairs: each sentence's partner is drawn from its k nearest neighbours (required)")
+    random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
 
 
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
-                "similarity_distributions": "similarity_distillation_kl"}
+                "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
 # the fewest sentences of a batch each target can compare
-MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3}
+MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1}
 
 
 def _freeze(model: nn.Module) -> nn.Module:
@@ -85,6 +106,8 @@ class Distill(Method):
         )
         # object.__setattr__ keeps the frozen teacher out of parameters(), state_dict() and checkpoints
         object.__setattr__(self, "teacher", _freeze(load_model(self.options.teacher)))
+        self._teacher_unit: Tensor | None = None  # target pairs: the teacher's unit vectors of the whole text
+        self._neighbour_table: Tensor | None = None  # target pairs: [N, k] nearest sentences of each sentence
         if self.options.target == "vectors":
             self._check_widths(getattr(self.teacher, "hidden_size", None), self.student.hidden_size)
             if self.options.neighbours:
@@ -93,6 +116,12 @@ class Distill(Method):
         elif self.options.neighbours and config.train.length_group_window:
             raise CselabError("config: method_options.neighbours groups sentences by meaning, train.length_group_window "
                               "by length: use one of them")
+        if self.options.target == "pairs":
+            if not self.options.neighbours:
+                raise CselabError("config: target pairs draws each sentence's partner from its nearest neighbours by "
+                                  "the teacher: set method_options.neighbours (e.g. 10)")
+            if config.train.chunk_size:
+                raise CselabError("config: target pairs has no gradient caching; leave train.chunk_size unset")
         elif config.train.batch_size * (self.options.neighbours + 1) < MIN_BATCH[self.options.target]:
             raise CselabError(f"config: distillation onto {self.options.target} compares sentences of one batch: "
                               f"train.batch_size must be at least {MIN_BATCH[self.options.target]}, "
@@ -104,18 +133,55 @@ class Distill(Method):
                               f"size {student}; distilling onto vectors needs equal sizes: set "
                               "method_options.target=similarities to distil the in-batch similarities instead")
 
-    def training_examples(self) -> Sequence[str] | Sequence[tuple[str, ...]]:
+    def _encode_text_with_teacher(self, sentences: Sequence[str]) -> Tensor:
+        """The teacher's vectors of the whole training text, computed on the student's device."""
+        self.teacher.to(self.student.device)
+        return self.teacher.encode(list(sentences), batch_size=128, progress=True)
+
+    def training_examples(self) -> Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]:
         sentences = super().training_examples()
         if not self.options.neighbours:
             return sentences
-        from ..data.neighbour_groups import neighbour_groups
+        from ..data.neighbour_groups import nearest_neighbours, neighbour_groups
 
-        vectors = self.teacher.encode(list(sentences), batch_size=128, progress=True)
-        return neighbour_groups(sentences, vectors, self.options.neighbours)
+        vectors = self._encode_text_with_teacher(sentences)
+        if self.options.target != "pairs":
+            return neighbour_groups(sentences, vectors, self.options.neighbours)
+        if not self.options.neighbours < len(sentences):
+            raise CselabError(f"config: method_options.neighbours must be below the number of training sentences "
+                              f"({len(sentences)}), got {self.options.neighbours}")
+        self._sentences = list(sentences)
+        self._teacher_unit = F.normalize(vectors.float(), dim=-1).cpu()
+        self._neighbour_table = nearest_neighbours(self._teacher_unit, self.options.neighbours)
+        return range(len(sentences))  # an example is the index of its anchor sentence
 
-    def collate(self, examples: Sequence[str] | Sequence[tuple[str, ...]]) -> dict[str, Any]:
+    def collate(self, examples: Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]) -> dict[str, Any]:
+        if self.options.target == "pairs":
+            return self._collate_pairs([int(i) for i in examples])
         texts = [t for e in examples for t in e] if self.options.neighbours else list(examples)
         return {"texts": texts, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
+
+    def draw_partners(self, anchors: list[int]) -> tuple[list[int], list[int]]:
+        """For each anchor, one of its ``neighbours`` nearest sentences and ``random_pairs`` random sentences (flat,
+        round by round), from a generator seeded by the run's seed and the anchors (the same batch draws the same)."""
+        assert self._neighbour_table is not None, "training_examples() builds the neighbour table first"
+        seed = zlib.crc32(torch.tensor(anchors, dtype=torch.int64).numpy().tobytes(), self.config.train.seed)
+        generator = torch.Generator().manual_seed(seed)
+        rank = torch.randint(0, self.options.neighbours, (len(anchors),), generator=generator)
+        partners = self._neighbour_table[torch.tensor(anchors), rank].tolist()
+        randoms = torch.randint(0, len(self._neighbour_table), (self.options.random_pairs * len(anchors),),
+                                generator=generator).tolist()
+        return partners, randoms
+
+    def _collate_pairs(self, anchors: list[int]) -> dict[str, Any]:
+        partners, randoms = self.draw_partners(anchors)
+        firsts = anchors * (1 + self.options.random_pairs)
+        seconds = partners + randoms
+        unit = self._teacher_unit
+        targets = (unit[torch.tensor(firsts)] * unit[torch.tensor(seconds)]).sum(-1)
+        texts = [self._sentences[i] for i in (*anchors, *seconds)]
+        return {"texts": texts, "pair_targets": targets,
+                **self.student.tokenize(texts, max_length=self.config.model.max_length)}
 
     def teacher_embeddings(self, texts: Sequence[str], device: Any) -> Tensor:
         """The teacher's inference vectors ``[B, d]`` (no grad), as an ordinary tensor on ``device``."""
@@ -126,14 +192,22 @@ class Distill(Method):
         return self.teacher.encode(list(texts), batch_size=max(1, len(texts))).clone().to(device)
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
-        features = {k: v for k, v in batch.items() if k != "texts"}
+        features = {k: v for k, v in batch.items() if k not in ("texts", "pair_targets")}
         student = self.student(features, apply_head=False)
+        if self.options.target == "pairs":  # the targets came with the batch: no teacher runs here
+            return {"student": student, "pair_targets": batch["pair_targets"]}
         teacher = self.teacher_embeddings(batch["texts"], student.device)
         if self.options.target == "vectors":
             self._check_widths(teacher.shape[-1], student.shape[-1])
         return {"student": student, "teacher": teacher}
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        if self.options.target == "pairs":
+            # rows: the B anchors, then their B neighbours, then random_pairs rounds of B random partners
+            student, targets = embeddings["student"], embeddings["pair_targets"]
+            anchors = student[: student.shape[0] // (2 + self.options.random_pairs)]
+            firsts = anchors.repeat(1 + self.options.random_pairs, 1)
+            return {"pair_similarity_mse": pair_similarity_mse(firsts, student[anchors.shape[0]:], targets)}
         student, teacher = ctx.dist.gather(embeddings["student"]), ctx.dist.gather(embeddings["teacher"])
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
