@@ -123,3 +123,15 @@ if [[ -z "$ONLY" || "$ONLY" == *pairs* ]]; then
   fi
 fi
 row mpnet-pairs-d "SimCSE-mpnet -> one MiniLM (pairs, 30 neighbours), 1200 steps" configs/distill/adapt-minilm-pairs.yaml
+# seeds 2 and 3, each student learning from the mpnet teacher of its own seed (rebuilt where missing; the teachers'
+# records go to the scratch file, their recorded rows are the mpnet SimCSE seeds 2-3 in $RESULTS)
+for seed in 2 3; do
+  if [[ -z "$ONLY" || "$ONLY" == *pairs* ]] && [[ ! -d runs/adapt/simcse-mpnet-indomain-b1-seed$seed/best ]]; then
+    python -m cselab.cli seeds --config configs/simcse/adapt-minilm.yaml --seeds $seed --results runs/adapt/rebuilt.jsonl \
+      --variant "all-mpnet-base-v2, T 0.2, lr 1e-5" "${INDOMAIN_B1[@]}" model.backbone=all-mpnet-base-v2 \
+      train.eval_every=50 train.output_dir=runs/adapt/simcse-mpnet-indomain-b1
+  fi
+  row mpnet-pairs-d-seed$seed "SimCSE-mpnet -> one MiniLM (pairs, 30 neighbours), 1200 steps" \
+      configs/distill/adapt-minilm-pairs.yaml train.seed=$seed \
+      method_options.teacher=runs/adapt/simcse-mpnet-indomain-b1-seed$seed/best
+done
