@@ -147,3 +147,25 @@ def test_pair_distillation_refuses_bad_settings_in_one_line(pair_setup, tmp_path
         Trainer(_pairs_config(pair_setup, tmp_path / "d", "train.length_group_window=2"), progress=False)
     with pytest.raises(CselabError, match="random_pairs"):
         Trainer(_pairs_config(pair_setup, tmp_path / "e", "method_options.random_pairs=-1"), progress=False)
+
+
+def test_a_resumed_pair_distillation_ends_with_the_weights_of_an_uninterrupted_one(pair_setup, tmp_path):
+    """8 steps straight == 4 steps, then --resume to 8 (the partners of each batch are drawn again identically)."""
+    from safetensors.torch import load_file
+
+    from cselab.training.trainer import Trainer
+
+    Trainer(_pairs_config(pair_setup, tmp_path / "a", "train.max_steps=8", "train.save_every=4"), progress=False).run()
+    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=4", "train.save_every=4"), progress=False).run()
+    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=8", "train.save_every=4"),
+            progress=False).run(resume=True, allow_change=("train.max_steps",))
+    wa = load_file(tmp_path / "a" / "last" / "method.safetensors")
+    wb = load_file(tmp_path / "b" / "last" / "method.safetensors")
+    assert wa.keys() == wb.keys() and len(wa) > 0
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+    # and the student did move away from where it started
+    fresh = Encoder.from_pretrained(pair_setup[1], pooler="mean").state_dict()
+    moved = [k for k in wb if k.startswith("student.") and k.removeprefix("student.") in fresh
+             and not torch.equal(wb[k], fresh[k.removeprefix("student.")])]
+    assert moved
