@@ -169,3 +169,29 @@ def test_a_resumed_pair_distillation_ends_with_the_weights_of_an_uninterrupted_o
     moved = [k for k in wb if k.startswith("student.") and k.removeprefix("student.") in fresh
              and not torch.equal(wb[k], fresh[k.removeprefix("student.")])]
     assert moved
+
+
+def test_cselab_distill_keeps_the_configs_corpus_unless_told_otherwise(pair_setup, tmp_path, capsys):
+    """`cselab distill` without --corpus trains on the config's data.corpus (an override of it wins; --corpus wins
+    over both), and a pairs config runs through the command."""
+    import yaml
+
+    from conftest import run_cli
+
+    teacher_dir, student_dir, corpus = pair_setup
+    other = write_corpus(tmp_path / "other.txt", n=40, seed=5)
+    config = tmp_path / "pairs.yaml"
+    config.write_text(yaml.safe_dump({
+        "method": "distill", "model": {"backbone": "unused", "pooler": "mean", "max_length": 16, "dropout": 0.0},
+        "data": {"corpus": str(corpus)},
+        "train": {"batch_size": 8, "max_steps": 2, "eval_every": 2, "eval_at_start": False, "device": "cpu"},
+        "method_options": {"teacher": "unused", "target": "pairs", "neighbours": 3}}))
+    base = ["distill", str(teacher_dir), "--student", str(student_dir), "--config", str(config)]
+    for extra, expected in [([], corpus), ([f"data.corpus={other}"], other), (["--corpus", str(other)], other)]:
+        out = tmp_path / f"d{len(list(tmp_path.glob('d*')))}"
+        code, _, err = run_cli([*base, "--output-dir", str(out), *extra], capsys)
+        assert code == 0, err
+        ran = yaml.safe_load((out / "config.yaml").read_text())
+        assert ran["data"]["corpus"] == str(expected), extra
+        assert ran["method_options"]["target"] == "pairs" and ran["method_options"]["teacher"] == str(teacher_dir)
+        assert ran["model"]["backbone"] == str(student_dir)

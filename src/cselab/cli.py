@@ -298,7 +298,7 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 @cli.command("distill", context_settings={"ignore_unknown_options": True})
 @click.argument("teacher")
 @click.option("--student", required=True, help="backbone of the single-encoder student")
-@click.option("--corpus", default="default", show_default=True, help="training sentences (name or file)")
+@click.option("--corpus", help="training sentences (name or file); default: the preset's or config's data.corpus")
 @click.option("--output-dir", required=True, type=click.Path(path_type=Path))
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML with training settings")
 @_preset_opt
@@ -307,12 +307,13 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 @_run_dir_options
 @click.option("--device", help="training and scoring device (sets train.device): cpu, cuda, cuda:N, auto")
 @click.argument("overrides", nargs=-1)
-def distill_command(teacher: str, student: str, corpus: str, output_dir: Path, config_file: Path | None,
+def distill_command(teacher: str, student: str, corpus: str | None, output_dir: Path, config_file: Path | None,
                     preset: str | None, resume: bool, results: Path | None, overwrite: bool,
                     allow_change: tuple[str, ...], device: str | None, overrides: tuple[str, ...]) -> None:
     """Distil TEACHER (e.g. a twin model) into one encoder: MSE of the student's vector to the teacher's (-D).
 
-    With method_options.target=similarities: MSE of the in-batch cosine similarities, for a teacher of any size."""
+    With method_options.target=similarities (or pairs, with method_options.neighbours=K): MSE of the in-batch cosine
+    similarities (or of chosen pairs' cosines), for a teacher of any size."""
     from .training.pipeline import distill_config
     from .training.runs import train_and_record
 

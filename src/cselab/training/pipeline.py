@@ -273,18 +273,18 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
 def distill_config(
     teacher_dir: str | Path,
     student_backbone: str,
-    corpus: str | Path,
+    corpus: str | Path | None,
     *,
     output_dir: str | Path,
     config_file: str | Path | None = None,
     overrides: list[str] | None = None,
 ) -> RunConfig:
-    """The run config of a distillation: ``config_file`` + ``overrides`` with method ``distill`` and the three
-    given fields set (they win over the file)."""
+    """The run config of a distillation: ``config_file`` + ``overrides`` with method ``distill`` and the given
+    fields set (they win over the file); ``corpus`` None keeps the file's (or an override's) ``data.corpus``."""
     config = load_config(config_file, list(overrides or []), method="distill")
     raw = _merge(config.model_dump(mode="json"), {
         "model": {"backbone": str(student_backbone)},
-        "data": {"corpus": str(corpus)},
+        **({"data": {"corpus": str(corpus)}} if corpus is not None else {}),
         "train": {"output_dir": str(output_dir)},
         "method_options": {"teacher": str(teacher_dir)},
     })
