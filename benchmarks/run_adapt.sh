@@ -54,9 +54,11 @@ row tncse-general         "CLS, CPU settings" configs/tncse/adapt-minilm.yaml "$
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general
 row jtcse-general         "CLS, CPU settings" configs/jtcse/adapt-minilm.yaml "${GENERAL[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-general
-# the twins' dev still rose at their last stage-2 step (best step 200 of 200 on most seeds): a longer stage 2 for
-# TNCSE (the cheaper twin), then its +UC by python benchmarks/adapt_uc.py tncse-indomain-400
+# the twins' dev still rose at their last stage-2 step (best step 200 of 200 on most seeds): a longer stage 2,
+# then their +UC by python benchmarks/adapt_uc.py tncse-indomain-400 (and jtcse-indomain-400)
 row tncse-indomain-400    "CLS, CPU settings, 400 steps" configs/tncse/adapt-minilm.yaml "${INDOMAIN[@]}" \
+    method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-indomain train.max_steps=400
+row jtcse-indomain-400    "CLS, CPU settings, 400 steps" configs/jtcse/adapt-minilm.yaml "${INDOMAIN[@]}" \
     method_options.pipeline.stage1_dir=runs/adapt/twin-stage1-indomain train.max_steps=400
 # +UC (after the twin rows): python benchmarks/adapt_uc.py ROW adds ROW+uc-all-MiniLM-L6-v2 (w chosen on dev);
 # then the ensemble of the in-domain JTCSE twin distilled into one mean-pooled MiniLM (-D)
