@@ -64,6 +64,13 @@ row jtcse-indomain-400    "CLS, CPU settings, 400 steps" configs/jtcse/adapt-min
 # then the ensemble of the in-domain JTCSE twin distilled into one mean-pooled MiniLM (-D)
 row jtcse-indomain-uc-d   "+UC -> one MiniLM (MSE)" configs/distill/adapt-minilm-uc.yaml \
     method_options.teacher=runs/adapt/jtcse-indomain/stage2-uc-all-MiniLM-L6-v2
+# the same for the 400-step TNCSE +UC (the best ensemble on b2), by MSE and onto chosen pairs (b2 is smaller than
+# b1: 400 pair steps, dev every 50)
+row tncse-indomain-400-uc-d "+UC (400 steps) -> one MiniLM (MSE)" configs/distill/adapt-minilm-uc.yaml \
+    method_options.teacher=runs/adapt/tncse-indomain-400/stage2-uc-all-MiniLM-L6-v2
+row tncse-indomain-400-uc-pairs-d "+UC (400 steps) -> one MiniLM onto chosen pairs" \
+    configs/distill/adapt-minilm-pairs.yaml "${INDOMAIN[@]}" train.max_steps=400 train.eval_every=50 \
+    method_options.teacher=runs/adapt/tncse-indomain-400/stage2-uc-all-MiniLM-L6-v2
 # The -D rows below learn from the b1 SimCSE model of seed 2 and its +UC with all-mpnet-base-v2. On a machine without
 # those run directories (their records are in $RESULTS, so `cselab seeds` and adapt_uc.py would skip them) they are
 # rebuilt here by the same commands, the seed-2 record going to a scratch file (runs/adapt/rebuilt.jsonl); bf16
