@@ -8,7 +8,7 @@ Both see the same sentences at every step, the same model directory, learning ra
 steps are INTERLEAVED (one step of every configuration per round), so a shared or throttling CPU slows
 all alike and the ratios stay fair; absolute times from a shared machine mean little, the ratios do.
 
-``precision: auto``: the probe (cselab.training.precision) picks bf16 or fp32 for this machine at the
+``precision: auto``: the probe (cselab.runtime.precision) picks bf16 or fp32 for this machine at the
 training shapes; the "auto" ratio is cselab at that choice against sentence-transformers in fp32, the
 precision a user gets by default.
 
@@ -100,7 +100,7 @@ class StRecipe:
 
 # -- cselab's side ------------------------------------------------------------------------------------
 def build_cselab(model_path: str, args: argparse.Namespace, precision: str) -> Any:
-    from cselab.training.config import load_config
+    from cselab.config.run_config import load_config
     from cselab.training.trainer import Trainer
 
     overrides = [f"model.backbone={model_path}", f"model.max_length={args.max_length}",
@@ -134,7 +134,7 @@ def step_flops(backbone_config: Any, token_counts: list[int], head: bool) -> flo
 
 def matmul_peak(threads: int) -> dict[str, float]:
     """Best GFLOP/s of fp32 and bf16 matmuls at this thread count (square 1024^3 and the FFN shape)."""
-    from cselab.training.precision import MatmulShape, probe_matmul
+    from cselab.runtime.precision import MatmulShape, probe_matmul
 
     # CPU time, like the steps it is compared with
     square = probe_matmul(MatmulShape(1024, 1024, 1024), seconds=1.0, clock=time.process_time)
@@ -205,7 +205,7 @@ def compare_training(args: argparse.Namespace, model_path: str) -> dict[str, Any
         "matmul_peak_gflops": peak, "step_model_gflop": flops / 1e9, "padding_fraction": padding,
         "mfu": mfu, "st_mfu": st_mfu,
     }
-    from cselab.training.precision import model_shape, resolve_precision
+    from cselab.runtime.precision import model_shape, resolve_precision
 
     choice = resolve_precision("auto", torch.device("cpu"),
                                model_shape(backbone, 2 * args.batch * args.max_length))
@@ -275,7 +275,7 @@ def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any
             "max_abs_diff": float((a - b).abs().max()),
             "min_cosine": float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min()),
         }
-    from cselab.training.precision import inference_precision
+    from cselab.runtime.precision import inference_precision
 
     choice = inference_precision("auto", ours, args.encode_batch)
     record["auto"] = choice.to_dict()
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.models.backbone import quiet_transformers, resolve_model_path
-    from cselab.training.precision import cpu_model_name
+    from cselab.runtime.precision import cpu_model_name
 
     torch.set_num_threads(args.threads)
     quiet_transformers()

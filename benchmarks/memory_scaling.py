@@ -51,7 +51,7 @@ def peak_rss_mb() -> float:
 
 # -- children ------------------------------------------------------------------------------------------
 def _trainer(overrides: list[str]) -> Any:
-    from cselab.training.config import load_config
+    from cselab.config.run_config import load_config
     from cselab.training.trainer import Trainer
 
     out = tempfile.mkdtemp(prefix="memory-scaling-")

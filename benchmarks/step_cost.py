@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_config(source: str, overrides: list[str]) -> Any:
-    from cselab.training.config import load_config
+    from cselab.config.run_config import load_config
 
     if Path(source).is_file():
         return load_config(source, overrides)

@@ -214,7 +214,7 @@ def run_cli(args, capsys):
 def tiny_distill_config(teacher, student_dir, corpus, out, *extra):
     """A distillation run config for tiny models: 16 steps of B 16 at lr 1e-3 on the CPU, one dev evaluation at the
     end, every step logged; ``extra`` overrides win."""
-    from cselab.training.pipeline import distill_config
+    from cselab.experiments.pipeline import distill_config
 
     return distill_config(teacher, str(student_dir), corpus, output_dir=out, overrides=[
         "train.batch_size=16", "train.max_steps=16", "train.lr=1e-3", "train.eval_every=16",

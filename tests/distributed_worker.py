@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import save_file
 
-from cselab.training.config import load_config
+from cselab.config.run_config import load_config
 from cselab.training.trainer import Trainer
 
 CALLS: list[dict] = []

@@ -17,8 +17,9 @@ from transformers import BertConfig, BertModel
 
 from cselab.analysis import alignment_uniformity as au
 from cselab.analysis import attention as att
-from cselab.analysis import cost, plots, significance, similarity_density
+from cselab.analysis import cost, similarity_density
 from cselab.errors import CselabError
+from cselab.reporting import plots, significance
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

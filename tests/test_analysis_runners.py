@@ -1,4 +1,4 @@
-"""The analysis reports (cselab.analysis.*_report) and the seeds/ablation runs (cselab.training.seeds, .ablation) on tiny random BERTs and a tiny STS-B: each writes real PNG
+"""The analysis reports (cselab.analysis.*_report) and the seeds/ablation runs (cselab.experiments.seeds, .ablation) on tiny random BERTs and a tiny STS-B: each writes real PNG
 and JSON files, and its numbers equal an independent computation (direct loops over the STS-B file read here,
 HF's own attention outputs, a hand MAC count, scipy's paired t-test)."""
 
@@ -15,19 +15,19 @@ from scipy import stats
 from transformers import BertConfig, BertModel
 
 from conftest import build_tiny_model_dir, write_corpus
-from cselab.analysis.ablation_report import ablation_report
 from cselab.analysis.align_uniform_report import align_uniform
 from cselab.analysis.attention_report import attention_report
 from cselab.analysis.cost_report import cost_report
 from cselab.analysis.density_report import density_report
-from cselab.analysis.seeds_report import seeds_report
 from cselab.errors import CselabError
+from cselab.experiments.ablation import ablation_run
+from cselab.experiments.recorded_runs import _config_differences, seed_overrides
+from cselab.experiments.seeds import seeds_run
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
+from cselab.reporting.ablation_report import ablation_report
+from cselab.reporting.seeds_report import seeds_report
 from cselab.reporting.tables import ablation_table, read_records, seeds_table
-from cselab.training.ablation import ablation_run
-from cselab.training.recorded_runs import _config_differences, seed_overrides
-from cselab.training.seeds import seeds_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -426,7 +426,7 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
 def test_twin_seeds_get_their_own_stage1_and_records_match_across_locations():
     from pathlib import Path
 
-    from cselab.training.config import load_config
+    from cselab.config.run_config import load_config
 
     root = Path(__file__).resolve().parents[1]
     tncse = load_config(root / "configs/tncse/cpu-minilm.yaml", [])
@@ -463,7 +463,7 @@ def test_twin_seeds_get_their_own_stage1_and_records_match_across_locations():
 
 def test_seeds_skip_a_bf16_record_under_auto_only_where_auto_picks_bf16(tiny_bert_dir, sts_home, tmp_path,
                                                                         monkeypatch):
-    from cselab.training import precision as precision_module
+    from cselab.runtime import precision as precision_module
 
     class Rates:
         def __init__(self, fp32: float, bf16: float) -> None:

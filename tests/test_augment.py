@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from cselab.config.run_config import validate
 from cselab.data.augment import (
     AugmentationSpec,
     augment_lines,
@@ -17,7 +18,6 @@ from cselab.data.augment import (
     write_augmented_corpus,
 )
 from cselab.errors import CselabError
-from cselab.training.config import validate
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
 

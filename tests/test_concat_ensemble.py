@@ -18,9 +18,9 @@ from scipy import stats
 
 from conftest import build_tiny_model_dir, run_cli, tiny_distill_config, write_corpus, write_distinct_sts_home
 from cselab.errors import CselabError
+from cselab.experiments.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, load_model, save_model
-from cselab.training.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
 
 PAIRS = [("a man plays the guitar .", "a woman plays the piano"),
          ("the dog runs on the road", "two cats sit in the old house"),

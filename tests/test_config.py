@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from cselab.config.run_config import load_config
 from cselab.errors import CselabError
-from cselab.training.config import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -114,8 +114,8 @@ def test_slicing_and_errors(tmp_path):
 def test_trainer_draws_each_epoch_permutation_once(tiny_bert_dir, tmp_path, monkeypatch):
     import torch
 
+    from cselab.config.run_config import load_config
     from cselab.training import trainer as trainer_module
-    from cselab.training.config import load_config
 
     corpus = write_corpus(tmp_path / "c.txt", n=40)
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",

@@ -9,13 +9,13 @@ import torch.nn.functional as F
 import yaml
 
 from conftest import run_whole_loop, write_corpus
+from cselab.config.run_config import load_config
 from cselab.errors import CselabError
 from cselab.methods import build_method
 from cselab.methods.base import StepContext
 from cselab.methods.cot_bert import shipped_template_sets
 from cselab.models.sentence_model import load_model, save_model
-from cselab.training.config import load_config
-from cselab.training.distributed import DistributedContext
+from cselab.runtime.distributed import DistributedContext
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ROLES = ("anchor", "positive", "negative")

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from cselab import devices
 from cselab.cli import main
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
+from cselab.runtime import devices
 
 
 @pytest.fixture(autouse=True)
@@ -50,9 +50,9 @@ def test_cli_device_option(tiny_bert_dir, tmp_path, capsys):
 
 def test_test_scoring_after_training_uses_the_training_device(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
     from conftest import write_corpus
+    from cselab.config.run_config import load_config
+    from cselab.experiments.runs import train_and_record
     from cselab.models import sentence_model
-    from cselab.training.config import load_config
-    from cselab.training.runs import train_and_record
 
     placed = []
     real_load = sentence_model.load_model

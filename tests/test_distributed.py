@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import WORDS, build_tiny_model_dir, write_corpus
-from cselab.training.distributed import DistributedContext
+from cselab.runtime.distributed import DistributedContext
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 

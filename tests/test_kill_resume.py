@@ -265,7 +265,7 @@ def test_allowed_change_on_resume_runs_and_is_recorded(world, tmp_path, capsys, 
 
 
 def test_eval_outputs_are_named_after_the_model_not_its_leaf(tmp_path, monkeypatch):
-    from cselab.evaluation.api import default_output
+    from cselab.evaluation.model_eval import default_output
 
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
     a, b = tmp_path / "run-a" / "best", tmp_path / "run-b" / "best"

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from conftest import build_tiny_model_dir, write_corpus
+from cselab.config.run_config import load_config
 from cselab.data.augment import count_lines
 from cselab.errors import CselabError
+from cselab.experiments.ensemble import ensemble
+from cselab.experiments.pipeline import distill_config, plan_pipeline, run_twin_pipeline
 from cselab.methods import METHODS
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
-from cselab.training.config import load_config
-from cselab.training.ensemble import ensemble
-from cselab.training.pipeline import distill_config, plan_pipeline, run_twin_pipeline
 from cselab.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_plan_needs_a_pipeline_block_and_a_twin_method():
 
 
 def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
-    import cselab.training.results as results
+    import cselab.experiments.results as results
 
     scored = []
     monkeypatch.setattr(results, "score_test_sets", lambda path, **kw: scored.append(Path(path)) or {"stsb": 12.5})

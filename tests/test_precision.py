@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import write_corpus
-from cselab.training import precision as precision_module
-from cselab.training.config import load_config
-from cselab.training.precision import BF16_MIN_SPEEDUP, MatmulShape, probe_matmul, resolve_precision
+from cselab.config.run_config import load_config
+from cselab.runtime import precision as precision_module
+from cselab.runtime.precision import BF16_MIN_SPEEDUP, MatmulShape, probe_matmul, resolve_precision
 from cselab.training.trainer import Trainer
 
 SHAPE = MatmulShape(tokens=64, hidden=32, intermediate=128)
@@ -111,7 +111,7 @@ def test_run_records_what_auto_chose_and_why(tiny_bert_dir, sts_home, tmp_path, 
 def test_encode_and_eval_with_precision_auto(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
     import numpy as np
 
-    from cselab.evaluation.api import encode_file, evaluate_model
+    from cselab.evaluation.model_eval import encode_file, evaluate_model
     from cselab.models.encoder import Encoder
 
     probe = FakeProbe(100.0, 400.0)
@@ -139,7 +139,7 @@ def test_encode_and_eval_with_precision_auto(tiny_bert_dir, sts_home, tmp_path, 
 def test_unknown_inference_precision_is_one_line(tiny_bert_dir):
     from cselab.errors import CselabError
     from cselab.models.encoder import Encoder
-    from cselab.training.precision import inference_precision
+    from cselab.runtime.precision import inference_precision
 
     with pytest.raises(CselabError, match="unknown precision 'fp8'"):
         inference_precision("fp8", Encoder.from_pretrained(tiny_bert_dir, pooler="mean"), 8)

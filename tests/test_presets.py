@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from conftest import write_corpus
+from cselab.config.run_config import RunConfig, load_config
 from cselab.methods import METHODS
-from cselab.training.config import RunConfig, load_config
 from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def test_every_config_file_is_listed_and_resolves_to_the_same_file(capsys):
     by_name = {line.split()[0]: line.split()[1] for line in out.splitlines()}
     for name, path in expected.items():
         assert by_name[name] == yaml.safe_load(path.read_text())["method"]  # the method column
-    from cselab.training.presets import preset_path
+    from cselab.config.presets import preset_path
 
     for name, path in expected.items():
         assert preset_path(name).read_bytes() == path.read_bytes()

@@ -535,7 +535,7 @@ def test_debug_shows_the_traceback(workspace, tmp_path, monkeypatch, capsys):
 
 def test_a_bug_is_not_dressed_up_as_a_user_error(monkeypatch, capsys):
     # a genuine bug (here: an AttributeError inside a command) keeps its traceback
-    import cselab.evaluation.api as api
+    import cselab.evaluation.model_eval as api
 
     monkeypatch.setattr(api, "evaluate_model", lambda *a, **k: None.missing)
     with pytest.raises(AttributeError):

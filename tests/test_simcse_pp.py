@@ -7,6 +7,7 @@ import torch
 import yaml
 
 from conftest import run_whole_loop, write_corpus
+from cselab.config.run_config import load_config
 from cselab.losses import dimension_contrastive_loss, info_nce, offdropout_info_nce
 from cselab.methods import build_method
 from cselab.methods.base import StepContext
@@ -14,8 +15,7 @@ from cselab.methods.simcse import duplicate
 from cselab.models.dropout import dropout_disabled
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model
-from cselab.training.config import load_config
-from cselab.training.distributed import DistributedContext
+from cselab.runtime.distributed import DistributedContext
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SENTENCES = ["a man plays the guitar .", "the dog runs on the road", "two women walk in the park", "a cat sits",
@@ -106,7 +106,7 @@ def test_dropout_disabled_keeps_gradients(tiny_bert_dir):
 
 # -- the method -----------------------------------------------------------------------------------------
 def test_third_pass_is_dropout_free_differentiable_and_restores_dropout(tiny_bert_dir, monkeypatch):
-    import cselab.methods.simcse_plus_plus as module
+    import cselab.methods.simcse_pp as module
 
     method = make_method(tiny_bert_dir, dropout=0.2)
     seen = []
@@ -177,7 +177,7 @@ def test_dcl_only_row_is_simcse_info_nce_plus_lambda_dcl(tiny_bert_dir, monkeypa
 
 
 def test_off_info_only_row_computes_no_dcl(tiny_bert_dir, monkeypatch):
-    import cselab.methods.simcse_plus_plus as module
+    import cselab.methods.simcse_pp as module
 
     method = make_method(tiny_bert_dir, "method_options.loss_weights.dcl=0", dropout=0.1)
     monkeypatch.setattr(module, "dimension_contrastive_loss", lambda *a, **k: pytest.fail("DCL computed while off"))

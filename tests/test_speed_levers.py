@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from cselab.training.config import load_config
+from cselab.config.run_config import load_config
 from cselab.training.trainer import build_optimizer
 
 
@@ -265,7 +265,7 @@ def test_cot_bert_read_rows_only_is_the_same_loss_and_gradients(tiny_model_dir, 
     from cselab.methods.base import StepContext
     from cselab.models.backbone import supports_rows_at
     from cselab.models.dropout import use_dropout_masks
-    from cselab.training.distributed import DistributedContext
+    from cselab.runtime.distributed import DistributedContext
 
     old, new = _cot(tiny_model_dir), _cot(tiny_model_dir, "method_options.read_rows_only=true")
     new.load_state_dict(old.state_dict())

@@ -134,8 +134,8 @@ def test_ensemble_of_a_twin_and_a_roberta_encoder(tiny_bert_dir, tiny_roberta_di
 
 def test_distilled_student_and_ifcl_models_are_plain_encoders(tiny_bert_dir, tmp_path, sts_home):
     """The distilled student and IFCL save their single encoder: a standard sentence-transformers model."""
+    from cselab.config.run_config import load_config
     from cselab.methods import build_method
-    from cselab.training.config import load_config
 
     for method in ("ifcl", "simcse"):
         config = load_config(None, [f"model.backbone={tiny_bert_dir}", "model.pooler=cls", "model.max_length=12"],

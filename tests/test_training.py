@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import write_corpus
+from cselab.config.run_config import load_config
 from cselab.models.sentence_model import load_model
-from cselab.training.config import load_config
 from cselab.training.trainer import Trainer, autocast_context
 
 

@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from conftest import build_tiny_model_dir
+from cselab.config.run_config import load_config
 from cselab.errors import CselabError
+from cselab.experiments.pipeline import plan_pipeline
 from cselab.losses import cross_encoder_info_nce, info_nce
 from cselab.methods import build_method
 from cselab.methods.base import StepContext
 from cselab.methods.jtcse import draw_query_side
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model, save_model
-from cselab.training.config import load_config
-from cselab.training.distributed import DistributedContext
-from cselab.training.pipeline import plan_pipeline
+from cselab.runtime.distributed import DistributedContext
 from test_cross_attention import build_deep_model_dir, plain_cross_stream
 
 TEXTS = ["a man plays the guitar .", "the dog runs", "two women are walking in the park", "a cat",

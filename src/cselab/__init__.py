@@ -6,6 +6,6 @@ Public API (see :mod:`cselab.api`): :func:`load_model` -> :class:`SentenceEncode
 
 __version__ = "0.1.0"
 
-from .api import SentenceEncoder, evaluate, load_model, train  # noqa: E402
+from cselab.api import SentenceEncoder, evaluate, load_model, train  # noqa: E402
 
 __all__ = ["SentenceEncoder", "evaluate", "load_model", "train", "__version__"]

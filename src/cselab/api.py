@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CselabError
+from cselab.errors import CselabError
 
 
 class SentenceEncoder:
@@ -57,7 +57,7 @@ class SentenceEncoder:
 
     def save(self, path: str | Path) -> Path:
         """Save as a cselab and sentence-transformers model directory."""
-        from .models.sentence_model import save_model
+        from cselab.models.sentence_model import save_model
 
         return save_model(self.model, path)
 
@@ -68,7 +68,7 @@ class SentenceEncoder:
 def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None) -> SentenceEncoder:
     """Load a cselab model directory, a sentence-transformers or HF directory, a fetched model name
     (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved."""
-    from .models.sentence_model import load_model as load_module
+    from cselab.models.sentence_model import load_model as load_module
 
     return SentenceEncoder(load_module(path, pooler=pooler, max_length=max_length), source=str(path))
 
@@ -81,9 +81,9 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     None (then ``method`` and the overrides say everything); ``overrides`` are ``KEY=VALUE`` strings
     (``"train.lr=1e-5"``). Twin methods with a pipeline block run both stages.
     """
-    from .training.config import RunConfig, apply_overrides, load_config, validate
-    from .training.runs import train_and_record
-    from .training.trainer import BEST_DIR
+    from cselab.config.run_config import RunConfig, apply_overrides, load_config, validate
+    from cselab.experiments.runs import train_and_record
+    from cselab.training.trainer import BEST_DIR
 
     if isinstance(config, dict):
         raw = apply_overrides(dict(config), list(overrides))
@@ -97,7 +97,7 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     train_and_record(run_config, resume=resume, results_file=Path(results) if results else None,
                      config_source=source, overrides=list(overrides), progress=progress)
     if run_config.method_options.get("pipeline"):
-        from .training.pipeline import plan_pipeline
+        from cselab.experiments.pipeline import plan_pipeline
 
         return Path(plan_pipeline(run_config).stage2.train.output_dir) / BEST_DIR
     return Path(run_config.train.output_dir) / BEST_DIR
@@ -108,8 +108,8 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
     """Scores ``task -> split -> score`` (x 100). cselab's STS tasks (``stsb``, ``sts12-part`` ... ``sts17-en``,
     ``all``) use its SentEval-style evaluator on the given ``splits``; any other name is run as an mteb task
     (needs ``pip install cselab[mteb]``; STSBenchmark and the zero-shot tasks use local data)."""
-    from .data.sts import TASK_NAMES
-    from .evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.data.sts import TASK_NAMES
+    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
 
     loaded = model.model if isinstance(model, SentenceEncoder) else (
         load_model(model).model if isinstance(model, (str, Path)) else model)
@@ -122,7 +122,7 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
         scores.update(evaluator(loaded).table())
     if other:
         try:
-            from .evaluation.mteb_adapter import run_mteb
+            from cselab.evaluation.mteb_adapter import run_mteb
         except ImportError as exc:
             raise CselabError(f"{', '.join(other)}: not a cselab STS task, and mteb is not installed "
                               f"for other tasks ({exc}): pip install 'cselab[mteb]'") from exc

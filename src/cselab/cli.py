@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from .errors import CselabError
-from .fileio import DirectoryLock, check_writable_dir, check_writable_file
+from cselab.errors import CselabError
+from cselab.fileio import DirectoryLock, check_writable_dir, check_writable_file
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -69,7 +69,7 @@ def data() -> None:
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
     """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot or all."""
-    from .data.fetch import fetch
+    from cselab.data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)
     click.echo(f"ready: {path}")
@@ -82,7 +82,7 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> Non
 def data_download(target: str, dest: Path) -> None:
     """Download TARGET's verified archives only (on a machine with registry access), for a later
     `cselab data fetch TARGET --from DIR` on a machine without."""
-    from .data.fetch import download
+    from cselab.data.fetch import download
 
     paths = download(target, dest, progress=click.echo)
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
@@ -91,7 +91,7 @@ def data_download(target: str, dest: Path) -> None:
 @data.command("indomain")
 def data_indomain() -> None:
     """Build the adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones (docs/adapt.md)."""
-    from .data.indomain import build_indomain_corpora
+    from cselab.data.indomain import build_indomain_corpora
 
     for m in build_indomain_corpora():
         kept = f"{m['kept']} of {m['train_sentences']} STS-B train sentences kept"
@@ -109,7 +109,7 @@ _precision_opt = click.option(
 
 
 def _set_device(_ctx: Any, _param: Any, value: str) -> str:
-    from .devices import set_inference_device
+    from cselab.runtime.devices import set_inference_device
 
     set_inference_device(value)
     return value
@@ -135,7 +135,7 @@ _device_opt = click.option("--device", default="auto", show_default=True, expose
 def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
                  batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks."""
-    from .evaluation.api import evaluate_model, render_table
+    from cselab.evaluation.model_eval import evaluate_model, render_table
 
     report = evaluate_model(model, pooler=pooler, tasks=_split_list(tasks), splits=_split_list(splits),
                             senteval_dir=senteval_dir, batch_size=batch_size, max_length=max_length,
@@ -161,7 +161,7 @@ def eval_command(model: str, pooler: str | None, tasks: str, splits: str, sentev
 def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool,
                    precision: str) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
-    from .evaluation.api import encode_file
+    from cselab.evaluation.model_eval import encode_file
 
     shape = encode_file(model, input_file, output_file, pooler=pooler, batch_size=batch_size, normalize=normalize,
                         precision=precision)
@@ -183,12 +183,12 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
                  variant: str) -> None:
     """Run mteb's tasks on MODEL (STSBenchmark reads the fetched STS-B unless --hub)."""
     try:
-        from .evaluation.mteb_adapter import run_mteb, task_settings
+        from cselab.evaluation.mteb_adapter import run_mteb, task_settings
     except ImportError as exc:
         raise CselabError(f"mteb is not installed ({exc}): pip install 'cselab[mteb]'") from exc
     from importlib.metadata import version
 
-    from .provenance import provenance
+    from cselab.provenance import provenance
 
     names = _split_list(tasks)
     scores = run_mteb(model, names, batch_size=batch_size, local=not hub, pooler=pooler)
@@ -215,7 +215,7 @@ def _config_file(config_file: Path | None, preset: str | None, *, required: bool
     if config_file is not None and preset:
         raise CselabError("give --config FILE or --preset NAME, not both")
     if preset:
-        from .training.presets import preset_path
+        from cselab.config.presets import preset_path
 
         return preset_path(preset)
     if required and config_file is None:
@@ -226,8 +226,8 @@ def _config_file(config_file: Path | None, preset: str | None, *, required: bool
 @cli.command("presets")
 def presets_command() -> None:
     """List the presets shipped with cselab (use one with --preset NAME)."""
-    from .training.config import load_config
-    from .training.presets import list_presets
+    from cselab.config.presets import list_presets
+    from cselab.config.run_config import load_config
 
     presets = list_presets()
     width = max(len(p.name) for p in presets)
@@ -246,7 +246,7 @@ def config_group() -> None:
 @click.argument("method")
 def config_show(method: str) -> None:
     """Every key of a METHOD run config with its default and description (KEY=DEFAULT, as an override)."""
-    from .training.config_reference import render_config_reference
+    from cselab.config.reference import render_config_reference
 
     click.echo(render_config_reference(method))
 
@@ -281,13 +281,13 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
                   results: Path | None, variant: str, row: str, overwrite: bool, allow_change: tuple[str, ...],
                   overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
-    from .training.config import load_config
+    from cselab.config.run_config import load_config
 
     config_file = _config_file(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
     with _run_lock(config.train.output_dir):  # a second run into this directory is refused before torch loads
-        from .training.runs import train_and_record
+        from cselab.experiments.runs import train_and_record
 
         summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
                                    config_source=source, overrides=list(overrides),
@@ -314,8 +314,8 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 
     With method_options.target=similarities (or pairs, with method_options.neighbours=K): MSE of the in-batch cosine
     similarities (or of chosen pairs' cosines), for a teacher of any size."""
-    from .training.pipeline import distill_config
-    from .training.runs import train_and_record
+    from cselab.experiments.pipeline import distill_config
+    from cselab.experiments.runs import train_and_record
 
     config_file = _config_file(config_file, preset)
     if device:
@@ -342,7 +342,7 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @_device_opt
 def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None, combine: str) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
-    from .training.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
+    from cselab.experiments.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
 
     if weight == "dev":
         weights = DEFAULT_GRID if grid is None else _weight_grid(grid)
@@ -396,7 +396,7 @@ _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: _spl
 @_device_opt
 def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
-    from .analysis.align_uniform_report import align_uniform
+    from cselab.analysis.align_uniform_report import align_uniform
 
     for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
@@ -412,7 +412,7 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @_device_opt
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
-    from .analysis.attention_report import attention_report
+    from cselab.analysis.attention_report import attention_report
 
     report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
@@ -430,7 +430,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @_device_opt
 def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
     """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
-    from .analysis.cost_report import cost_report
+    from cselab.analysis.cost_report import cost_report
 
     r = cost_report(model, seq_len=seq_len, score=score, score_task=score_task, pooler=pooler)
     eta = f"  score {r.score:.2f}  eta {r.efficiency:.2f}" if r.efficiency is not None else ""
@@ -445,7 +445,7 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @_device_opt
 def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
-    from .analysis.density_report import density_report
+    from cselab.analysis.density_report import density_report
 
     density_report(list(models), out_dir, pooler=pooler, labels=labels)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")
@@ -453,7 +453,7 @@ def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, 
 
 def _run_dir(config_file: Path | None, overrides: tuple[str, ...]) -> Path:
     """train.output_dir of the configuration: where seeds/ablate keep their records and summary by default."""
-    from .training.config import load_config
+    from cselab.config.run_config import load_config
 
     return Path(load_config(config_file, list(overrides)).train.output_dir)
 
@@ -472,9 +472,9 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
                   results: Path | None, compare: tuple[str, str] | None, out_dir: Path | None,
                   overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
-    from .analysis.seeds_report import seeds_report
-    from .reporting.tables import read_records
-    from .training.seeds import seeds_run
+    from cselab.experiments.seeds import seeds_run
+    from cselab.reporting.seeds_report import seeds_report
+    from cselab.reporting.tables import read_records
 
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
@@ -498,9 +498,9 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
 def ablate_command(config_file: Path | None, preset: str | None, results: Path | None, subsets: tuple[str, ...],
                    out_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
-    from .analysis.ablation_report import ablation_report
-    from .reporting.tables import read_records
-    from .training.ablation import ablation_run
+    from cselab.experiments.ablation import ablation_run
+    from cselab.reporting.ablation_report import ablation_report
+    from cselab.reporting.tables import read_records
 
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
@@ -528,7 +528,7 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
                    compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
                    update_readme: tuple[Path, ...]) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
-    from .reporting.tables import (
+    from cselab.reporting.tables import (
         ablation_tables,
         has_block,
         missing_block,
@@ -548,8 +548,8 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     if ablation_file:
         tables["ablation"] = ablation_tables(read_records(ablation_file))
     if adapt_file:
-        from .reporting.adapt import adapt_seeds_table, adapt_table
-        from .reporting.tables import resolve_configuration
+        from cselab.reporting.adapt import adapt_seeds_table, adapt_table
+        from cselab.reporting.tables import resolve_configuration
 
         adapt_records = read_records(adapt_file)
         baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .errors import CselabError
+from cselab.errors import CselabError
 
 # Test hook (tests/test_kill_resume.py): ``CSELAB_TEST_KILL_AT=<point>:<n>`` makes the process SIGKILL itself
 # the n-th time it reaches ``<point>`` of a directory swap (see :func:`replace_directory`), so a test can put a

@@ -24,7 +24,7 @@ try:  # sentence-transformers >= 6 (the old path still works there, with a depre
 except ImportError:  # pragma: no cover - sentence-transformers 5
     from sentence_transformers.models import InputModule
 
-from .models.sentence_model import load_model, save_model
+from cselab.models.sentence_model import load_model, save_model
 
 
 class _CselabModule(InputModule):

@@ -10,10 +10,8 @@ from pathlib import Path
 
 from torch import nn
 
-from ..errors import CselabError
-from .alignment_uniformity import sts_alignment_uniformity
-from .plots import AlignUniformPoint, plot_alignment_uniformity
-from .report_inputs import (
+from cselab.analysis.alignment_uniformity import sts_alignment_uniformity
+from cselab.analysis.report_inputs import (
     ModelRef,
     encode_pairs,
     load_model_ref,
@@ -21,7 +19,9 @@ from .report_inputs import (
     stsb_spearman,
     stsb_test_subset,
 )
-from .report_json import write_report_json
+from cselab.errors import CselabError
+from cselab.reporting.plots import AlignUniformPoint, plot_alignment_uniformity
+from cselab.reporting.report_json import write_report_json
 
 
 @dataclass(frozen=True)

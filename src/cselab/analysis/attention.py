@@ -56,8 +56,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from cselab.analysis.plots import new_figure, save_figure
 from cselab.errors import CselabError
+from cselab.reporting.plots import new_figure, save_figure
 
 __all__ = [
     "AttentionAnalysis",

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from ..errors import CselabError
-from .attention import (
+from cselab.analysis.attention import (
     NormStatistics,
     analyze_attention,
     model_norm_statistics,
@@ -30,7 +29,7 @@ from .attention import (
     punctuation_token_ids,
     sentence_attention_heatmap,
 )
-from .report_inputs import (
+from cselab.analysis.report_inputs import (
     ModelRef,
     load_model_ref,
     member_encoders,
@@ -38,7 +37,8 @@ from .report_inputs import (
     model_label,
     stsb_test_sentences,
 )
-from .report_json import write_report_json
+from cselab.errors import CselabError
+from cselab.reporting.report_json import write_report_json
 
 DEFAULT_HEATMAP_SENTENCE = "A man is playing the guitar."
 
@@ -132,7 +132,7 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
             n_sentences=sink.n_sentences, n_with_punct=sink.n_with_punct, norms=norms, norms_note=note,
             heatmap=str(heatmap) if heatmap is not None else None))
     label = label or model_label(model)
-    from ..reporting.figures import plot_cls_energy_per_layer
+    from cselab.reporting.figures import plot_cls_energy_per_layer
 
     files = {
         "cls_energy": str(plot_cls_energy_per_layer({r.member: r.cls_energy for r in reports}, out / "cls_energy.png",
@@ -156,7 +156,7 @@ def _slug(name: str) -> str:
 
 def _sink_stats(r: EncoderAttention) -> Any:
     """The plotting view of a member's sink numbers (per-sentence arrays are not kept in the report)."""
-    from .attention import AttentionSinkStats
+    from cselab.analysis.attention import AttentionSinkStats
 
     empty = np.empty((r.num_layers, 0))
     return AttentionSinkStats(cls=r.attention_cls, sep=r.attention_sep, punct=r.attention_punct, uniform=r.uniform,

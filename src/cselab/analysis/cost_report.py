@@ -13,11 +13,11 @@ from pathlib import Path
 
 from torch import nn
 
-from ..errors import CselabError
-from ..models.encoder import check_length
-from .cost import count_gmacs, efficiency
-from .report_inputs import ModelRef, load_model_ref, member_encoders, model_kind, model_label
-from .report_json import write_report_json
+from cselab.analysis.cost import count_gmacs, efficiency
+from cselab.analysis.report_inputs import ModelRef, load_model_ref, member_encoders, model_kind, model_label
+from cselab.errors import CselabError
+from cselab.models.encoder import check_length
+from cselab.reporting.report_json import write_report_json
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ SCORE_TASKS = ("stsb", "avg-available")
 
 
 def _test_score(model: nn.Module, task: str, senteval_dir: Path | None, batch_size: int) -> float:
-    from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
 
     if task == "stsb":
         evaluator = StsEvaluator.from_names(["stsb"], ("test",), senteval_dir=senteval_dir, batch_size=batch_size)

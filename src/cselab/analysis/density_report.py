@@ -9,8 +9,7 @@ from pathlib import Path
 
 from torch import nn
 
-from ..errors import CselabError
-from .report_inputs import (
+from cselab.analysis.report_inputs import (
     ModelRef,
     encode_pairs,
     load_model_ref,
@@ -18,8 +17,9 @@ from .report_inputs import (
     stsb_spearman,
     stsb_test_subset,
 )
-from .report_json import write_report_json
-from .similarity_density import plot_similarity_density, similarity_density
+from cselab.analysis.similarity_density import plot_similarity_density, similarity_density
+from cselab.errors import CselabError
+from cselab.reporting.report_json import write_report_json
 
 
 @dataclass(frozen=True)

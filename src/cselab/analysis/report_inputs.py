@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 ModelRef = str | Path | nn.Module
 DEFAULT_ATTENTION_SENTENCES = 256
@@ -51,7 +51,7 @@ def load_model_ref(model: ModelRef, pooler: str | None) -> nn.Module:
     """The sentence model a reference names (a built model is returned as is)."""
     if isinstance(model, nn.Module):
         return model
-    from ..models.sentence_model import load_model
+    from cselab.models.sentence_model import load_model
 
     return load_model(model, pooler=pooler)
 
@@ -59,7 +59,7 @@ def load_model_ref(model: ModelRef, pooler: str | None) -> nn.Module:
 def member_encoders(model: nn.Module) -> list[tuple[str, Any]]:
     """The encoders a sentence model runs at inference, with names: ``[("encoder", enc)]`` for a single
     encoder, ``encoder_1``/``encoder_2`` for a twin, ``member_<i>[/...]`` for an ensemble (recursively)."""
-    from ..models.encoder import Encoder
+    from cselab.models.encoder import Encoder
 
     if isinstance(model, Encoder):
         return [("encoder", model)]
@@ -77,7 +77,7 @@ def model_kind(model: nn.Module) -> str:
 
 def stsb_test_subset(senteval_dir: Path | None) -> Any:
     """The STS-B test pairs and gold scores (SentEval's copy when ``senteval_dir`` is given)."""
-    from ..data.sts import load_task
+    from cselab.data.sts import load_task
 
     return load_task("stsb", "test", senteval_dir=senteval_dir).subsets[0]
 
@@ -99,6 +99,6 @@ def encode_pairs(model: nn.Module, sub: Any, batch_size: int) -> tuple[torch.Ten
 
 def stsb_spearman(emb1: torch.Tensor, emb2: torch.Tensor, gold: np.ndarray) -> float:
     """Spearman x 100 of the pair cosines against the gold scores (the STS evaluator's formula)."""
-    from ..evaluation.scoring import pair_cosine, spearman100
+    from cselab.evaluation.scoring import pair_cosine, spearman100
 
     return spearman100(pair_cosine(emb1, emb2), np.asarray(gold, dtype=float))

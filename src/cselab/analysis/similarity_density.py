@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from scipy.stats import gaussian_kde
 
-from cselab.analysis.plots import new_figure, save_figure
+from cselab.reporting.plots import new_figure, save_figure
 
 __all__ = [
     "SCORE_GROUPS",

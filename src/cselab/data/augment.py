@@ -31,9 +31,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import CselabError
-from ..fileio import sha256_file
-from .corpus import split_lines
+from cselab.data.corpus import split_lines
+from cselab.errors import CselabError
+from cselab.fileio import sha256_file
 
 MANIFEST_SUFFIX = ".manifest.json"
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 MIN_WORDS = 5
 MAX_WORDS = 40

@@ -27,10 +27,10 @@ from typing import BinaryIO, overload
 
 import numpy as np
 
-from ..errors import CselabError
-from ..fileio import sha256_file
-from ..paths import cselab_home
-from .corpus import UTF8_BOM, Corpus, utf8_payload
+from cselab.data.corpus import UTF8_BOM, Corpus, utf8_payload
+from cselab.errors import CselabError
+from cselab.fileio import sha256_file
+from cselab.paths import cselab_home
 
 INDEX_DIR = "corpus-index"
 INDEX_VERSION = 2

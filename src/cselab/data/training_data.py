@@ -6,11 +6,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import CselabError
-from ..paths import cselab_home
-from ..training.config import DataConfig
-from .corpus_index import open_indexed_corpus
-from .indomain import BUILD_COMMAND, INDOMAIN_CORPORA
+from cselab.config.run_config import DataConfig
+from cselab.data.corpus_index import open_indexed_corpus
+from cselab.data.indomain import BUILD_COMMAND, INDOMAIN_CORPORA
+from cselab.errors import CselabError
+from cselab.paths import cselab_home
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from torch import nn
 
-from ..data.sts import read_stsb_file, stsb_dir
-from ..errors import CselabError
-from ..paths import cselab_home
+from cselab.data.sts import read_stsb_file, stsb_dir
+from cselab.errors import CselabError
+from cselab.paths import cselab_home
 
 ZEROSHOT_FETCH_HINT = "run `cselab data fetch zeroshot` first"
 STS_FETCH_HINT = "run `cselab data fetch sts` first"
@@ -57,7 +57,7 @@ class MtebEncoder(AbsEncoder):
     @classmethod
     def from_path(cls, model: str | Path, **load_options: Any) -> MtebEncoder:
         """Load ``model`` (anything ``cselab.load_model`` takes) and wrap it; named after its directory."""
-        from ..models.sentence_model import load_model
+        from cselab.models.sentence_model import load_model
 
         name = Path(str(model)).name or str(model)
         return cls(load_model(model, **load_options), name=f"cselab/{name}")

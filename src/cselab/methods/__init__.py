@@ -4,7 +4,7 @@ of them are imported here, so a new method is one new file (nothing else to edit
 import importlib
 import pkgutil
 
-from .base import METHODS, Method, MethodOptions, StepContext, build_method, register_method
+from cselab.methods.base import METHODS, Method, MethodOptions, StepContext, build_method, register_method
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base" and not _module.name.startswith("_"):

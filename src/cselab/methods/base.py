@@ -21,9 +21,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from ..training.config import RunConfig, validate
-from ..training.distributed import DistributedContext
+from cselab.config.run_config import RunConfig, validate
+from cselab.errors import CselabError
+from cselab.runtime.distributed import DistributedContext
 
 
 class MethodOptions(BaseModel):
@@ -82,7 +82,7 @@ class Method(nn.Module):
     # -- to implement --------------------------------------------------------------------------------
     def training_examples(self) -> Sequence[Any]:
         """The training examples (sentences by default)."""
-        from ..data.training_data import load_training_sentences
+        from cselab.data.training_data import load_training_sentences
 
         return load_training_sentences(self.config.data)
 

@@ -47,13 +47,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from ..errors import CselabError
-from ..losses import extended_info_nce
-from ..models.backbone import last_layer_at, supports_rows_at
-from ..models.encoder import Encoder
-from ..models.poolers import last_token_position
-from ..models.prompts import PromptTemplate, pad_rows
-from .base import Method, MethodOptions, StepContext, register_method
+from cselab.errors import CselabError
+from cselab.losses import extended_info_nce
+from cselab.methods.base import Method, MethodOptions, StepContext, register_method
+from cselab.models.backbone import last_layer_at, supports_rows_at
+from cselab.models.encoder import Encoder
+from cselab.models.poolers import last_token_position
+from cselab.models.prompts import PromptTemplate, pad_rows
 
 TEMPLATE_ROLES = ("anchor", "positive", "negative")
 TEMPLATE_FILE = "cot_bert.yaml"

@@ -49,16 +49,16 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from ..losses import (
+from cselab.errors import CselabError
+from cselab.losses import (
     distillation_mse,
     pair_similarity_mse,
     similarity_distillation_kl,
     similarity_distillation_mse,
 )
-from ..models.encoder import Encoder
-from ..models.sentence_model import load_model
-from .base import Method, MethodOptions, StepContext, register_method
+from cselab.methods.base import Method, MethodOptions, StepContext, register_method
+from cselab.models.encoder import Encoder
+from cselab.models.sentence_model import load_model
 
 
 class DistillOptions(MethodOptions):
@@ -142,7 +142,7 @@ class Distill(Method):
         sentences = super().training_examples()
         if not self.options.neighbours:
             return sentences
-        from ..data.neighbour_groups import nearest_neighbours, neighbour_groups
+        from cselab.data.neighbour_groups import nearest_neighbours, neighbour_groups
 
         vectors = self._encode_text_with_teacher(sentences)
         if self.options.target != "pairs":

@@ -63,10 +63,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import Tensor
 
-from ..errors import CselabError
-from ..losses import hippocampus_info_nce, info_nce, twins_loss
-from ..models.encoder import Encoder
-from ..models.fusion import (
+from cselab.errors import CselabError
+from cselab.losses import hippocampus_info_nce, info_nce, twins_loss
+from cselab.methods.base import Method, MethodOptions, StepContext, register_method
+from cselab.methods.simcse import build_encoder
+from cselab.models.encoder import Encoder
+from cselab.models.fusion import (
     FraternalEmbeddings,
     embedding_output,
     embeddings_module,
@@ -74,11 +76,9 @@ from ..models.fusion import (
     fuse,
     pad_to_length,
 )
-from ..models.memory_queue import HippocampusQueue
-from ..models.poolers import POOLERS, masked_mean
-from ..paths import cselab_home
-from .base import Method, MethodOptions, StepContext, register_method
-from .simcse import build_encoder
+from cselab.models.memory_queue import HippocampusQueue
+from cselab.models.poolers import POOLERS, masked_mean
+from cselab.paths import cselab_home
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ def load_parallel_examples(config: Any, parallel: ParallelFiles | None, home: Pa
 
     Prints one line with the number of pairs used and of pairs skipped (blank / invalid UTF-8 side, too long).
     """
-    from ..data.parallel import read_parallel
+    from cselab.data.parallel import read_parallel
 
     source, target = parallel_files(config, parallel, home)
     pairs, skipped = read_parallel(source, target)

@@ -37,10 +37,10 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from ..losses import cross_encoder_info_nce
-from ..models.cross_attention import cael_positions, cross_stream_cls, encoder_layers
-from .base import StepContext, register_method
-from .tncse import TNCSE, TNCSEOptions, TwinViews, global_stack, split_copies
+from cselab.losses import cross_encoder_info_nce
+from cselab.methods.base import StepContext, register_method
+from cselab.methods.tncse import TNCSE, TNCSEOptions, TwinViews, global_stack, split_copies
+from cselab.models.cross_attention import cael_positions, cross_stream_cls, encoder_layers
 
 
 class JTCSEOptions(TNCSEOptions):

@@ -7,9 +7,9 @@ from typing import Any
 
 from torch import Tensor
 
-from ..losses import info_nce
-from ..models.encoder import Encoder
-from .base import Method, StepContext, register_method
+from cselab.losses import info_nce
+from cselab.methods.base import Method, StepContext, register_method
+from cselab.models.encoder import Encoder
 
 
 def build_encoder(config: Any, backbone: str | None = None) -> Encoder:

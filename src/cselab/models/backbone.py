@@ -7,8 +7,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from ..paths import cselab_home
+from cselab.errors import CselabError
+from cselab.paths import cselab_home
 
 # Config attribute names of the dropout probabilities across the families we support.
 _DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -107,7 +107,7 @@ def last_layer_at(backbone: nn.Module, inputs: dict[str, Tensor], positions: Ten
     allowed = inputs["attention_mask"].bool()[:, None, None, :]
     dropout = attention.dropout.p if attention.training else 0.0
     if backbone.config._attn_implementation == _bits_attention_name():
-        from .dropout import bits_attention
+        from cselab.models.dropout import bits_attention
 
         context, _ = bits_attention(attention, query, key, value, allowed, dropout=dropout, scaling=attention.scaling)
     else:
@@ -118,6 +118,6 @@ def last_layer_at(backbone: nn.Module, inputs: dict[str, Tensor], positions: Ten
 
 
 def _bits_attention_name() -> str:
-    from .dropout import BITS_ATTENTION
+    from cselab.models.dropout import BITS_ATTENTION
 
     return BITS_ATTENTION

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 
 def cael_positions(n_layers: int, num_ca_layers: int) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 
 @contextmanager

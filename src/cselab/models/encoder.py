@@ -13,12 +13,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from . import st_layout
-from .backbone import load_backbone
-from .kinds import register_kind
-from .poolers import check_pooler, pool
-from .prompts import PromptTemplate, pad_rows
+from cselab.errors import CselabError
+from cselab.models import st_layout
+from cselab.models.backbone import load_backbone
+from cselab.models.kinds import register_kind
+from cselab.models.poolers import check_pooler, pool
+from cselab.models.prompts import PromptTemplate, pad_rows
 
 HEAD_FILE = "train_head.safetensors"
 # the cselab sentence-transformers module for encoders no standard module chain expresses (cselab.st_modules)

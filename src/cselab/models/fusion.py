@@ -51,10 +51,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from .backbone import load_backbone, resolve_model_path
-from .encoder import Encoder
-from .standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
+from cselab.errors import CselabError
+from cselab.models.backbone import load_backbone, resolve_model_path
+from cselab.models.encoder import Encoder
+from cselab.models.standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
 
 
 # -- the embedding module of an HF backbone -----------------------------------------------------------
@@ -196,7 +196,7 @@ class FraternalEmbeddings(nn.Module):
         ``name_or_path`` may also be a standalone embedding layer (a directory, or the name of one fetched
         into ``$CSELAB_HOME/models``, e.g. ``multilingual-e5-small-embeddings``).
         """
-        from ..data.fetch import MODEL_NAMES
+        from cselab.data.fetch import MODEL_NAMES
 
         source = resolve_model_path(name_or_path)
         if is_standalone_embeddings(source):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 MODEL_KINDS: dict[str, type] = {}
 

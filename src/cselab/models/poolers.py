@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 SENTENCE_SLOT = "[X]"
 MASK_SLOT = "[MASK]"

@@ -24,13 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import CselabError
-from ..fileio import fresh_sibling, replace_directory
-from . import st_layout
-from .backbone import resolve_model_path
-from .encoder import Encoder
-from .kinds import kind_class, register_kind
-from .model_card import model_card
+from cselab.errors import CselabError
+from cselab.fileio import fresh_sibling, replace_directory
+from cselab.models import st_layout
+from cselab.models.backbone import resolve_model_path
+from cselab.models.encoder import Encoder
+from cselab.models.kinds import kind_class, register_kind
+from cselab.models.model_card import model_card
 
 DESCRIPTION_FILE = "cselab.json"
 MEMBER_SEPARATOR = "."  # feature keys of a composite model: "<member>.<key>"
@@ -248,8 +248,8 @@ def load_model(
     name_or_path: str | Path, *, pooler: str | None = None, max_length: int | None = None,
     device: str | torch.device | None = None,
 ) -> nn.Module:
-    """Like :func:`load_sentence_model`, on ``device`` (default: :func:`cselab.devices.inference_device`)."""
-    from ..devices import inference_device, pick_device
+    """Like :func:`load_sentence_model`, on ``device`` (default: :func:`cselab.runtime.devices.inference_device`)."""
+    from cselab.runtime.devices import inference_device, pick_device
 
     model = load_sentence_model(name_or_path, pooler=pooler, max_length=max_length)
     return model.to(pick_device(device) if device is not None else inference_device())

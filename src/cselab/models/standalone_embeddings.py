@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 CONFIG_FILE = "embeddings_config.json"
 WEIGHTS_FILE = "embeddings.safetensors"

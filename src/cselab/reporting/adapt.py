@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .markdown import fmt, markdown_table, mean_std, short_commit
-from .tables import TASK_COLUMNS, record_label, records_by_seed
+from cselab.reporting.markdown import fmt, markdown_table, mean_std, short_commit
+from cselab.reporting.tables import TASK_COLUMNS, record_label, records_by_seed
 
 NOT_HELD_OUT_MARK = "†"
 CHECKPOINT_METHOD = "checkpoint"
@@ -104,7 +104,7 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                   checkpoints: Sequence[dict[str, Any]],
                   baseline: tuple[str, Sequence[dict[str, Any]]] | None) -> list[str]:
     """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
-    from ..analysis.significance import paired_test
+    from cselab.reporting.significance import paired_test
 
     labels = [label for label in dict.fromkeys(record_label(r) for r in rows)
               if len(records_by_seed(rows, label)) >= 2]

@@ -4,7 +4,7 @@
   encoder (JTCSE Eq. 6; the per-layer view behind the layer average of its Fig. 10).
 * :func:`plot_ablation` -- one bar per loss-term subset (METHODS.md section 7, loss-term ablation).
 
-Both use the headless Agg figures of :mod:`cselab.analysis.plots` and return the written PNG path.
+Both use the headless Agg figures of :mod:`cselab.reporting.plots` and return the written PNG path.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.plots import new_figure, save_figure
+from cselab.reporting.plots import new_figure, save_figure
 
 __all__ = ["plot_ablation", "plot_cls_energy_per_layer"]
 

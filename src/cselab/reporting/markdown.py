@@ -18,7 +18,7 @@ def short_commit(commit: str) -> str:
 
 def mean_std(values: Sequence[float]) -> str:
     """``mean ± sample std`` over seeds (the mean alone for one value, ``-`` for none)."""
-    from ..analysis.significance import summarize_seeds
+    from cselab.reporting.significance import summarize_seeds
 
     if not values:
         return "-"

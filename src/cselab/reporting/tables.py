@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..data.sts import DISPLAY_NAMES
-from ..errors import CselabError
-from ..evaluation.sts_evaluator import DEFAULT_TASKS
-from .markdown import fmt, markdown_table, mean_std, short_commit
+from cselab.data.sts import DISPLAY_NAMES
+from cselab.errors import CselabError
+from cselab.evaluation.sts_evaluator import DEFAULT_TASKS
+from cselab.reporting.markdown import fmt, markdown_table, mean_std, short_commit
 
 TASK_COLUMNS = (
     *((task, DISPLAY_NAMES[task]) for task in DEFAULT_TASKS),
@@ -152,8 +152,8 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
     """Mean ± sample std (ddof = 1) over seeds of every configuration x task (JTCSE Fig. 6), and, for
     ``a_variant``/``b_variant`` and every pair of ``comparisons`` (configurations, see
     :func:`resolve_configuration`), a paired test of ``metric`` over the seeds both have
-    (:func:`cselab.analysis.significance.paired_test`), one row per pair."""
-    from ..analysis.significance import paired_test
+    (:func:`cselab.reporting.significance.paired_test`), one row per pair."""
+    from cselab.reporting.significance import paired_test
 
     labels = list(dict.fromkeys(record_label(r) for r in records if r.get("seed") is not None))
     header = ["configuration", "seeds", "n", *[name for _, name in TASK_COLUMNS]]
@@ -230,7 +230,7 @@ def ablation_table(records: Sequence[dict[str, Any]], terms: Sequence[str] | Non
 
 def ablation_tables(records: Sequence[dict[str, Any]]) -> str:
     """:func:`ablation_table` of every method in ``records`` (terms from the method registry), one after another."""
-    from ..methods import METHODS
+    from cselab.methods import METHODS
 
     methods = list(dict.fromkeys(str(r.get("method")) for r in records))
     parts = [f"**{m}**\n\n" + ablation_table(records, tuple(METHODS.get(m).terms), method=m) for m in methods]

@@ -20,8 +20,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
-from ..errors import CselabError
-from ..fileio import fresh_sibling, replace_directory
+from cselab.errors import CselabError
+from cselab.fileio import fresh_sibling, replace_directory
 
 STATE_FILE = "trainer_state.json"
 

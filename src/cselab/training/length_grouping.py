@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 
 def character_lengths(examples: Sequence[Any]) -> list[int]:

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .config import RunConfig, dump_config, load_config
-from .precision import precision_agrees, ran_precision
+from cselab.config.run_config import RunConfig, dump_config, load_config
+from cselab.errors import CselabError
+from cselab.runtime.precision import precision_agrees, ran_precision
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 # settings that change neither the maths nor the data: they may differ on --resume without a word

@@ -18,19 +18,25 @@ from typing import Any
 
 import torch
 
-from ..devices import pick_device
-from ..errors import CselabError, RunInterrupted
-from ..fileio import DirectoryLock, recover_directory
-from ..models.dropout import use_dropout_masks
-from ..models.encoder import check_length
-from ..models.sentence_model import save_model
-from . import run_directory as rundir
-from .checkpoint import TrainerState, load_state, save_state
-from .config import RunConfig
-from .distributed import DistributedContext, init_distributed
-from .grad_cache import cached_step
-from .length_grouping import group_window
-from .precision import PRECISION_FILE, PrecisionChoice, backbone_config_of, resolve_precision, training_shape
+from cselab.config.run_config import RunConfig
+from cselab.errors import CselabError, RunInterrupted
+from cselab.fileio import DirectoryLock, recover_directory
+from cselab.models.dropout import use_dropout_masks
+from cselab.models.encoder import check_length
+from cselab.models.sentence_model import save_model
+from cselab.runtime.devices import pick_device
+from cselab.runtime.distributed import DistributedContext, init_distributed
+from cselab.runtime.precision import (
+    PRECISION_FILE,
+    PrecisionChoice,
+    backbone_config_of,
+    resolve_precision,
+    training_shape,
+)
+from cselab.training import run_directory as rundir
+from cselab.training.checkpoint import TrainerState, load_state, save_state
+from cselab.training.grad_cache import cached_step
+from cselab.training.length_grouping import group_window
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -113,7 +119,7 @@ class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
     def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True) -> None:
-        from ..methods import build_method
+        from cselab.methods import build_method
 
         self.config = config
         tc = config.train
@@ -169,7 +175,7 @@ class Trainer:
     @property
     def evaluator(self) -> Any:
         if self._evaluator is None:
-            from ..evaluation.sts_evaluator import StsEvaluator
+            from cselab.evaluation.sts_evaluator import StsEvaluator
 
             task = self.config.train.dev_task
             self._evaluator = StsEvaluator.from_names(
@@ -332,7 +338,7 @@ class Trainer:
         (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
 
     def _context(self) -> Any:
-        from ..methods.base import StepContext
+        from cselab.methods.base import StepContext
 
         return StepContext(dist=self.dist, step=self.state.step, generator=self.generator)
 

@@ -39,10 +39,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
-from ..errors import CselabError
-from .config import RunConfig, load_config, validate
-from .trainer import BEST_DIR, Trainer, TrainResult
+from cselab.config.run_config import RunConfig, load_config, validate
+from cselab.data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
+from cselab.errors import CselabError
+from cselab.training.trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
@@ -178,7 +178,7 @@ def _check_same_run(out: Path, config: RunConfig) -> None:
     step); the comparison is the resume check's (:func:`~cselab.training.run_directory.settings_changes`)."""
     import yaml
 
-    from .run_directory import CONFIG_FILE, settings_changes
+    from cselab.training.run_directory import CONFIG_FILE, settings_changes
 
     saved_file = out / CONFIG_FILE
     if not saved_file.is_file():
@@ -221,7 +221,7 @@ def run_twin_pipeline(
     best checkpoint is scored once on the test sets and a results record (DATA_AND_EVAL.md section 6,
     variant ``variant``) is written to ``stage2/results.json`` and appended to ``results_file``.
     """
-    from ..data.training_data import corpus_path
+    from cselab.data.training_data import corpus_path
 
     plan = plan_pipeline(config)
     source = corpus_path(plan.corpus)
@@ -245,8 +245,8 @@ def run_twin_pipeline(
 
 def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_file: Path | None, variant: str,
                      row: str, config_source: str | None, overrides: list[str] | None) -> dict[str, float]:
-    from ..models.model_card import record_test_scores
-    from .results import append_record, results_record, score_test_sets
+    from cselab.experiments.results import append_record, results_record, score_test_sets
+    from cselab.models.model_card import record_test_scores
 
     # the record of the whole pipeline lives at the run's top directory (beside stage1/ and stage2/)
     results_json = Path(outcome.stage2.output_dir).parent / "results.json"

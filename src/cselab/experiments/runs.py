@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from ..fileio import DirectoryLock, check_writable_file
-from ..models.model_card import record_test_scores
-from .config import RunConfig
-from .pipeline import run_twin_pipeline
-from .results import append_record, results_record, score_test_sets
-from .run_directory import RESULTS_FILE
-from .trainer import BEST_DIR, Trainer
+from cselab.config.run_config import RunConfig
+from cselab.errors import CselabError
+from cselab.experiments.pipeline import run_twin_pipeline
+from cselab.experiments.results import append_record, results_record, score_test_sets
+from cselab.fileio import DirectoryLock, check_writable_file
+from cselab.models.model_card import record_test_scores
+from cselab.training.run_directory import RESULTS_FILE
+from cselab.training.trainer import BEST_DIR, Trainer
 
 
 def _recorded(output_dir: Path) -> dict[str, Any] | None:

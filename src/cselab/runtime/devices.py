@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .errors import CselabError
-from .training.distributed import local_device
+from cselab.errors import CselabError
+from cselab.runtime.distributed import local_device
 
 _inference_device = "auto"
 

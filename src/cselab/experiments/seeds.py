@@ -1,5 +1,5 @@
 """One configuration trained once per seed, each run test-scored and recorded (JTCSE Fig. 6 uses seeds 1..5).
-Seeds already recorded are skipped, so a rerun resumes (:mod:`cselab.training.recorded_runs`)."""
+Seeds already recorded are skipped, so a rerun resumes (:mod:`cselab.experiments.recorded_runs`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .recorded_runs import run_unless_recorded, seed_overrides
+from cselab.errors import CselabError
+from cselab.experiments.recorded_runs import run_unless_recorded, seed_overrides
 
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
@@ -36,7 +36,7 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise CselabError(f"seeds must be distinct and at least one, got {seeds}")
-    from .config import load_config
+    from cselab.config.run_config import load_config
 
     results_file, say = Path(results_file), echo or (lambda _msg: None)
     base_config = load_config(config_path, list(overrides), method=method)

@@ -1,8 +1,8 @@
 """The results record of a finished run (DATA_AND_EVAL.md section 6): the selected checkpoint's test scores,
 the effective configuration, cost and provenance; one JSON line per run in a results file.
 
-Its own module so that single runs (:mod:`cselab.training.runs`) and the two-stage pipeline
-(:mod:`cselab.training.pipeline`) both record through it without importing each other.
+Its own module so that single runs (:mod:`cselab.experiments.runs`) and the two-stage pipeline
+(:mod:`cselab.experiments.pipeline`) both record through it without importing each other.
 """
 
 from __future__ import annotations
@@ -11,22 +11,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..provenance import provenance
-from .config import RunConfig
-from .trainer import TrainResult
+from cselab.config.run_config import RunConfig
+from cselab.provenance import provenance
+from cselab.training.trainer import TrainResult
 
 
 def score_test_sets(model_dir: Path, *, batch_size: int = 128, device: Any = None) -> dict[str, float]:
     """Test scores of a saved model on every available STS task (one evaluation, after selection), computed on
-    ``device`` (the training device; default :func:`cselab.devices.inference_device`)."""
-    from ..models.sentence_model import load_model
+    ``device`` (the training device; default :func:`cselab.runtime.devices.inference_device`)."""
+    from cselab.models.sentence_model import load_model
 
     return scores_on_test_sets(load_model(model_dir, device=device), batch_size=batch_size)
 
 
 def scores_on_test_sets(model: Any, *, batch_size: int = 128) -> dict[str, float]:
     """:func:`score_test_sets` of a model already loaded: ``task -> test score`` and their ``avg-available``."""
-    from ..evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
 
     evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
     result = evaluator(model)
@@ -64,8 +64,8 @@ def results_record(config: RunConfig, result: TrainResult, scores: dict[str, flo
 
 def _training_text(corpus: str) -> dict[str, Any]:
     """:func:`~cselab.data.indomain.training_text_summary`, or why it is missing (a record is never lost to it)."""
-    from ..data.indomain import training_text_summary
-    from ..errors import CselabError
+    from cselab.data.indomain import training_text_summary
+    from cselab.errors import CselabError
 
     try:
         return training_text_summary(corpus)

@@ -3,7 +3,7 @@
 Decision: variant ``a+b`` sets ``method_options.loss_weights.<t>=0`` for every other term and writes to
 ``<output_dir>-<variant>`` (``-seed<S>`` appended when seeds are given); a twin pipeline's variants share one
 stage 1 per seed (only stage 2's loss terms are ablated). Recorded (variant, seed) pairs are skipped
-(:mod:`cselab.training.recorded_runs`).
+(:mod:`cselab.experiments.recorded_runs`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .recorded_runs import run_unless_recorded, seed_overrides, shared_stage1_dir
+from cselab.errors import CselabError
+from cselab.experiments.recorded_runs import run_unless_recorded, seed_overrides, shared_stage1_dir
 
 
 @dataclass
@@ -46,8 +46,8 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
     subset; ``seeds`` (default: the config's seed) repeats each variant per seed. Records are appended to
     ``results_file`` with the variant name; recorded (variant, seed) pairs are skipped.
     """
-    from ..methods import METHODS
-    from .config import load_config
+    from cselab.config.run_config import load_config
+    from cselab.methods import METHODS
 
     base_config = load_config(config_path, list(overrides), method=method)
     method_cls = METHODS.get(base_config.method)

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..paths import cselab_home
+from cselab.paths import cselab_home
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 CACHE_FILE = "precision_probe.json"
@@ -184,7 +184,7 @@ def backbone_config_of(module: torch.nn.Module) -> Any:
 def inference_precision(requested: str, model: torch.nn.Module, batch_size: int, tokens_per_row: int = 32) -> PrecisionChoice:
     """The precision ``cselab encode`` / ``eval`` run ``model`` with (``auto`` probed at the batch's shape)."""
     if requested not in PRECISIONS:
-        from ..errors import CselabError
+        from cselab.errors import CselabError
 
         raise CselabError(f"unknown precision {requested!r}; choose one of: {', '.join(PRECISIONS)}")
     device = next(model.parameters()).device
@@ -203,8 +203,8 @@ def planned_precision(config: Any) -> PrecisionChoice:
         return PrecisionChoice(requested, requested, "set explicitly")
     from transformers import AutoConfig
 
-    from ..devices import pick_device
-    from ..models.backbone import resolve_model_path
+    from cselab.models.backbone import resolve_model_path
+    from cselab.runtime.devices import pick_device
 
     backbone = AutoConfig.from_pretrained(resolve_model_path(config.model.backbone))
     world_size = max(1, int(os.environ.get("WORLD_SIZE", "1")))

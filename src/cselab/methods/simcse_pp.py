@@ -38,10 +38,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from torch import Tensor
 
-from ..losses import dimension_contrastive_loss, info_nce, offdropout_info_nce
-from ..models.dropout import dropout_disabled
-from .base import MethodOptions, StepContext, register_method
-from .simcse import SimCSE
+from cselab.losses import dimension_contrastive_loss, info_nce, offdropout_info_nce
+from cselab.methods.base import MethodOptions, StepContext, register_method
+from cselab.methods.simcse import SimCSE
+from cselab.models.dropout import dropout_disabled
 
 DEFAULT_WEIGHTS = {"info_nce": 1.0, "dcl": 0.1}
 

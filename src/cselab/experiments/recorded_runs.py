@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .precision import precision_agrees
+from cselab.errors import CselabError
+from cselab.runtime.precision import precision_agrees
 
 # Effective-config keys that do not change what a run computes (skipped when matching records).
 _IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
@@ -78,7 +78,7 @@ def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, sta
 
 
 def _read_records(results_file: Path) -> list[dict[str, Any]]:
-    from ..reporting.tables import read_records
+    from cselab.reporting.tables import read_records
 
     return read_records(results_file) if results_file.is_file() else []
 
@@ -86,8 +86,8 @@ def _read_records(results_file: Path) -> list[dict[str, Any]]:
 def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
              results_file: Path, progress: bool, echo: Callable[[str], None]) -> tuple[dict[str, Any] | None, bool]:
     """Train and record one (variant, seed) unless the results file has it. Returns (record, ran)."""
-    from .config import load_config
-    from .runs import train_and_record
+    from cselab.config.run_config import load_config
+    from cselab.experiments.runs import train_and_record
 
     config = load_config(config_path, overrides, method=method)
     seed = config.train.seed

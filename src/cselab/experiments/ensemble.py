@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 DEFAULT_GRID: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(11))
 
@@ -66,8 +66,8 @@ def choose_weight(model_a: nn.Module, model_b: nn.Module, grid: Sequence[float] 
                   task: str = "stsb", batch_size: int = 128, combine: str = "sum") -> WeightChoice:
     """The grid's ``w`` whose ``(1 - w) * A + w * B`` (combined by ``combine``) scores best on ``task``'s **dev**
     split."""
-    from ..evaluation.sts_evaluator import StsEvaluator
-    from ..models.sentence_model import EnsembleModel
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+    from cselab.models.sentence_model import EnsembleModel
 
     grid = sorted({float(w) for w in grid})
     if not grid or any(not 0.0 <= w <= 1.0 for w in grid):
@@ -89,8 +89,8 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
              combine: str = "sum", extra: dict[str, Any] | None = None) -> Path:
     """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7), combined
     by ``combine`` ("sum": the papers'; "concat": members of any size)."""
-    from ..fileio import DirectoryLock
-    from ..models.sentence_model import EnsembleModel, load_model, save_model
+    from cselab.fileio import DirectoryLock
+    from cselab.models.sentence_model import EnsembleModel, load_model, save_model
 
     if not 0.0 <= weight <= 1.0:
         raise CselabError(f"ensemble weight must be in [0, 1], got {weight}")
@@ -111,7 +111,7 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
 def ensemble_chosen_on_dev(model_a: str | Path, model_b: str | Path, output_dir: str | Path,
                            grid: Sequence[float] = DEFAULT_GRID, *, combine: str = "sum") -> tuple[Path, WeightChoice]:
     """Choose ``w`` on STS-B dev (:func:`choose_weight`), then save that ensemble with the sweep beside it."""
-    from ..models.sentence_model import load_model
+    from cselab.models.sentence_model import load_model
 
     choice = choose_weight(load_model(model_a), load_model(model_b), grid, combine=combine)
     return ensemble(model_a, model_b, output_dir, weight=choice.weight, combine=combine,

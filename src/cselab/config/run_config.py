@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 
 class _Strict(BaseModel):
@@ -34,7 +34,7 @@ class ModelConfig(_Strict):
     def _known_pooler(cls, value: str) -> str:
         # imported here: the poolers need torch, and reading a config must not (`cselab train` locks its run
         # directory, refusing a second run into it, before torch is loaded)
-        from ..models.poolers import POOLERS
+        from cselab.models.poolers import POOLERS
 
         if value not in POOLERS:
             raise ValueError(f"unknown pooler {value!r}; choose one of: {', '.join(POOLERS)}")

@@ -1,5 +1,5 @@
 """Every configuration key of a method with its default and description, generated from the pydantic schema
-(:class:`~cselab.training.config.RunConfig` and the method's ``Options``), so the reference can never drift
+(:class:`~cselab.config.run_config.RunConfig` and the method's ``Options``), so the reference can never drift
 from what the validator accepts (``cselab config show METHOD``).
 
 Keys are written the way an override is (``train.lr=3e-05``): each line can be pasted onto the command line
@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from .config import RunConfig
+from cselab.config.run_config import RunConfig
 
 REQUIRED = "<required>"
 # the weight Method gives a term the config's loss_weights does not name (cselab.methods.base.Method)
@@ -97,7 +97,7 @@ def _walk(model: type[BaseModel], prefix: str) -> Iterator[ConfigKey]:
 def config_reference(method: str) -> list[ConfigKey]:
     """Every key of a ``method`` run config, in schema order: ``method``, ``model.*``, ``data.*``, ``train.*``,
     then ``method_options.*`` from the method's Options (loss weights per term)."""
-    from ..methods import METHODS
+    from cselab.methods import METHODS
 
     method_cls = METHODS.get(method)
     keys = [ConfigKey("method", method, RunConfig.model_fields["method"].description or "training method")]

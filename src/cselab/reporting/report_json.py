@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..provenance import provenance
+from cselab.provenance import provenance
 
 
 def _jsonable(obj: Any) -> Any:

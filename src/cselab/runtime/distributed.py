@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from ..data.corpus import utf8_payload
-from ..data.sts import TASK_NAMES
-from ..errors import CselabError
-from ..models.backbone import resolve_model_path
-from ..models.encoder import check_length
-from ..models.sentence_model import load_model
-from ..paths import cselab_home
-from ..provenance import provenance
-from ..training.precision import inference_precision
-from ..training.trainer import autocast_context
-from .sts_evaluator import DEFAULT_TASKS, StsEvaluator
+from cselab.data.corpus import utf8_payload
+from cselab.data.sts import TASK_NAMES
+from cselab.errors import CselabError
+from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+from cselab.models.backbone import resolve_model_path
+from cselab.models.encoder import check_length
+from cselab.models.sentence_model import load_model
+from cselab.paths import cselab_home
+from cselab.provenance import provenance
+from cselab.runtime.precision import inference_precision
+from cselab.training.trainer import autocast_context
 
 SENTEVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SPLITS = ("train", "dev", "test")
@@ -57,7 +57,7 @@ def evaluate_model(
     if bad or not splits:
         raise CselabError(f"unknown split {bad[0] if bad else ''!r}; choose from: {', '.join(SPLITS)}")
     if pooler is not None:
-        from ..models.poolers import check_pooler
+        from cselab.models.poolers import check_pooler
 
         check_pooler(pooler)
     names = resolve_tasks(tasks, senteval_dir)

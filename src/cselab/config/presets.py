@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..errors import CselabError
+from cselab.errors import CselabError
 
 SUFFIX = ".yaml"
 

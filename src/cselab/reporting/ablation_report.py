@@ -1,5 +1,5 @@
 """Summary of a loss-term ablation: per variant the mean and sample std over its seeds, as PNG, Markdown and
-JSON. The runs themselves are :mod:`cselab.training.ablation`."""
+JSON. The runs themselves are :mod:`cselab.experiments.ablation`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .report_json import write_report_json
-from .significance import summarize_seeds
+from cselab.errors import CselabError
+from cselab.reporting.report_json import write_report_json
+from cselab.reporting.significance import summarize_seeds
 
 
 @dataclass
@@ -31,8 +31,8 @@ def ablation_report(records: Sequence[dict[str, Any]], terms: Sequence[str], out
                     method: str | None = None, metric: str = "avg-available") -> AblationReport:
     """The loss-term ablation of a method: ``ablation.md`` (:func:`cselab.reporting.tables.ablation_table`),
     ``ablation.png`` (one bar per variant, mean ± sample std of ``metric``) and ``ablation.json``."""
-    from ..reporting.figures import plot_ablation
-    from ..reporting.tables import ablation_table, records_by_seed
+    from cselab.reporting.figures import plot_ablation
+    from cselab.reporting.tables import ablation_table, records_by_seed
 
     markdown = ablation_table(records, terms, method=method, metric=metric)
     method = method or str(records[0].get("method"))

@@ -1,6 +1,6 @@
 """Summary of one configuration over seeds: mean and sample std per configuration (JTCSE Fig. 6) and the
 paired test between two configurations over their matched seeds (JTCSE Fig. 8), as PNG, Markdown and JSON.
-The runs themselves are :mod:`cselab.training.seeds`."""
+The runs themselves are :mod:`cselab.experiments.seeds`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CselabError
-from .plots import plot_seed_summary
-from .report_json import write_report_json
-from .significance import paired_test, summarize_seeds
+from cselab.errors import CselabError
+from cselab.reporting.plots import plot_seed_summary
+from cselab.reporting.report_json import write_report_json
+from cselab.reporting.significance import paired_test, summarize_seeds
 
 
 @dataclass
@@ -37,7 +37,7 @@ def seeds_report(records: Sequence[dict[str, Any]], out_dir: str | Path, *, a_va
     Writes ``seeds.png`` (mean ± std with every seed), ``seeds.md`` (the table of
     :func:`cselab.reporting.tables.seeds_table`) and ``seeds.json`` into ``out_dir``.
     """
-    from ..reporting.tables import record_label, records_by_seed, resolve_configuration, seeds_table
+    from cselab.reporting.tables import record_label, records_by_seed, resolve_configuration, seeds_table
 
     if not records:
         raise CselabError("no records to summarise")

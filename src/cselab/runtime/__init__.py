@@ -1,0 +1,2 @@
+"""Where and how computation runs: device choice, numeric precision (and its probe) and the process group
+of a distributed (torchrun) run."""
