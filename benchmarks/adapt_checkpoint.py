@@ -22,11 +22,10 @@ PROTOCOL_CHECKPOINT = "all-MiniLM-L6-v2"
 
 def main(argv: list[str] | None = None) -> int:
     from cselab.evaluation.sts_evaluator import StsEvaluator
-    from cselab.experiments.results import append_record, scores_on_test_sets
+    from cselab.experiments.results import append_record, read_records, scores_on_test_sets
     from cselab.models.sentence_model import load_model
     from cselab.provenance import provenance
     from cselab.reporting.adapt import CHECKPOINT_METHOD
-    from cselab.reporting.tables import read_records
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=PROTOCOL_CHECKPOINT, help="the checkpoint (its own pooling)")

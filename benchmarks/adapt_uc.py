@@ -39,11 +39,10 @@ def _model_name(model: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from cselab.errors import CselabError
     from cselab.experiments.ensemble import DEFAULT_GRID, ensemble_chosen_on_dev
-    from cselab.experiments.results import append_record, score_test_sets
+    from cselab.experiments.results import append_record, read_records, score_test_sets
     from cselab.models.sentence_model import COMBINE_MODES
     from cselab.provenance import provenance
     from cselab.reporting.adapt import training_text_of
-    from cselab.reporting.tables import read_records
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("row", help="a row of the results file (its model is combined)")

@@ -289,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from cselab.models.backbone import quiet_transformers, resolve_model_path
+    from cselab.models.backbone import quiet_transformers
+    from cselab.paths import resolve_model_path
     from cselab.runtime.precision import cpu_model_name
 
     torch.set_num_threads(args.threads)

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from cselab.data.sts import load_task
-from cselab.models.backbone import resolve_model_path
 from cselab.models.sentence_model import load_model
+from cselab.paths import resolve_model_path
 from cselab.provenance import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results" / "encode.jsonl"

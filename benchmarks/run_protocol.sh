@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU quality protocol (DATA_AND_EVAL.md section 5): every row of benchmarks/results/protocol.jsonl is
+# The CPU quality protocol (docs/results.md#cpu-protocol): every row of benchmarks/results/protocol.jsonl is
 # produced by one line of this script. Rows already recorded are not rerun unless FORCE=1.
 #   bash benchmarks/run_protocol.sh            # all rows
 #   bash benchmarks/run_protocol.sh simcse     # only rows whose name contains "simcse"
@@ -31,7 +31,7 @@ row jtcse2-cael1       "JTCSE two-stream, 1 CAEL"  configs/jtcse/cpu-minilm.yaml
 row jtcse2-cael2       "JTCSE two-stream, 2 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=2
 row jtcse2-cael3       "JTCSE two-stream, 3 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=3
 row jtcse2-cael6       "JTCSE two-stream, 6 CAELs" configs/jtcse/cpu-minilm.yaml method_options.num_ca_layers=6
-# gradient-norm clipping at 1.0 (what the papers' reference runs do, METHODS.md section 0) against none, one seed,
+# gradient-norm clipping at 1.0 (what the papers' reference runs do, docs/methods.md#building-blocks) against none, one seed,
 # decided on STS-B dev; for the twin only stage 2 is clipped, so the row shares the seed-1 stage-1 twin
 row simcse-clip1.0     "grad-norm clip 1.0" configs/simcse/cpu-minilm.yaml train.grad_clip=1.0
 row jtcse2-clip1.0     "JTCSE two-stream, 3 CAELs, stage-2 grad-norm clip 1.0" configs/jtcse/cpu-minilm.yaml \

@@ -22,12 +22,13 @@ from cselab.analysis.density_report import density_report
 from cselab.errors import CselabError
 from cselab.experiments.ablation import ablation_run
 from cselab.experiments.recorded_runs import _config_differences, seed_overrides
+from cselab.experiments.results import read_records
 from cselab.experiments.seeds import seeds_run
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 from cselab.reporting.ablation_report import ablation_report
 from cselab.reporting.seeds_report import seeds_report
-from cselab.reporting.tables import ablation_table, read_records, seeds_table
+from cselab.reporting.tables import ablation_table, seeds_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -18,9 +18,9 @@ from cselab.data.indomain import (
     eval_task_sentences,
     indomain_path,
     text_overlap,
-    training_text_summary,
 )
 from cselab.data.sts import PART_TASKS
+from cselab.data.training_data import training_text_summary
 from cselab.errors import CselabError
 from cselab.experiments.pipeline import plan_pipeline
 from cselab.reporting.adapt import adapt_seeds_table, adapt_table

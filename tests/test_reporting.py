@@ -5,7 +5,8 @@ import json
 import pytest
 
 from cselab.errors import CselabError
-from cselab.reporting.tables import protocol_table, read_records, replace_block
+from cselab.experiments.results import read_records
+from cselab.reporting.tables import protocol_table, replace_block
 
 
 def test_protocol_table_rows(tmp_path):

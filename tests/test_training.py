@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 from conftest import write_corpus
 from cselab.config.run_config import load_config
 from cselab.models.sentence_model import load_model
-from cselab.training.trainer import Trainer, autocast_context
+from cselab.runtime.precision import autocast_context
+from cselab.training.trainer import Trainer
 
 
 def tiny_config(model_dir, corpus, out, *extra):

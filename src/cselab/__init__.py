@@ -4,8 +4,7 @@ Public API (see :mod:`cselab.api`): :func:`load_model` -> :class:`SentenceEncode
 :func:`train`, :func:`evaluate`.
 """
 
-__version__ = "0.1.0"
-
 from cselab.api import SentenceEncoder, evaluate, load_model, train  # noqa: E402
+from cselab.version import __version__
 
 __all__ = ["SentenceEncoder", "evaluate", "load_model", "train", "__version__"]

@@ -108,8 +108,8 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
     """Scores ``task -> split -> score`` (x 100). cselab's STS tasks (``stsb``, ``sts12-part`` ... ``sts17-en``,
     ``all``) use its SentEval-style evaluator on the given ``splits``; any other name is run as an mteb task
     (needs ``pip install cselab[mteb]``; STSBenchmark and the zero-shot tasks use local data)."""
-    from cselab.data.sts import TASK_NAMES
-    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
+    from cselab.evaluation.sts_evaluator import StsEvaluator
 
     loaded = model.model if isinstance(model, SentenceEncoder) else (
         load_model(model).model if isinstance(model, (str, Path)) else model)

@@ -247,8 +247,9 @@ def config_group() -> None:
 def config_show(method: str) -> None:
     """Every key of a METHOD run config with its default and description (KEY=DEFAULT, as an override)."""
     from cselab.config.reference import render_config_reference
+    from cselab.methods import METHODS
 
-    click.echo(render_config_reference(method))
+    click.echo(render_config_reference(method, METHODS.get(method)))
 
 
 def _run_lock(output_dir: str) -> contextlib.AbstractContextManager:
@@ -472,9 +473,9 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
                   results: Path | None, compare: tuple[str, str] | None, out_dir: Path | None,
                   overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
+    from cselab.experiments.results import read_records
     from cselab.experiments.seeds import seeds_run
     from cselab.reporting.seeds_report import seeds_report
-    from cselab.reporting.tables import read_records
 
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
@@ -499,8 +500,8 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
                    out_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
     from cselab.experiments.ablation import ablation_run
+    from cselab.experiments.results import read_records
     from cselab.reporting.ablation_report import ablation_report
-    from cselab.reporting.tables import read_records
 
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
@@ -528,12 +529,12 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
                    compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
                    update_readme: tuple[Path, ...]) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
+    from cselab.experiments.results import read_records
     from cselab.reporting.tables import (
         ablation_tables,
         has_block,
         missing_block,
         protocol_table,
-        read_records,
         replace_block,
         seeds_table,
     )

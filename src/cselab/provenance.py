@@ -19,7 +19,7 @@ def git_commit() -> str:
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        from cselab import __version__
+        from cselab.version import __version__
 
         return f"cselab-{__version__}"
     return commit + ("+dirty" if dirty else "")

@@ -9,7 +9,7 @@ TNCSE to compare embedding spaces:
 ``f`` is the L2-normalised embedding: both functions normalise their inputs themselves, so raw
 encoder outputs can be passed. Both are "lower is better".
 
-Protocol (SimCSE appendix, METHODS.md section 7): positive pairs are the STS-B pairs whose gold
+Protocol (SimCSE appendix, docs/methods.md#analyses): positive pairs are the STS-B pairs whose gold
 score is > 4 (see :func:`sts_positive_pairs`); ``p_data`` is every STS-B sentence, i.e. both sides
 of every pair (see :func:`sts_alignment_uniformity`).
 

@@ -40,7 +40,8 @@ SCORE_TASKS = ("stsb", "avg-available")
 
 
 def _test_score(model: nn.Module, task: str, senteval_dir: Path | None, batch_size: int) -> float:
-    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.data.sts import DEFAULT_TASKS
+    from cselab.evaluation.sts_evaluator import StsEvaluator
 
     if task == "stsb":
         evaluator = StsEvaluator.from_names(["stsb"], ("test",), senteval_dir=senteval_dir, batch_size=batch_size)

@@ -94,12 +94,10 @@ def _walk(model: type[BaseModel], prefix: str) -> Iterator[ConfigKey]:
             yield from _walk(nested, key + ("[]." if is_list else "."))
 
 
-def config_reference(method: str) -> list[ConfigKey]:
+def config_reference(method: str, method_cls: Any) -> list[ConfigKey]:
     """Every key of a ``method`` run config, in schema order: ``method``, ``model.*``, ``data.*``, ``train.*``,
-    then ``method_options.*`` from the method's Options (loss weights per term)."""
-    from cselab.methods import METHODS
-
-    method_cls = METHODS.get(method)
+    then ``method_options.*`` from the method class's ``Options`` (loss weights per ``terms``). The caller passes
+    the class (``cselab.methods.METHODS.get(method)``), so configuration never imports the methods above it."""
     keys = [ConfigKey("method", method, RunConfig.model_fields["method"].description or "training method")]
     keys += [k for k in _walk(RunConfig, "") if k.key != "method" and not k.key.startswith("method_options")]
     for key in _walk(method_cls.Options, "method_options."):
@@ -113,9 +111,9 @@ def config_reference(method: str) -> list[ConfigKey]:
     return keys
 
 
-def render_config_reference(method: str) -> str:
+def render_config_reference(method: str, method_cls: Any) -> str:
     """The reference as text: ``KEY=DEFAULT  # description`` per line, comments aligned."""
-    keys = config_reference(method)
+    keys = config_reference(method, method_cls)
     width = max(len(f"{k.key}={k.default}") for k in keys)
     head = [f"# every key of a `{method}` run config: KEY=DEFAULT  # description",
             "# (an override on the command line, e.g. `cselab train --method "

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cselab.errors import CselabError
 
+# the poolers cselab.models.poolers implements (named here so reading a config needs no torch)
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -32,10 +34,6 @@ class ModelConfig(_Strict):
     @field_validator("pooler")
     @classmethod
     def _known_pooler(cls, value: str) -> str:
-        # imported here: the poolers need torch, and reading a config must not (`cselab train` locks its run
-        # directory, refusing a second run into it, before torch is loaded)
-        from cselab.models.poolers import POOLERS
-
         if value not in POOLERS:
             raise ValueError(f"unknown pooler {value!r}; choose one of: {', '.join(POOLERS)}")
         return value

@@ -1,4 +1,4 @@
-"""Line-aligned augmented copies of a corpus (TNCSE/JTCSE stage 1, METHODS.md section 5).
+"""Line-aligned augmented copies of a corpus (TNCSE/JTCSE stage 1, docs/methods.md#tncse).
 
 Stage 1 trains each twin encoder with SimCSE on a DIFFERENTLY augmented copy of the training corpus. The
 papers use round-trip translation (EN -> fr/ru -> EN), which needs a translation model that is not
@@ -27,10 +27,8 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from cselab.config.stages import AugmentationSpec
 from cselab.data.corpus import split_lines
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file
@@ -76,39 +74,6 @@ BUILTIN: dict[str, Callable[..., str]] = {
     "word_swap": word_swap,
     "word_repeat": word_repeat,
 }
-
-
-# -- the configuration of one augmentation ----------------------------------------------------------
-class AugmentationSpec(BaseModel):
-    """How to obtain one augmented copy of the corpus (a YAML mapping, validated; unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["file", "word_dropout", "word_swap", "word_repeat"]
-    path: str | None = Field(None, description="kind 'file': the line-aligned augmented corpus")
-    p: float | None = Field(None, gt=0.0, lt=1.0, description="word_dropout (default 0.1) / word_repeat (0.2) rate")
-    seed: int | None = Field(None, description="built-in kinds: seed; null = the pipeline chooses one")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> AugmentationSpec:
-        if self.kind == "file" and not self.path:
-            raise ValueError("augmentation kind 'file' needs a path")
-        if self.kind != "file" and self.path:
-            raise ValueError(f"augmentation kind {self.kind!r} takes no path (use kind 'file')")
-        if self.p is not None and self.kind not in ("word_dropout", "word_repeat"):
-            raise ValueError(f"augmentation kind {self.kind!r} has no rate p")
-        return self
-
-    def params(self) -> dict[str, float]:
-        return {"p": self.p} if self.p is not None else {}
-
-    def label(self) -> str:
-        """A short file-name-safe name, e.g. ``word_dropout-p0.1-s1``."""
-        parts = [self.kind]
-        if self.p is not None:
-            parts.append(f"p{self.p:g}")
-        if self.seed is not None:
-            parts.append(f"s{self.seed}")
-        return "-".join(parts)
 
 
 def augment_sentence(sentence: str, kind: str, rng: random.Random, **params: float) -> str:

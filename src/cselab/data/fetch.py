@@ -46,7 +46,7 @@ from cselab.data.parallel import is_clean_pair
 from cselab.data.sts import STSB_SIZES, STSB_SPLITS, read_stsb_file
 from cselab.errors import CselabError
 from cselab.fileio import DirectoryLock, sha256_file
-from cselab.paths import cselab_home
+from cselab.paths import MODEL_NAMES, cselab_home
 
 Progress = Callable[[str], None]
 
@@ -212,11 +212,6 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
 TARGET_NAMES: tuple[str, ...] = (*TARGET_ARCHIVES, "all")
 
-MODEL_NAMES = {
-    "models": "all-MiniLM-L6-v2",
-    "models-mpnet": "all-mpnet-base-v2",
-    "models-e5": "multilingual-e5-small-embeddings",  # an embedding layer + tokenizer, not a whole model
-}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -96,8 +96,7 @@ def indomain_text(name: str, rows_by_split: Mapping[str, Sequence[StsbRow]]) -> 
 # -- which test sets a training text holds ------------------------------------------------------------------
 def eval_task_sentences(home: Path | None = None) -> dict[str, set[str]]:
     """Keys of the distinct sentences of every test task of the default evaluation table."""
-    from cselab.data.sts import load_task
-    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS
+    from cselab.data.sts import DEFAULT_TASKS, load_task
 
     out = {}
     for name in DEFAULT_TASKS:
@@ -110,20 +109,6 @@ def text_overlap(sentences: Iterable[str], tasks: Mapping[str, set[str]]) -> dic
     """For each task, how many of its distinct sentences (keys) occur in ``sentences``; 0 = held out."""
     text = {sentence_key(s) for s in sentences}
     return {name: len(keys & text) for name, keys in tasks.items()}
-
-
-def training_text_summary(corpus: str, home: Path | None = None) -> dict:
-    """What a results record says about its training text: name, size, checksum, test-task overlap, and the
-    tasks that are therefore not held out. Raises :class:`CselabError` if the text or the STS data is missing."""
-    from cselab.data.corpus import read_corpus
-    from cselab.data.training_data import corpus_path
-
-    # IFCL names its parallel corpus; its English side is the text the encoder sees
-    path = corpus_path("parallel-de.en" if corpus == "parallel-de" else corpus, home)
-    sentences = read_corpus(path).sentences
-    overlap = text_overlap(sentences, eval_task_sentences(home))
-    return {"corpus": corpus, "sentences": len(sentences), "sha256": sha256_file(path), "overlap": overlap,
-            "not_held_out": [task for task, n in overlap.items() if n]}
 
 
 # -- building the files -------------------------------------------------------------------------------------

@@ -87,6 +87,9 @@ DISPLAY_NAMES: dict[str, str] = {
 FETCH_HINT = "run `cselab data fetch sts` (or pass the SentEval data directory with --senteval-dir)"
 
 
+# The tasks of the papers' table, in their order, as available from the fetched data.
+DEFAULT_TASKS: tuple[str, ...] = ("sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en")
+
 @dataclass(frozen=True)
 class StsSubset:
     """One scored subset: ``scores[i]`` is the gold similarity of ``sentences1[i]`` and ``sentences2[i]``."""

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cselab.config.run_config import DataConfig
+from cselab.data.corpus import read_corpus
 from cselab.data.corpus_index import open_indexed_corpus
-from cselab.data.indomain import BUILD_COMMAND, INDOMAIN_CORPORA
+from cselab.data.indomain import BUILD_COMMAND, INDOMAIN_CORPORA, eval_task_sentences, text_overlap
 from cselab.errors import CselabError
+from cselab.fileio import sha256_file
 from cselab.paths import cselab_home
 
 logger = logging.getLogger(__name__)
@@ -46,3 +48,14 @@ def load_training_sentences(config: DataConfig, home: Path | None = None) -> Seq
     if config.max_sentences is not None:
         sentences = sentences[: config.max_sentences]
     return sentences
+
+
+def training_text_summary(corpus: str, home: Path | None = None) -> dict:
+    """What a results record says about its training text: name, size, checksum, test-task overlap, and the
+    tasks that are therefore not held out. Raises :class:`CselabError` if the text or the STS data is missing."""
+    # IFCL names its parallel corpus; its English side is the text the encoder sees
+    path = corpus_path("parallel-de.en" if corpus == "parallel-de" else corpus, home)
+    sentences = read_corpus(path).sentences
+    overlap = text_overlap(sentences, eval_task_sentences(home))
+    return {"corpus": corpus, "sentences": len(sentences), "sha256": sha256_file(path), "overlap": overlap,
+            "not_held_out": [task for task, n in overlap.items() if n]}

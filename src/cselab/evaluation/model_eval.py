@@ -12,16 +12,14 @@ from typing import Any
 import numpy as np
 
 from cselab.data.corpus import utf8_payload
-from cselab.data.sts import TASK_NAMES
+from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
 from cselab.errors import CselabError
-from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
-from cselab.models.backbone import resolve_model_path
+from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import load_model
-from cselab.paths import cselab_home
+from cselab.paths import cselab_home, resolve_model_path
 from cselab.provenance import provenance
-from cselab.runtime.precision import inference_precision
-from cselab.training.trainer import autocast_context
+from cselab.runtime.precision import autocast_context, inference_precision
 
 SENTEVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SPLITS = ("train", "dev", "test")

@@ -1,4 +1,4 @@
-"""STS scoring as SentEval does it (DATA_AND_EVAL.md section 2): cosine, Spearman x 100.
+"""STS scoring as SentEval does it (docs/results.md#scoring): cosine, Spearman x 100.
 
 For a task with several subsets (STS12-16) SentEval's ``all`` is ONE Spearman over the concatenation of
 every subset; ``mean`` is the plain average of the per-subset Spearmans and ``wmean`` the size-weighted one.

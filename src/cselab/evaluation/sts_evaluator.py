@@ -13,9 +13,6 @@ from cselab.data.sts import TASK_SPLITS, StsTask, load_task
 from cselab.errors import CselabError
 from cselab.evaluation.scoring import StsScore, pair_cosine, rounded_average, score_subsets
 
-# The tasks of the papers' table, in their order, as available from the fetched data.
-DEFAULT_TASKS: tuple[str, ...] = ("sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en")
-
 
 @dataclass(frozen=True)
 class EvalResult:

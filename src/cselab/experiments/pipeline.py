@@ -1,5 +1,5 @@
 """Multi-stage recipes built from ordinary training runs: the TNCSE/JTCSE two-stage pipeline, distillation
-into one encoder (-D) and the +UC ensemble (METHODS.md sections 5-6).
+into one encoder (-D) and the +UC ensemble (docs/methods.md#tncse and #jtcse).
 
 The two-stage pipeline (:func:`run_twin_pipeline`) reads a stage-2 config (method ``tncse`` or ``jtcse``)
 whose ``method_options.pipeline`` block describes stage 1::
@@ -37,44 +37,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from cselab.config.run_config import RunConfig, load_config, validate
-from cselab.data.augment import AugmentationSpec, augmented_corpus_path, prepare_augmented_corpus
+from cselab.config.stages import AugmentationSpec, PipelineSpec
+from cselab.data.augment import augmented_corpus_path, prepare_augmented_corpus
 from cselab.errors import CselabError
 from cselab.training.trainer import BEST_DIR, Trainer, TrainResult
 
 TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Stage1EncoderSpec(_Strict):
-    augmentation: AugmentationSpec = Field(description="how this encoder's copy of the corpus is made")
-    settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for this encoder only")
-
-
-class Stage1Spec(_Strict):
-    method: str = Field("simcse", description="the stage-1 training method")
-    settings: dict[str, Any] = Field(default_factory=dict, description="RunConfig sections for both encoders")
-    encoders: list[Stage1EncoderSpec] = Field(description="exactly two: encoder I and encoder II")
-
-    @field_validator("encoders")
-    @classmethod
-    def _two(cls, value: list[Stage1EncoderSpec]) -> list[Stage1EncoderSpec]:
-        if len(value) != 2:
-            raise ValueError(f"stage 1 trains exactly two encoders, got {len(value)}")
-        return value
-
-
-class PipelineSpec(_Strict):
-    """The ``method_options.pipeline`` block of a TNCSE/JTCSE config."""
-
-    stage1: Stage1Spec = Field(description="how stage 1 trains the two encoders")
-    stage1_dir: str | None = Field(None, description="stage-1 runs and augmented corpora; default <output_dir>/stage1")
 
 
 @dataclass
@@ -218,7 +188,7 @@ def run_twin_pipeline(
     """TNCSE/JTCSE end to end: augment, stage 1 (two SimCSE runs), stage 2, then test-score the best model.
 
     Rerunning skips finished stages and resumes an interrupted one. With ``evaluate_test`` the stage-2
-    best checkpoint is scored once on the test sets and a results record (DATA_AND_EVAL.md section 6,
+    best checkpoint is scored once on the test sets and a results record (docs/results.md#results-record,
     variant ``variant``) is written to ``stage2/results.json`` and appended to ``results_file``.
     """
     from cselab.data.training_data import corpus_path
@@ -253,7 +223,7 @@ def _test_and_record(plan: PipelinePlan, outcome: PipelineResult, *, results_fil
     if results_json.is_file():  # a finished pipeline is scored once
         recorded = json.loads(results_json.read_text())["scores"]
         return {k: v for k, v in recorded.items() if not k.startswith("stsb_dev_")}
-    # the twin's cost counts both stages (DATA_AND_EVAL.md section 5)
+    # the twin's cost counts both stages (docs/results.md#cpu-protocol)
     total = TrainResult(**{**asdict(outcome.stage2),
                            "wall_s": outcome.stage2.wall_s + sum(r.wall_s for r in outcome.stage1)})
     scores = score_test_sets(outcome.model_dir, batch_size=plan.stage2.train.eval_batch_size,

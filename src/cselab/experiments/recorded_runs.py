@@ -78,7 +78,7 @@ def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, sta
 
 
 def _read_records(results_file: Path) -> list[dict[str, Any]]:
-    from cselab.reporting.tables import read_records
+    from cselab.experiments.results import read_records
 
     return read_records(results_file) if results_file.is_file() else []
 

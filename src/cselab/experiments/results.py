@@ -1,4 +1,4 @@
-"""The results record of a finished run (DATA_AND_EVAL.md section 6): the selected checkpoint's test scores,
+"""The results record of a finished run (docs/results.md#results-record): the selected checkpoint's test scores,
 the effective configuration, cost and provenance; one JSON line per run in a results file.
 
 Its own module so that single runs (:mod:`cselab.experiments.runs`) and the two-stage pipeline
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RunConfig
+from cselab.errors import CselabError
 from cselab.provenance import provenance
 from cselab.training.trainer import TrainResult
 
@@ -26,7 +27,8 @@ def score_test_sets(model_dir: Path, *, batch_size: int = 128, device: Any = Non
 
 def scores_on_test_sets(model: Any, *, batch_size: int = 128) -> dict[str, float]:
     """:func:`score_test_sets` of a model already loaded: ``task -> test score`` and their ``avg-available``."""
-    from cselab.evaluation.sts_evaluator import DEFAULT_TASKS, StsEvaluator
+    from cselab.data.sts import DEFAULT_TASKS
+    from cselab.evaluation.sts_evaluator import StsEvaluator
 
     evaluator = StsEvaluator.from_names(DEFAULT_TASKS, ("test",), batch_size=batch_size)
     result = evaluator(model)
@@ -37,7 +39,7 @@ def scores_on_test_sets(model: Any, *, batch_size: int = 128) -> dict[str, float
 
 def results_record(config: RunConfig, result: TrainResult, scores: dict[str, float], *, variant: str = "",
                    row: str = "", config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """One line of a results file (DATA_AND_EVAL.md section 6). A run of a named protocol says so; an
+    """One line of a results file (docs/results.md#results-record). A run of a named protocol says so; an
     adaptation run also describes its training text (which test sets it holds, docs/adapt.md)."""
     protocol = {"protocol": config.protocol} if config.protocol else {}
     if config.protocol == "adapt":
@@ -64,7 +66,7 @@ def results_record(config: RunConfig, result: TrainResult, scores: dict[str, flo
 
 def _training_text(corpus: str) -> dict[str, Any]:
     """:func:`~cselab.data.indomain.training_text_summary`, or why it is missing (a record is never lost to it)."""
-    from cselab.data.indomain import training_text_summary
+    from cselab.data.training_data import training_text_summary
     from cselab.errors import CselabError
 
     try:
@@ -85,3 +87,42 @@ def append_record(results_file: Path, record: dict[str, Any]) -> None:
     # one write of one line with O_APPEND: concurrent runs appending to one results file do not interleave
     with open(results_file, "a", encoding="utf-8") as f:
         f.write(line + "\n")
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a results JSONL; a line that is not a record (not JSON, not an object, a ``method`` that
+    is not text, ``scores`` that are not numbers) is refused with its line number instead of rendering a row of
+    ``?``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CselabError(f"results file not found: {path}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CselabError(f"{path} is not UTF-8 text (byte {exc.start}); a results file is UTF-8 JSON lines") from exc
+    records = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
+            problem = _record_problem(record)
+            if problem:
+                raise CselabError(f"{path}:{lineno}: not a results record ({problem})")
+            records.append(record)
+    return records
+
+
+def _record_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    if not isinstance(record.get("method"), str) or not record["method"]:
+        return "no 'method' text"
+    scores = record.get("scores")
+    if not isinstance(scores, dict):
+        return "no 'scores' object"
+    bad = [k for k, v in scores.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
+    if bad:
+        return f"score {bad[0]!r} is not a number"
+    return None

@@ -26,7 +26,7 @@ def dimension_contrastive_loss(
         L = mean_c ( -S[c, c] + logsumexp_e S[c, e] )
 
     i.e. cross-entropy where dimension c of view 1 must pick dimension c of view 2. The paper writes the
-    plain sum over i; the 1/B (a batch-size-independent scale) is this project's spec (METHODS.md 2).
+    plain sum over i; the 1/B (a batch-size-independent scale) is this project's spec (docs/methods.md#simcse-pp).
 
     Args:
         z1: ``[B, d]`` first dropout view (after the MLP), B >= 2.

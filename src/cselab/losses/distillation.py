@@ -14,7 +14,7 @@ from cselab.losses.info_nce import cosine_similarity_matrix
 def distillation_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean squared error ``mean_{i,k} (student[i,k] - teacher[i,k])^2`` with the teacher detached.
 
-    The "-D" variants of TNCSE/JTCSE (the papers give no equation number; METHODS.md section 5): the
+    The "-D" variants of TNCSE/JTCSE (the papers give no equation number; docs/methods.md#tncse): the
     student's CLS vector regresses onto the twin model's output ``h_I + h_II``.
 
     Args:

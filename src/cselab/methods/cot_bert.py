@@ -1,4 +1,4 @@
-"""CoT-BERT (METHODS.md section 3, seed paper 004): two-stage prompts, extended InfoNCE, [PAD] denoising.
+"""CoT-BERT (docs/methods.md#cot-bert, seed paper 004): two-stage prompts, extended InfoNCE, [PAD] denoising.
 
 Each sentence is placed into three templates (anchor, positive, hard negative; paper Table 1) and read at
 the LAST mask token. The three templated batches are encoded as ONE forward pass of 3B rows.

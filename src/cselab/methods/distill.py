@@ -1,4 +1,4 @@
-"""Distillation of a saved model into one plain encoder (the "-D" models of TNCSE/JTCSE; METHODS.md section 5).
+"""Distillation of a saved model into one plain encoder (the "-D" models of TNCSE/JTCSE; docs/methods.md#tncse).
 
 The student (``model.backbone``, read with ``model.pooler``, no MLP) regresses its sentence vector onto the
 teacher's inference output on the training sentences with ``distillation_mse`` (the papers follow EDFSE:

@@ -1,4 +1,4 @@
-"""IFCL: identical and fraternal twins, the Twins loss and the hippocampus queue (METHODS.md section 4).
+"""IFCL: identical and fraternal twins, the Twins loss and the hippocampus queue (docs/methods.md#ifcl).
 
 Each example is an (English, German) pair. Per step, with ``y = BEL_S(x)`` the source embedding output
 and ``y_de = BEL_F(x_de)`` the fraternal one (see :mod:`cselab.models.fusion` for what these are
@@ -20,7 +20,7 @@ The paper's ablation rows (Table 2) are switches: w/o FI+TL = ``loss_weights: {f
 (no fused view is built, no German is tokenised); w/o HQ = ``queue_size: 0``; w/o TL+HQ = ``twins: 0`` and
 ``queue_size: 0``; all three off is SimCSE. Only the views some active term needs are encoded.
 
-**Decisions** (the paper is silent; METHODS.md section 4):
+**Decisions** (the paper is silent; docs/methods.md#ifcl):
 
 - BEL_F, the embedding-output definition and the fusion of sequences of different lengths: see
   :mod:`cselab.models.fusion` (default BEL_F = frozen copy of the source embeddings on ``x_de`` tokenised

@@ -1,4 +1,4 @@
-"""JTCSE stage 2 (METHODS.md section 6; JTCSE Eqs. 7-14): TNCSE + cross-attention encoder layers (CAEL).
+"""JTCSE stage 2 (docs/methods.md#jtcse; JTCSE Eqs. 7-14): TNCSE + cross-attention encoder layers (CAEL).
 
 Everything of :class:`~cselab.methods.tncse.TNCSE` (two stage-1 encoders, ``nce``, ICTN = the paper's
 ``L_ICTM``, the twin inference ``h_I + h_II``) plus:
@@ -17,7 +17,7 @@ h-terms (``nce``, ``ictn``, the h-part of ``icnce``), the pooler, inference and 
 ordinary stream, so they do not depend on the CAEL count; the c-part of ``icnce`` does.
 
 **Decisions:**
-- Two streams per encoder (METHODS.md section 6, corrected; the paper's Fig. 4 passes both the primitive and the
+- Two streams per encoder (docs/methods.md#jtcse, corrected; the paper's Fig. 4 passes both the primitive and the
   cross-attention last hidden state through IC-InfoNCE and its Section VI-B propagates the cross context to the
   next layer). An earlier version made the cross branch a side output of the ordinary stream, so only the last
   CAEL reached the loss; ``num_ca_layers: 1`` is the only count where the two agree.

@@ -1,4 +1,4 @@
-"""Unsupervised SimCSE (METHODS.md section 1): two dropout views of each sentence, InfoNCE between them."""
+"""Unsupervised SimCSE (docs/methods.md#simcse): two dropout views of each sentence, InfoNCE between them."""
 
 from __future__ import annotations
 

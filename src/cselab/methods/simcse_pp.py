@@ -1,4 +1,4 @@
-"""SimCSE++ (METHODS.md section 2, seed paper 002): off-dropout negatives and dimension-wise contrast.
+"""SimCSE++ (docs/methods.md#simcse-pp, seed paper 002): off-dropout negatives and dimension-wise contrast.
 
 Two loss terms, each usable alone (the paper's ablation rows "+Off-Info" and "+DCL", Table 3):
 

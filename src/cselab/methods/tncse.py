@@ -1,4 +1,4 @@
-"""TNCSE stage 2 (METHODS.md section 5; TNCSE Eqs. 4-8): twin encoders with a tensor-norm constraint.
+"""TNCSE stage 2 (docs/methods.md#tncse; TNCSE Eqs. 4-8): twin encoders with a tensor-norm constraint.
 
 Two encoders E_I and E_II, each loaded from a stage-1 SimCSE model directory (``method_options.encoder_1``
 and ``encoder_2``; the pipeline in :mod:`cselab.experiments.pipeline` trains them and fills these in), are
@@ -18,7 +18,7 @@ Every embedding entering a loss is gathered over data-parallel ranks (global in-
 per-row ICTN mean is then the global mean too). The inference model is :class:`TwinModel`: ``h_I + h_II``,
 the sum of the two last-layer CLS vectors without pooler (the MLPs are saved with each encoder for reuse).
 
-**Decisions** (documented as METHODS.md asks):
+**Decisions** (also in docs/methods.md#tncse):
 - A stage-1 model without a trained MLP is an error, unless ``allow_backbone_pooler: true``, which uses the
   backbone's own pooler layer (BERT's ``pooler.dense`` + tanh) as ``P`` instead.
 - ``h`` is always the first token of the last layer; ``model.pooler`` must be ``cls``/``cls_before_pooler``.
@@ -40,8 +40,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
+from cselab.config.stages import PipelineSpec
 from cselab.errors import CselabError
-from cselab.experiments.pipeline import PipelineSpec
 from cselab.losses import cross_encoder_info_nce, info_nce, interaction_tensor_norm_loss
 from cselab.methods.base import Method, MethodOptions, StepContext, register_method
 from cselab.methods.simcse import duplicate

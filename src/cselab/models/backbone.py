@@ -8,26 +8,10 @@ from typing import Any
 from torch import Tensor, nn
 
 from cselab.errors import CselabError
-from cselab.paths import cselab_home
+from cselab.paths import resolve_model_path
 
 # Config attribute names of the dropout probabilities across the families we support.
 _DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-
-
-def resolve_model_path(name_or_path: str | Path) -> str:
-    """A local path if ``name_or_path`` is one (or a model fetched into ``$CSELAB_HOME/models``), else the name."""
-    path = Path(name_or_path).expanduser()
-    if path.exists():
-        return str(path)
-    fetched = cselab_home() / "models" / str(name_or_path).split("/")[-1]
-    short_name = "/" not in str(name_or_path) or str(name_or_path).startswith("sentence-transformers/")
-    if short_name and fetched.is_dir():
-        return str(fetched)
-    text = str(name_or_path)
-    if text.startswith(("/", "./", "../", "~")) or isinstance(name_or_path, Path):
-        # written as a path, so never a hub name: say it is missing instead of asking a hub about it
-        raise CselabError(f"cannot load model {text}: no such directory")
-    return text
 
 
 def quiet_transformers() -> None:

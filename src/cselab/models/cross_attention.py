@@ -1,4 +1,4 @@
-"""JTCSE's cross-attention encoder layers (CAEL; JTCSE Eqs. 7-10, Fig. 4, METHODS.md section 6).
+"""JTCSE's cross-attention encoder layers (CAEL; JTCSE Eqs. 7-10, Fig. 4, docs/methods.md#jtcse).
 
 **Decision (two streams per encoder):** from the first CAEL ``j0 = min(L)`` on, each encoder carries a
 CROSS stream ``X_N`` beside its ordinary (primitive) stream ``P_N``. The primitive stream is the ordinary

@@ -1,4 +1,4 @@
-"""Embedding fusion for IFCL's fraternal twins (METHODS.md section 4; IFCL Eq. 2-3 and Algorithm 1).
+"""Embedding fusion for IFCL's fraternal twins (docs/methods.md#ifcl; IFCL Eq. 2-3 and Algorithm 1).
 
 IFCL encodes sentences from their *embedding-layer outputs*: ``h = f(y)`` with ``y = BEL_S(x)``, and the
 fraternal twin ``h- = f(eps * y + (1 - eps) * y_de)`` with ``y_de = BEL_F(x_de)``. This module provides
@@ -52,9 +52,10 @@ import torch
 from torch import Tensor, nn
 
 from cselab.errors import CselabError
-from cselab.models.backbone import load_backbone, resolve_model_path
+from cselab.models.backbone import load_backbone
 from cselab.models.encoder import Encoder
 from cselab.models.standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
+from cselab.paths import resolve_model_path
 
 
 # -- the embedding module of an HF backbone -----------------------------------------------------------
@@ -196,7 +197,7 @@ class FraternalEmbeddings(nn.Module):
         ``name_or_path`` may also be a standalone embedding layer (a directory, or the name of one fetched
         into ``$CSELAB_HOME/models``, e.g. ``multilingual-e5-small-embeddings``).
         """
-        from cselab.data.fetch import MODEL_NAMES
+        from cselab.paths import MODEL_NAMES
 
         source = resolve_model_path(name_or_path)
         if is_standalone_embeddings(source):

@@ -1,4 +1,4 @@
-"""Poolers: how a sentence vector is read off an encoder's hidden states (METHODS.md section 0).
+"""Poolers: how a sentence vector is read off an encoder's hidden states (docs/methods.md#building-blocks).
 
 ``cls`` and ``cls_before_pooler`` read the same vector (the first token of the last layer); they differ
 only in whether the train-only MLP head is applied during training, which the :class:`Encoder` decides.
@@ -9,9 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from cselab.config.run_config import POOLERS
 from cselab.errors import CselabError
-
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
 
 
 def check_pooler(name: str) -> str:

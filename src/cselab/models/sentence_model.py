@@ -27,10 +27,10 @@ from torch import Tensor, nn
 from cselab.errors import CselabError
 from cselab.fileio import fresh_sibling, replace_directory
 from cselab.models import st_layout
-from cselab.models.backbone import resolve_model_path
 from cselab.models.encoder import Encoder
 from cselab.models.kinds import kind_class, register_kind
 from cselab.models.model_card import model_card
+from cselab.paths import resolve_model_path
 
 DESCRIPTION_FILE = "cselab.json"
 MEMBER_SEPARATOR = "."  # feature keys of a composite model: "<member>.<key>"

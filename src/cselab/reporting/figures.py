@@ -2,7 +2,7 @@
 
 * :func:`plot_cls_energy_per_layer` -- the CLS energy weight ``E_CLS`` of every layer, one line per
   encoder (JTCSE Eq. 6; the per-layer view behind the layer average of its Fig. 10).
-* :func:`plot_ablation` -- one bar per loss-term subset (METHODS.md section 7, loss-term ablation).
+* :func:`plot_ablation` -- one bar per loss-term subset (docs/methods.md#analyses, loss-term ablation).
 
 Both use the headless Agg figures of :mod:`cselab.reporting.plots` and return the written PNG path.
 """

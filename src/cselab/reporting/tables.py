@@ -6,60 +6,18 @@ rendered table, so the README's figures always come from the records.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from cselab.data.sts import DISPLAY_NAMES
+from cselab.data.sts import DEFAULT_TASKS, DISPLAY_NAMES
 from cselab.errors import CselabError
-from cselab.evaluation.sts_evaluator import DEFAULT_TASKS
 from cselab.reporting.markdown import fmt, markdown_table, mean_std, short_commit
 
 TASK_COLUMNS = (
     *((task, DISPLAY_NAMES[task]) for task in DEFAULT_TASKS),
     ("avg-available", "avg"),
 )
-
-
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a results JSONL; a line that is not a record (not JSON, not an object, a ``method`` that
-    is not text, ``scores`` that are not numbers) is refused with its line number instead of rendering a row of
-    ``?``."""
-    path = Path(path)
-    if not path.is_file():
-        raise CselabError(f"results file not found: {path}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CselabError(f"{path} is not UTF-8 text (byte {exc.start}); a results file is UTF-8 JSON lines") from exc
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
-            problem = _record_problem(record)
-            if problem:
-                raise CselabError(f"{path}:{lineno}: not a results record ({problem})")
-            records.append(record)
-    return records
-
-
-def _record_problem(record: Any) -> str | None:
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    if not isinstance(record.get("method"), str) or not record["method"]:
-        return "no 'method' text"
-    scores = record.get("scores")
-    if not isinstance(scores, dict):
-        return "no 'scores' object"
-    bad = [k for k, v in scores.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
-    if bad:
-        return f"score {bad[0]!r} is not a number"
-    return None
 
 
 def protocol_table(records: Sequence[dict[str, Any]]) -> str:

@@ -13,6 +13,7 @@ choice). Every decision carries its reason, which the trainer writes into the ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from cselab.errors import CselabError
 from cselab.paths import cselab_home
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -60,6 +62,16 @@ class PrecisionChoice:
 
 
 Probe = Callable[[MatmulShape], dict[str, float]]
+
+
+def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 (CPU or GPU) or fp16 (GPU only) autocast for the encoders; losses cast to fp32 themselves."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "fp16" and device.type != "cuda":
+        raise CselabError("precision fp16 needs a CUDA GPU; use bf16 on CPU")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def cpu_model_name() -> str:
@@ -203,7 +215,7 @@ def planned_precision(config: Any) -> PrecisionChoice:
         return PrecisionChoice(requested, requested, "set explicitly")
     from transformers import AutoConfig
 
-    from cselab.models.backbone import resolve_model_path
+    from cselab.paths import resolve_model_path
     from cselab.runtime.devices import pick_device
 
     backbone = AutoConfig.from_pretrained(resolve_model_path(config.model.backbone))

@@ -5,7 +5,6 @@ It knows nothing about methods beyond :class:`~cselab.methods.base.Method`'s con
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import random
@@ -29,6 +28,7 @@ from cselab.runtime.distributed import DistributedContext, init_distributed
 from cselab.runtime.precision import (
     PRECISION_FILE,
     PrecisionChoice,
+    autocast_context,
     backbone_config_of,
     resolve_precision,
     training_shape,
@@ -52,16 +52,6 @@ class TrainResult:
     train_sentences_per_s: float
     peak_mem_mb: float
     precision: str = ""  # what the run used (``auto`` resolved); empty in summaries written before it existed
-
-
-def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 (CPU or GPU) or fp16 (GPU only) autocast for the encoders; losses cast to fp32 themselves."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if precision == "fp16" and device.type != "cuda":
-        raise CselabError("precision fp16 needs a CUDA GPU; use bf16 on CPU")
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def seed_everything(seed: int) -> torch.Generator:

@@ -1,0 +1,182 @@
+"""The house rules, checked on the source: imports go down the floors, never in a circle, and documents the
+code cites exist.
+
+The import graph is read with :mod:`ast` from every ``src/cselab`` file, imports inside functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+# bottom to top; a module may import its own floor and the floors below it
+FLOORS: list[tuple[str, ...]] = [
+    ("errors", "version", "paths", "fileio", "provenance"),  # ground: no cselab imports but each other
+    ("config",),
+    ("runtime",),
+    ("models", "st_modules"),
+    ("data",),
+    ("losses",),
+    ("evaluation",),
+    ("methods",),
+    ("training",),
+    ("experiments",),
+    ("reporting",),
+    ("analysis",),
+    ("export", "api", "cli", "__init__"),
+]
+FLOOR_OF = {name: level for level, names in enumerate(FLOORS) for name in names}
+# imports that still climb a floor, each with its reason (none today)
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the cselab modules it imports (``from pkg import submodule`` counts as the submodule)."""
+    modules = {module_name(p): p for p in (SRC / "cselab").rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                if base.split(".")[0] != "cselab":
+                    continue
+                targets.append(base)
+                targets += [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            elif isinstance(node, ast.Import):
+                targets += [a.name for a in node.names if a.name.split(".")[0] == "cselab"]
+            for target in targets:
+                if target != name and target in modules:
+                    graph[name].add(target)
+    return graph
+
+
+def folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan), each a cycle of the graph."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    nodes = set(graph) | {t for ts in graph.values() for t in ts}
+    for node in sorted(nodes):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph.items():
+        for target in targets:
+            if folder(source) != folder(target):
+                out[folder(source)].add(folder(target))
+    return out
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    # the checks below pass only if this finder can fail
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_files() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_cycle_between_folders() -> None:
+    assert cycles(folder_graph(import_graph())) == []
+
+
+def test_every_folder_has_a_floor() -> None:
+    graph = import_graph()
+    folders = {folder(m) for m in graph} | {folder(t) for ts in graph.values() for t in ts}
+    assert folders <= set(FLOOR_OF), f"add to FLOORS: {sorted(folders - set(FLOOR_OF))}"
+
+
+def test_imports_go_down_the_floors() -> None:
+    climbing = []
+    for source, targets in import_graph().items():
+        for target in targets:
+            if FLOOR_OF[folder(target)] > FLOOR_OF[folder(source)] and (source, target) not in ALLOWED_UPWARD:
+                climbing.append(f"{source} -> {target}")
+    assert climbing == []
+
+
+# -- documents ---------------------------------------------------------------------------------------
+DOC_REFERENCE = re.compile(r"\b([A-Z][A-Z_]+\.md|docs/[\w./-]+\.md)(?:#([\w-]+))?")
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    out = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title)))
+    out |= set(re.findall(r'<a (?:name|id)="([\w-]+)"', markdown))
+    return out
+
+
+def _source_files() -> list[Path]:
+    files = [*(SRC / "cselab").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "configs").rglob("*.yaml")]
+    return [f for f in files if "__pycache__" not in f.parts]
+
+
+@pytest.mark.parametrize("path", _source_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_cited_documents_exist(path: Path) -> None:
+    for name, anchor in DOC_REFERENCE.findall(path.read_text()):
+        target = ROOT / name if name.startswith("docs/") else None
+        if target is None:
+            candidates = [ROOT / name, ROOT / "docs" / name]
+            target = next((c for c in candidates if c.is_file()), candidates[0])
+        assert target.is_file(), f"{path.relative_to(ROOT)} cites {name}, which is not in the repository"
+        if anchor:
+            assert anchor in _anchors(target.read_text()), f"{path.relative_to(ROOT)} cites {name}#{anchor}: no such section"
