@@ -4,11 +4,14 @@ A method is a short declaration over shared parts (encoders, poolers, loss funct
 calls :meth:`Method.collate`, :meth:`Method.loss_terms` and :meth:`Method.inference_model`, so adding a
 method never touches the training loop.
 
-A method whose loss only reads per-row embeddings of the batch splits :meth:`Method.loss_terms` into
-:meth:`Method.embed` (the graph from tokens to embeddings, rows aligned with the batch) and
-:meth:`Method.loss_from_embeddings` (gathers over ranks, the losses). That split is what gradient caching
-(``train.chunk_size``, :mod:`cselab.training.grad_cache`) needs: embed the batch in chunks, take the
-full-batch loss on the cached embeddings, back-propagate chunk by chunk.
+A method splits a step into :meth:`Method.embed` (the graph from tokens to this rank's embeddings) and
+:meth:`Method.loss_from_embeddings` (the losses). Between the two the base class gathers every embedding over
+the ranks of a distributed run (:meth:`Method.gather_embeddings`, the one place that does), so a method never
+writes a gather and reads global batches; an embedding that must stay on its rank is named by
+:meth:`Method.local_embeddings`. When the rows of :meth:`Method.embed` are aligned with the examples of the
+batch, the same split is what gradient caching (``train.chunk_size``, :mod:`cselab.training.grad_cache`)
+needs: embed the batch in chunks, take the full-batch loss on the cached embeddings, back-propagate chunk by
+chunk.
 """
 
 from __future__ import annotations
@@ -91,7 +94,21 @@ class Method(nn.Module):
 
     def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
         """Unweighted values of the ACTIVE terms (float32 scalars)."""
-        return self.loss_from_embeddings(self.embed(batch), ctx)
+        return self.loss_from_local(self.embed(batch), ctx)
+
+    def loss_from_local(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        """The terms from this rank's :meth:`embed` output: gathered over ranks, then the losses."""
+        return self.loss_from_embeddings(self.gather_embeddings(embeddings, ctx), ctx)
+
+    def gather_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        """Every embedding concatenated over ranks (rank order; only the local rows carry gradient), except
+        those :meth:`local_embeddings` names. The identity in a single process."""
+        local = self.local_embeddings()
+        return {name: value if name in local else ctx.dist.gather(value) for name, value in embeddings.items()}
+
+    def local_embeddings(self) -> frozenset[str]:
+        """Names of :meth:`embed` outputs that stay on their rank (none by default)."""
+        return frozenset()
 
     # -- the embed / loss split (gradient caching) ----------------------------------------------------
     @property
@@ -106,7 +123,7 @@ class Method(nn.Module):
         raise NotImplementedError
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
-        """The active terms from :meth:`embed`'s output of the whole local batch (gathers over ranks here)."""
+        """The active terms from :meth:`embed`'s output of the whole batch, already gathered over ranks."""
         raise NotImplementedError
 
     def split_batch(self, batch: dict[str, Any], size: int) -> list[dict[str, Any]]:

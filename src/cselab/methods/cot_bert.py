@@ -189,9 +189,17 @@ class CoTBert(Method):
             h = h - self.template_bias(batch)
         return self.encoder.head(h) if self.encoder.head is not None else h
 
-    def loss_terms(self, batch: dict[str, Any], ctx: StepContext) -> dict[str, Tensor]:
-        r, r_pos, r_neg = (ctx.dist.gather(v) for v in self.representations(batch).chunk(3))
-        loss = extended_info_nce(r, r_pos, r_neg, self.options.temperature, self.options.template_negatives)
+    @property
+    def supports_gradient_cache(self) -> bool:
+        return False  # a batch is 3B template rows (anchor, positive, negative blocks): it cannot be cut by example
+
+    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
+        r, r_pos, r_neg = self.representations(batch).chunk(3)
+        return {"r": r, "r_pos": r_pos, "r_neg": r_neg}
+
+    def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        loss = extended_info_nce(embeddings["r"], embeddings["r_pos"], embeddings["r_neg"], self.options.temperature,
+                                 self.options.template_negatives)
         return {"extended_info_nce": loss}
 
     def inference_model(self) -> Encoder:

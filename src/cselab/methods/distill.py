@@ -201,6 +201,10 @@ class Distill(Method):
             self._check_widths(teacher.shape[-1], student.shape[-1])
         return {"student": student, "teacher": teacher}
 
+    def local_embeddings(self) -> frozenset[str]:
+        # pairs: each rank's loss is the mean over its own rows (anchors, then their partners), never gathered
+        return frozenset({"student", "pair_targets"}) if self.options.target == "pairs" else frozenset()
+
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         if self.options.target == "pairs":
             # rows: the B anchors, then their B neighbours, then random_pairs rounds of B random partners
@@ -208,7 +212,7 @@ class Distill(Method):
             anchors = student[: student.shape[0] // (2 + self.options.random_pairs)]
             firsts = anchors.repeat(1 + self.options.random_pairs, 1)
             return {"pair_similarity_mse": pair_similarity_mse(firsts, student[anchors.shape[0]:], targets)}
-        student, teacher = ctx.dist.gather(embeddings["student"]), ctx.dist.gather(embeddings["teacher"])
+        student, teacher = embeddings["student"], embeddings["teacher"]
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         if self.options.target == "similarity_distributions":

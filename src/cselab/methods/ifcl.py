@@ -255,12 +255,11 @@ class IFCL(Method):
         return self.encode_views(batch)
 
     def loss_from_embeddings(self, views: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
-        gather = ctx.dist.gather
-        h = gather(views["h"])
+        h = views["h"]
         tau = self.options.temperature
         terms: dict[str, Tensor] = {}
         if self.active("identical"):
-            h_pos = gather(views["h_pos"])
+            h_pos = views["h_pos"]
             if self.queue is not None:
                 weights = self.queue.forgetting_coefficients(self.config.train.batch_size, self.options.forgetting_rate)
                 terms["identical"] = hippocampus_info_nce(h, h_pos, self.queue.embeddings, weights, tau)
@@ -268,11 +267,10 @@ class IFCL(Method):
             else:
                 terms["identical"] = info_nce(h, h_pos, tau)
         if self.active("fraternal"):
-            terms["fraternal"] = info_nce(h, gather(views["h_frat"]), tau)
+            terms["fraternal"] = info_nce(h, views["h_frat"], tau)
         if self.active("twins"):
             terms["twins"] = twins_loss(
-                h, gather(views["h_pos"]), gather(views["h_frat"]),
-                gather(views["e"]), gather(views["e_pos"]), gather(views["e_frat"]),
+                h, views["h_pos"], views["h_frat"], views["e"], views["e_pos"], views["e_frat"],
             )
         return terms
 

@@ -84,7 +84,7 @@ class JTCSE(TNCSE):
         if self.options.num_ca_layers == 0:
             return super().interaction_nce(h_1, h_2, embeddings, ctx)
         r = draw_query_side(ctx.generator)
-        c_1, c_2 = global_stack(embeddings, "c1", ctx), global_stack(embeddings, "c2", ctx)
+        c_1, c_2 = global_stack(embeddings, "c1"), global_stack(embeddings, "c2")
         tau = self.options.temperature
         if r == 1:
             return cross_encoder_info_nce(h_1, h_2, tau) + cross_encoder_info_nce(c_1, c_2, tau)

@@ -48,8 +48,7 @@ class SimCSE(Method):
         return {"z1": z1, "z2": z2}
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
-        z1, z2 = ctx.dist.gather(embeddings["z1"]), ctx.dist.gather(embeddings["z2"])
-        return {"info_nce": info_nce(z1, z2, self.options.temperature)}
+        return {"info_nce": info_nce(embeddings["z1"], embeddings["z2"], self.options.temperature)}
 
     def inference_model(self) -> Encoder:
         return self.encoder

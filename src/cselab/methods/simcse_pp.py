@@ -81,12 +81,12 @@ class SimCSEPlusPlus(SimCSE):
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         opts = self.options
-        z1, z2 = ctx.dist.gather(embeddings["z1"]), ctx.dist.gather(embeddings["z2"])
+        z1, z2 = embeddings["z1"], embeddings["z2"]
         terms: dict[str, Tensor] = {}
         if self.active("info_nce"):
             if opts.off_dropout:
                 terms["info_nce"] = offdropout_info_nce(
-                    z1, z2, ctx.dist.gather(embeddings["z0"]), opts.temperature, m=opts.m, scale=opts.offdropout_scale
+                    z1, z2, embeddings["z0"], opts.temperature, m=opts.m, scale=opts.offdropout_scale
                 )
             else:
                 terms["info_nce"] = info_nce(z1, z2, opts.temperature)

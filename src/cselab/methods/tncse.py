@@ -97,10 +97,10 @@ class TwinViews:
     p: tuple[Tensor, Tensor] | None
 
 
-def global_stack(embeddings: dict[str, Tensor], name: str, ctx: StepContext) -> Tensor:
-    """The local copies ``<name>a``, ``<name>b`` ``[b, d]`` -> the ``[2B, d]`` global stack (copy 1 rows of every
-    rank, then copy 2 rows), each copy gathered over ranks."""
-    return torch.cat([ctx.dist.gather(embeddings[name + "a"]), ctx.dist.gather(embeddings[name + "b"])])
+def global_stack(embeddings: dict[str, Tensor], name: str) -> Tensor:
+    """The gathered copies ``<name>a``, ``<name>b`` ``[B, d]`` -> the ``[2B, d]`` stack (copy 1 rows of every
+    rank, then copy 2 rows)."""
+    return torch.cat([embeddings[name + "a"], embeddings[name + "b"]])
 
 
 def split_copies(out: dict[str, Tensor], name: str, stack: Tensor) -> None:
@@ -172,7 +172,7 @@ class TNCSE(Method):
         return {}
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
-        h_1, h_2 = global_stack(embeddings, "h1", ctx), global_stack(embeddings, "h2", ctx)
+        h_1, h_2 = global_stack(embeddings, "h1"), global_stack(embeddings, "h2")
         tau = self.options.temperature
         terms: dict[str, Tensor] = {}
         if self.active("nce"):
@@ -180,7 +180,7 @@ class TNCSE(Method):
         if self.active("icnce"):
             terms["icnce"] = self.interaction_nce(h_1, h_2, embeddings, ctx)
         if self.active("ictn"):
-            p_1, p_2 = global_stack(embeddings, "p1", ctx), global_stack(embeddings, "p2", ctx)
+            p_1, p_2 = global_stack(embeddings, "p1"), global_stack(embeddings, "p2")
             terms["ictn"] = interaction_tensor_norm_loss(
                 *h_1.chunk(2), *h_2.chunk(2), *p_1.chunk(2), *p_2.chunk(2), cos_floor=self.options.cos_floor
             )

@@ -310,7 +310,7 @@ class Trainer:
         if chunk and chunk < self.local_batch:
             loss, terms = cached_step(
                 self.method, self.engine, self.method.split_batch(batch, chunk),
-                lambda embeddings: self._weighted(self.method.loss_from_embeddings(embeddings, ctx)),
+                lambda embeddings: self._weighted(self.method.loss_from_local(embeddings, ctx)),
                 self._backward, device=self.device, autocast=lambda: autocast_context(precision, self.device),
             )
         else:
