@@ -1,10 +1,12 @@
 """The Python API: load a model and encode, train from a preset, evaluate. Re-exported by ``import cselab``.
 
->>> import cselab
->>> model = cselab.load_model("all-MiniLM-L6-v2")          # any model directory cselab or sentence-transformers wrote
->>> vectors = model.encode(["A man plays a guitar."], normalize=True)   # numpy float32 [1, d]
->>> cselab.evaluate(model, ["stsb"])                       # {"stsb": {"test": 82.03}}
->>> best_dir = cselab.train("configs/simcse/cpu-minilm.yaml", "train.steps=100")
+Example (run by ``tests/test_examples.py``)::
+
+    import cselab
+    model = cselab.load_model("all-MiniLM-L6-v2")     # any model directory cselab or sentence-transformers wrote
+    vectors = model.encode(["A man plays a guitar."], normalize=True)   # numpy float32 [1, d]
+    scores = cselab.evaluate(model, ["stsb"])          # {"stsb": {"test": 82.03}} for the real checkpoint
+    best_dir = cselab.train("my-config.yaml", "train.max_steps=100")
 
 ``encode`` follows sentence-transformers' conventions (numpy by default, ``convert_to_tensor=True`` for a
 torch tensor, a 1-D vector for a single string), so code written for one runs on the other.
@@ -12,6 +14,7 @@ torch tensor, a 1-D vector for a single string), so code written for one runs on
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -86,7 +89,7 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     from cselab.training.trainer import BEST_DIR
 
     if isinstance(config, dict):
-        raw = apply_overrides(dict(config), list(overrides))
+        raw = apply_overrides(copy.deepcopy(config), list(overrides))  # the caller's dict is never changed
         if method is not None:
             raw["method"] = method
         run_config = validate(RunConfig, raw)

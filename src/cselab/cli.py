@@ -8,7 +8,6 @@ boundary (see :func:`user_error_message` for what counts as the user's problem).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -19,7 +18,8 @@ from typing import Any
 import click
 
 from cselab.errors import CselabError
-from cselab.fileio import DirectoryLock, check_writable_dir, check_writable_file
+from cselab.fileio import check_writable_dir, check_writable_file, write_atomic
+from cselab.training.run_directory import RunDirectory
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -252,13 +252,6 @@ def config_show(method: str) -> None:
     click.echo(render_config_reference(method, METHODS.get(method)))
 
 
-def _run_lock(output_dir: str) -> contextlib.AbstractContextManager:
-    """The writer lock of a run directory (the main process of a data-parallel run holds it)."""
-    if int(os.environ.get("RANK", "0")) != 0:
-        return contextlib.nullcontext()
-    return DirectoryLock(Path(output_dir), "a training run")
-
-
 def _run_dir_options(command: Any) -> Any:
     """--overwrite and --allow-change, shared by the commands that train into an output directory."""
     command = click.option("--allow-change", multiple=True, metavar="KEY",
@@ -287,7 +280,7 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
     config_file = _config_file(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
-    with _run_lock(config.train.output_dir):  # a second run into this directory is refused before torch loads
+    with RunDirectory(config.train.output_dir):  # a second run into it is refused before torch loads
         from cselab.experiments.runs import train_and_record
 
         summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
@@ -577,9 +570,7 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         if not names:
             raise CselabError(f"{path} has none of the blocks {', '.join(f'<!-- cselab:{n} -->' for n in tables)}")
     for path in update_readme:  # all checked before any is written; a kill never leaves half a file
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(texts[path], encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, texts[path])
         click.echo(f"updated {path} ({', '.join(placed[path])})")
 
 

@@ -1,5 +1,6 @@
-"""Small file helpers shared by the data, model and checkpoint code: checksums, crash-safe directory swaps,
-one-writer locks and checks that an output path can be written before any work is done.
+"""Small file helpers shared by the data, model and checkpoint code: checksums, atomic file writes (the one
+place that writes a temporary file and renames it), crash-safe directory swaps, one-writer locks and checks
+that an output path can be written before any work is done.
 
 The lock is our own (an ``O_EXCL``-style file holding pid and host) rather than ``fcntl.flock`` because it must
 say WHO holds a run directory in the error message, survive on network file systems where ``flock`` is a no-op,
@@ -14,9 +15,13 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from cselab.errors import CselabError
 
@@ -41,6 +46,44 @@ def _kill_point(point: str) -> None:
     _hook_counts[point] = _hook_counts.get(point, 0) + 1
     if str(_hook_counts[point]) == count:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def current_umask() -> int:
+    """The process's umask (read without changing it for good)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """A private temporary path beside ``path`` to write to; on leaving the block it is renamed over ``path``
+    (on an error it is removed). Readers and kills see the old file or the whole new one, never a part, and
+    processes writing the same file at once never share a temporary name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes the file owner-only; give it the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path | str, data: bytes | str) -> Path:
+    """Write ``data`` (text is UTF-8) to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return Path(path)
+
+
+def write_json_atomic(path: Path | str, data: Any, *, indent: int | None = 2) -> Path:
+    """``data`` as JSON (one trailing newline) written atomically."""
+    return write_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False) + "\n")
 
 
 def sha256_file(path: Path) -> str:

@@ -23,7 +23,6 @@ attached to its word).
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 from cselab.config.stages import AugmentationSpec
 from cselab.data.corpus import split_lines
 from cselab.errors import CselabError
-from cselab.fileio import sha256_file
+from cselab.fileio import sha256_file, write_atomic
 
 MANIFEST_SUFFIX = ".manifest.json"
 
@@ -159,13 +158,9 @@ def write_augmented_corpus(
     target.parent.mkdir(parents=True, exist_ok=True)
     manifest_file.unlink(missing_ok=True)  # a target without its manifest is never trusted
     out = b"".join(_augment_bytes_line(raw, i, kind, seed, params) + b"\n" for i, raw in enumerate(lines))
-    # per-process temporary names: ranks of a data-parallel run may all prepare the same (identical) file
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    tmp.write_bytes(out)
-    os.replace(tmp, target)
-    tmp_manifest = manifest_file.with_name(f"{manifest_file.name}.tmp{os.getpid()}")
-    tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp_manifest, manifest_file)
+    # ranks of a data-parallel run may all prepare the same (identical) file: temporary names are per process
+    write_atomic(target, out)
+    write_atomic(manifest_file, json.dumps(manifest, indent=2) + "\n")
     return target
 
 

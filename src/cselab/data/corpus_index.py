@@ -29,7 +29,7 @@ import numpy as np
 
 from cselab.data.corpus import UTF8_BOM, Corpus, utf8_payload
 from cselab.errors import CselabError
-from cselab.fileio import sha256_file
+from cselab.fileio import atomic_path, sha256_file, write_json_atomic
 from cselab.paths import cselab_home
 
 INDEX_DIR = "corpus-index"
@@ -234,16 +234,11 @@ def _valid_record(record_file: Path, spans_file: Path, source: dict) -> dict | N
 
 def _build_index(path: Path, max_words: int | None, spans_file: Path, record_file: Path, source: dict) -> dict:
     # unique temporary names + rename: ranks that build the same index at once never see half a file
-    spans_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = spans_file.with_name(f"{spans_file.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as out:
-        counts = scan_corpus(path, max_words, out)
-    if counts.sentences == 0:  # refused, and no index is left behind for it
-        tmp.unlink()
-        raise _no_usable_sentence(path, _record(source, counts))
-    record = {**_record(source, counts), "sha256": sha256_file(tmp)}
-    tmp_record = record_file.with_name(f"{record_file.name}.{os.getpid()}.tmp")
-    tmp_record.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, spans_file)
-    os.replace(tmp_record, record_file)
+    with atomic_path(spans_file) as tmp:
+        with open(tmp, "wb") as out:
+            counts = scan_corpus(path, max_words, out)
+        if counts.sentences == 0:  # refused, and no index is left behind for it
+            raise _no_usable_sentence(path, _record(source, counts))
+        record = {**_record(source, counts), "sha256": sha256_file(tmp)}
+    write_json_atomic(record_file, record, indent=1)
     return record

@@ -45,7 +45,7 @@ from cselab.data import corpus as corpus_lib
 from cselab.data.parallel import is_clean_pair
 from cselab.data.sts import STSB_SIZES, STSB_SPLITS, read_stsb_file
 from cselab.errors import CselabError
-from cselab.fileio import DirectoryLock, sha256_file
+from cselab.fileio import DirectoryLock, current_umask, sha256_file, write_atomic
 from cselab.paths import MODEL_NAMES, cselab_home
 
 Progress = Callable[[str], None]
@@ -399,26 +399,6 @@ def download(target: str, dest: Path, *, progress: Progress = print) -> list[Pat
 # --------------------------------------------------------------------------------------------------
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same directory, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file owner-only; use the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _json_bytes(data: dict) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -432,7 +412,7 @@ def _install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict])
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it owner-only; use the usual mode
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it owner-only; use the usual mode
         manifest = build(tmp)
         (tmp / manifest_name).write_bytes(_json_bytes(manifest))
         if _complete(final / manifest_name):
@@ -779,7 +759,7 @@ def _build_stsb_train_corpus(home: Path, progress: Progress) -> None:
     )
     sentences = corpus_lib.shuffled(default + extra, CORPUS_SEED)
     path = corpus_path(home, include_stsb_train=True)
-    _write_atomic(path, _lines_bytes(sentences))
+    write_atomic(path, _lines_bytes(sentences))
     manifest = {
         "target": "corpus",
         "file": path.name,
@@ -790,7 +770,7 @@ def _build_stsb_train_corpus(home: Path, progress: Progress) -> None:
         "sources": {"default.txt": len(default), "stsb-train": {**_source("stsb"), "kept": len(extra)}},
         "files": _files_entry(path.parent, [path.name]),
     }
-    _write_atomic(path.parent / "manifest+stsb-train.json", _json_bytes(manifest))
+    write_atomic(path.parent / "manifest+stsb-train.json", _json_bytes(manifest))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,14 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cselab.data.corpus import shuffled
-from cselab.data.fetch import (  # the fetch step's atomic writers, reused
-    _json_bytes,
-    _lines_bytes,
-    _write_atomic,
-)
 from cselab.data.sts import PART_TASKS, STSB_SPLITS, StsbRow, read_stsb_file, stsb_dir
 from cselab.errors import CselabError
-from cselab.fileio import sha256_file
+from cselab.fileio import sha256_file, write_atomic, write_json_atomic
 from cselab.paths import cselab_home
 
 INDOMAIN_SEED = 0  # the default corpus's shuffling seed, so every corpus file here is built the same way
@@ -129,12 +124,12 @@ def build_indomain_corpora(home: Path | None = None) -> list[dict]:
     for name in INDOMAIN_CORPORA:
         text = indomain_text(name, rows)
         path = indomain_path(name, home)
-        _write_atomic(path, _lines_bytes(text.sentences))
+        write_atomic(path, "".join(f"{s}\n" for s in text.sentences))
         overlap = text_overlap(text.sentences, tasks)
         manifest = {**{k: v for k, v in asdict(text).items() if k != "sentences"}, "kept": text.kept,
                     "file": path.name, "sha256": sha256_file(path), "seed": INDOMAIN_SEED,
                     "removed_datasets": [list(entry) for entry in INDOMAIN_CORPORA[name]],
                     "overlap": overlap, "not_held_out": [task for task, n in overlap.items() if n]}
-        _write_atomic(path.with_suffix(".json"), _json_bytes(manifest))
+        write_json_atomic(path.with_suffix(".json"), manifest)
         manifests.append(manifest)
     return manifests

@@ -15,6 +15,7 @@ from cselab.data.corpus import utf8_payload
 from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
+from cselab.fileio import atomic_path, write_atomic
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import load_model
 from cselab.paths import cselab_home, resolve_model_path
@@ -77,10 +78,7 @@ def evaluate_model(
         **provenance(),
     }
     output = output or default_output(model_name, report["pooler"])
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(output)
+    write_atomic(output, json.dumps(report, indent=2) + "\n")
     report["output"] = str(output)
     return report
 
@@ -145,8 +143,6 @@ def encode_file(model_name: str, input_file: Path, output_file: Path, *, pooler:
     if normalize:
         embeddings = embeddings / embeddings.norm(dim=-1, keepdim=True).clamp(min=1e-12)
     array = embeddings.float().numpy()
-    output_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_file.with_name(output_file.stem + ".tmp.npy")
-    np.save(tmp, array)
-    tmp.replace(output_file)
+    with atomic_path(output_file) as tmp, open(tmp, "wb") as f:
+        np.save(f, array)
     return array.shape

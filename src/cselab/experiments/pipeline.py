@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,10 @@ from cselab.config.run_config import RunConfig, load_config, validate
 from cselab.config.stages import AugmentationSpec, PipelineSpec
 from cselab.data.augment import augmented_corpus_path, prepare_augmented_corpus
 from cselab.errors import CselabError
+from cselab.methods import METHODS
+from cselab.runtime.launch import is_main_process
 from cselab.training.trainer import BEST_DIR, Trainer, TrainResult
 
-TWIN_METHODS = ("tncse", "jtcse")
 STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
 
 
@@ -105,8 +105,9 @@ def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 def pipeline_spec(config: RunConfig) -> PipelineSpec:
     """The validated pipeline block of a twin config; a clear error if there is none."""
-    if config.method not in TWIN_METHODS:
-        raise CselabError(f"the two-stage pipeline trains {' or '.join(TWIN_METHODS)}, not {config.method!r}")
+    two_stage = [name for name in METHODS.names() if METHODS.get(name).two_stage]
+    if config.method not in two_stage:
+        raise CselabError(f"the two-stage pipeline trains {' or '.join(two_stage)}, not {config.method!r}")
     raw = config.method_options.get("pipeline")
     if raw is None:
         raise CselabError(
@@ -207,7 +208,7 @@ def run_twin_pipeline(
     if was_skipped:
         skipped.append("stage2")
     outcome = PipelineResult(stage1_results, stage2, skipped)
-    if evaluate_test and int(os.environ.get("RANK", "0")) == 0:
+    if evaluate_test and is_main_process():
         outcome.scores = _test_and_record(plan, outcome, results_file=results_file, variant=variant, row=row,
                                           config_source=config_source, overrides=overrides)
     return outcome

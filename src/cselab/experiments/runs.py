@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,10 @@ from cselab.config.run_config import RunConfig
 from cselab.errors import CselabError
 from cselab.experiments.pipeline import run_twin_pipeline
 from cselab.experiments.results import append_record, results_record, score_test_sets
-from cselab.fileio import DirectoryLock, check_writable_file
+from cselab.fileio import check_writable_file, write_atomic
 from cselab.models.model_card import record_test_scores
-from cselab.training.run_directory import RESULTS_FILE
+from cselab.runtime.launch import is_main_process
+from cselab.training.run_directory import RESULTS_FILE, RunDirectory
 from cselab.training.trainer import BEST_DIR, Trainer
 
 
@@ -44,11 +44,8 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
         return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
                                  config_source=config_source, overrides=overrides).summary()
     output_dir = Path(config.train.output_dir)
-    main_rank = int(os.environ.get("RANK", "0")) == 0
-    lock = DirectoryLock(output_dir, "a training run") if main_rank else None
-    if lock is not None:
-        lock.acquire()  # at once: a second run into this directory is refused before it loads anything
-    try:
+    main_rank = is_main_process()
+    with RunDirectory(output_dir):
         recorded = _recorded(output_dir) if resume and main_rank else None
         if recorded is not None:
             if results_file is not None:
@@ -66,15 +63,10 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
         record_test_scores(output_dir / BEST_DIR, scores)  # the model card shows them
         record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
                                 overrides=overrides)
-        tmp = output_dir / f"{RESULTS_FILE}.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-        os.replace(tmp, output_dir / RESULTS_FILE)
+        write_atomic(output_dir / RESULTS_FILE, json.dumps(record, indent=2) + "\n")
         if results_file is not None:
             append_record(results_file, record)
         trainer.dist.close()
-    finally:
-        if lock is not None:
-            lock.release()
     return _summary(config.method, variant, result.steps, record["scores"], result.best_step, result.wall_s,
                     result.train_sentences_per_s, output_dir)
 

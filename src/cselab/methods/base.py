@@ -52,6 +52,9 @@ class Method(nn.Module):
     name: ClassVar[str]
     terms: ClassVar[tuple[str, ...]]  # every loss term the method has (config reference); see terms_of
     Options: ClassVar[type[MethodOptions]] = MethodOptions
+    # True: the method trains from two stage-1 encoders, which its config's ``method_options.pipeline`` block
+    # describes and the two-stage pipeline (cselab.experiments.pipeline) trains first
+    two_stage: ClassVar[bool] = False
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__()

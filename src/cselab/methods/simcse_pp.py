@@ -46,7 +46,7 @@ from cselab.models.dropout import dropout_disabled
 DEFAULT_WEIGHTS = {"info_nce": 1.0, "dcl": 0.1}
 
 
-class SimCSEPlusPlusOptions(MethodOptions):
+class SimCSEPPOptions(MethodOptions):
     off_dropout: bool = Field(True, description="negatives from a dropout-free third pass (Eq. 3); false = SimCSE InfoNCE")
     m: float = Field(0.9, gt=0, description="trade-off factor m of Eq. 3")
     offdropout_scale: Literal["negatives", "positive"] = Field(
@@ -65,12 +65,12 @@ class SimCSEPlusPlusOptions(MethodOptions):
 
 
 @register_method
-class SimCSEPlusPlus(SimCSE):
+class SimCSEPP(SimCSE):
     """SimCSE's encoder, batches and inference model; only the loss terms differ."""
 
     name = "simcse++"
     terms = ("info_nce", "dcl")
-    Options = SimCSEPlusPlusOptions
+    Options = SimCSEPPOptions
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         views = super().embed(batch)

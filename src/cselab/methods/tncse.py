@@ -113,6 +113,7 @@ class TNCSE(Method):
     name = "tncse"
     terms = ("nce", "icnce", "ictn")
     Options = TNCSEOptions
+    two_stage = True
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

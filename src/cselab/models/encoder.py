@@ -20,6 +20,8 @@ from cselab.models.kinds import register_kind
 from cselab.models.poolers import check_pooler, pool
 from cselab.models.prompts import PromptTemplate, pad_rows
 
+# poolers that sentence-transformers' own modules implement
+ST_POOLERS = ("cls", "cls_before_pooler", "mean", "pooler", "first_last_avg")
 HEAD_FILE = "train_head.safetensors"
 # the cselab sentence-transformers module for encoders no standard module chain expresses (cselab.st_modules)
 ST_ENCODER_MODULE = "cselab.st_modules.Encoder"
@@ -193,6 +195,17 @@ class Encoder(nn.Module):
         return torch.nn.functional.normalize(out, dim=-1) if normalize else out
 
     # -- persistence --------------------------------------------------------------------------------
+    @staticmethod
+    def card_summary(description: dict[str, Any]) -> str:
+        prompt = description.get("prompt")
+        text = f"one encoder, pooler `{description.get('pooler')}`, max length {description.get('max_length')}"
+        return text + (f", prompt template `{prompt['text']}`." if prompt else ".")
+
+    @staticmethod
+    def needs_cselab_module(description: dict[str, Any]) -> bool:
+        # sentence-transformers' own Pooling covers these; a prompt or the [MASK] pooler needs cselab's module
+        return bool(description.get("prompt")) or description.get("pooler") not in ST_POOLERS
+
     def describe(self) -> dict[str, Any]:
         """The JSON-serialisable description stored in ``cselab.json``."""
         return {

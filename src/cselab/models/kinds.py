@@ -5,7 +5,10 @@ Each kind owns its format: a class registered here has
 - ``kind``: the name written to ``cselab.json``;
 - ``describe() -> dict``: what ``cselab.json`` holds (``kind`` included);
 - ``save_files(path)``: writes its weights, tokenizer and sentence-transformers files into ``path``;
-- ``load_saved(path, description, pooler=..., max_length=...)`` (classmethod): the inverse.
+- ``load_saved(path, description, pooler=..., max_length=...)`` (classmethod): the inverse;
+- ``card_summary(description) -> str`` (staticmethod): what the model card says the model is;
+- ``needs_cselab_module(description) -> bool`` (staticmethod): whether sentence-transformers needs
+  cselab's module (:mod:`cselab.st_modules`, same ``kind``) to load it, i.e. ``trust_remote_code=True``.
 
 So a new kind is one decorated class: :func:`cselab.models.sentence_model.save_model` and ``load_model``
 never list kinds.

@@ -11,16 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cselab.models.kinds import MODEL_KINDS
+
 CARD_FILE = "README.md"
-# kinds that sentence-transformers loads with its own modules (no cselab code runs)
-_STANDARD_POOLERS = ("cls", "cls_before_pooler", "mean", "pooler", "first_last_avg")
 
 
 def needs_cselab_module(description: dict[str, Any]) -> bool:
-    """True when ``SentenceTransformer(dir)`` needs ``trust_remote_code=True`` (a cselab module)."""
-    if description.get("kind") != "encoder":
-        return True
-    return bool(description.get("prompt")) or description.get("pooler") not in _STANDARD_POOLERS
+    """True when ``SentenceTransformer(dir)`` needs ``trust_remote_code=True`` (a cselab module): the model's kind
+    decides (:mod:`cselab.models.kinds`); an unknown kind always does."""
+    kind = MODEL_KINDS.get(description.get("kind"))  # type: ignore[arg-type]
+    return True if kind is None else bool(kind.needs_cselab_module(description))
 
 
 def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
@@ -67,19 +67,8 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
 
 
 def _what(description: dict[str, Any]) -> str:
-    kind = description.get("kind")
-    if kind == "encoder":
-        prompt = description.get("prompt")
-        text = f"one encoder, pooler `{description.get('pooler')}`, max length {description.get('max_length')}"
-        return text + (f", prompt template `{prompt['text']}`." if prompt else ".")
-    if kind == "twin":
-        return "the sum of two encoders' embeddings (TNCSE/JTCSE twin)."
-    if kind == "ensemble":
-        if description.get("combine") == "concat":
-            return ("the concatenation of member models' unit-length embeddings, each scaled by sqrt(weight), "
-                    f"weights {description.get('weights')} (its cosine is the weighted mean of the members' cosines).")
-        return f"a weighted sum of member models' embeddings, weights {description.get('weights')}."
-    return f"kind {kind}."
+    kind = MODEL_KINDS.get(description.get("kind"))  # type: ignore[arg-type]
+    return f"kind {description.get('kind')}." if kind is None else kind.card_summary(description)
 
 
 def record_test_scores(model_dir: str | Path, scores: dict[str, float]) -> None:

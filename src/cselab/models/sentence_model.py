@@ -46,6 +46,10 @@ class WeightedSum(nn.Module):
     st_module = ""  # the cselab.st_modules class sentence-transformers loads it with
     size_hint = ""  # appended to the error for members of different sizes
 
+    @staticmethod
+    def needs_cselab_module(description: dict[str, Any]) -> bool:
+        return True  # sentence-transformers has no module that combines several encoders
+
     def __init__(self, members: Sequence[nn.Module], weights: Sequence[float]) -> None:
         super().__init__()
         if len(members) != len(weights) or not members:
@@ -151,6 +155,10 @@ class TwinModel(WeightedSum):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "members": [name for name, _ in self.named_members()]}
 
+    @staticmethod
+    def card_summary(description: dict[str, Any]) -> str:
+        return "the sum of two encoders' embeddings (TNCSE/JTCSE twin)."
+
 
 @register_kind
 class EnsembleModel(WeightedSum):
@@ -192,6 +200,13 @@ class EnsembleModel(WeightedSum):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "combine": self.combine}
+
+    @staticmethod
+    def card_summary(description: dict[str, Any]) -> str:
+        if description.get("combine") == "concat":
+            return ("the concatenation of member models' unit-length embeddings, each scaled by sqrt(weight), "
+                    f"weights {description.get('weights')} (its cosine is the weighted mean of the members' cosines).")
+        return f"a weighted sum of member models' embeddings, weights {description.get('weights')}."
 
     @classmethod
     def check_description(cls, source: Path, description: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from cselab.fileio import write_atomic
 from cselab.provenance import provenance
 
 
@@ -31,8 +32,4 @@ def _jsonable(obj: Any) -> Any:
 
 
 def write_report_json(path: Path, payload: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_jsonable({**payload, **provenance()}), indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(_jsonable({**payload, **provenance()}), indent=2, allow_nan=False) + "\n")

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from cselab.errors import CselabError
+from cselab.fileio import write_json_atomic
 from cselab.paths import cselab_home
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -123,13 +124,8 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 
 def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only home costs a probe per run, nothing else
+    with contextlib.suppress(OSError):  # a read-only home costs a probe per run, nothing else
+        write_json_atomic(path, data, indent=1)
 
 
 def resolve_precision(

@@ -1,6 +1,9 @@
 """The output directory of one training run: who may write it, how it is opened (fresh, resumed, overwritten)
-and how its books are kept straight after a kill.
+and how its books are kept straight after a kill. :class:`RunDirectory` is the one owner that the CLI, the
+Python API, the recorded runs and the trainer all open a run directory through.
 
+* Only cselab's: a directory is new, a cselab run (it holds :data:`RUN_MARKER`, or the files of a run made
+  before the marker existed), or refused, so a user's own files are never replaced, ``--overwrite`` included.
 * One writer: the run holds :class:`cselab.fileio.DirectoryLock` on the directory from start to record, so a
   second ``cselab train`` into it is refused at once instead of mixing two runs' files.
 * After a kill: a checkpoint swap cut between its renames is undone (:func:`cselab.fileio.recover_directory`),
@@ -14,7 +17,6 @@ and how its books are kept straight after a kill.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import Any
 
 from cselab.config.run_config import RunConfig, dump_config, load_config
 from cselab.errors import CselabError
-from cselab.runtime.precision import precision_agrees, ran_precision
+from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
+from cselab.runtime.launch import is_main_process
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 # settings that change neither the maths nor the data: they may differ on --resume without a word
@@ -32,6 +35,53 @@ RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_siz
 # (with a linear schedule a new max_steps also bends the rest of the learning-rate ramp; that is what is asked)
 CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train.save_every")
 _RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE)
+RUN_MARKER = ".cselab-run"  # written when a run first opens its directory: the directory is cselab's
+# what only a cselab run leaves behind: a directory holding one of these (and no marker) predates the marker
+_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, "last", "best", "stage1", "stage2")
+
+
+class RunDirectory:
+    """The owner of one run directory: its writer lock (taken by the main process only, nesting), the check
+    that it is cselab's to write, and the recovery of a checkpoint swap that a kill cut short.
+
+    ``with RunDirectory(path):`` holds it; every layer that writes a run (CLI, API, recorded runs, trainer)
+    goes through here, and since the lock nests, an inner layer opening the same directory costs nothing.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = DirectoryLock(self.path, "a training run") if is_main_process() else None
+
+    def __enter__(self) -> RunDirectory:
+        if self._lock is None:
+            return self
+        self._lock.acquire()  # at once: a second run into this directory is refused before anything loads
+        try:
+            self.claim()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    def claim(self) -> None:
+        """Refuse the directory if it holds files that cselab did not write (nothing is written here: a run
+        that then fails on its input leaves no trace; :func:`write_config` marks the directory)."""
+        if (self.path / RUN_MARKER).exists():
+            return
+        names = sorted(p.name for p in self.path.iterdir() if not p.name.startswith(LOCK_FILE))
+        if names and not any((self.path / name).exists() for name in _RUN_EVIDENCE):
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            raise CselabError(f"{self.path} holds files that cselab did not write ({shown}); a run directory must be "
+                              "new or a cselab run: choose another train.output_dir")
+
+    def recover(self, *checkpoint_dirs: str) -> None:
+        """Undo checkpoint swaps that a kill cut between their renames (see :func:`recover_directory`)."""
+        for name in checkpoint_dirs:
+            recover_directory(self.path / name)
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -57,6 +107,9 @@ def settings_changes(directory: Path, saved: RunConfig, config: RunConfig) -> di
     ``train.precision`` compared by what ran there (``auto`` by what it resolves to here: bf16 -> auto where auto
     picks bf16 is the same computation)."""
     every = config_changes(saved, config)
+    # imported here: this module is read before torch loads (the CLI locks a run directory first)
+    from cselab.runtime.precision import precision_agrees, ran_precision
+
     if "train.precision" in every and precision_agrees(saved.train.precision, ran_precision(directory), config):
         del every["train.precision"]
     return every
@@ -109,9 +162,7 @@ def truncate_metrics(directory: Path, step: int) -> None:
             continue  # a line cut by the kill
         if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
             kept.append(line)
-    tmp = file.with_name(file.name + ".tmp")
-    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, file)
+    write_atomic(file, "".join(f"{line}\n" for line in kept))
 
 
 def clear_run(directory: Path, checkpoint_dirs: tuple[str, ...]) -> None:
@@ -128,6 +179,7 @@ def is_finished(directory: Path) -> bool:
 
 
 def write_config(directory: Path, config: RunConfig) -> None:
-    tmp = directory / f"{CONFIG_FILE}.tmp"
-    tmp.write_text(dump_config(config), encoding="utf-8")
-    os.replace(tmp, directory / CONFIG_FILE)
+    """The run's first file: with it the directory becomes a cselab run (:data:`RUN_MARKER`)."""
+    if not (directory / RUN_MARKER).exists():
+        write_atomic(directory / RUN_MARKER, "a cselab run directory\n")
+    write_atomic(directory / CONFIG_FILE, dump_config(config))

@@ -19,7 +19,7 @@ import torch
 
 from cselab.config.run_config import RunConfig
 from cselab.errors import CselabError, RunInterrupted
-from cselab.fileio import DirectoryLock, recover_directory
+from cselab.fileio import recover_directory
 from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import save_model
@@ -37,6 +37,7 @@ from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
 from cselab.training.length_grouping import group_window
+from cselab.training.run_directory import RunDirectory
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -150,7 +151,7 @@ class Trainer:
         self._evaluator = None
         self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
-        self._lock: DirectoryLock | None = None
+        self._run_directory: RunDirectory | None = None
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
@@ -230,8 +231,8 @@ class Trainer:
         if allow_change and not resume:
             raise CselabError("--allow-change only applies with --resume")
         if self.dist.is_main:
-            self._lock = DirectoryLock(out, "a training run").acquire()
-            recover_directory(out / BEST_DIR)
+            self._run_directory = RunDirectory(out).__enter__()  # released in run()'s finally
+            self._run_directory.recover(BEST_DIR)
         state_dir = recover_directory(self._state_dir())
         changes: dict[str, tuple[Any, Any]] = {}  # allowed configuration changes of a --resume
         if overwrite:
@@ -378,8 +379,9 @@ class Trainer:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
-            if self._lock is not None:
-                self._lock.release()
+            if self._run_directory is not None:
+                self._run_directory.__exit__(None, None, None)
+                self._run_directory = None
 
     def _loop(self) -> TrainResult:
         from tqdm.auto import tqdm
