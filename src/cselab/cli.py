@@ -321,6 +321,54 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
                                 overwrite=overwrite, allow_change=allow_change))
 
 
+@cli.command("adapt", context_settings={"ignore_unknown_options": True})
+@click.argument("text", type=click.Path(path_type=Path))
+@click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
+@click.option("--teacher", help="a larger encoder whose cosines are distilled (default: all-mpnet-base-v2, fetched)")
+@click.option("--no-teacher", is_flag=True, help="adapt without a teacher (SimCSE, a fixed budget)")
+@click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
+              help="the run directory; the adapted model is OUTPUT/best")
+@click.option("--steps", type=POSITIVE, help="training steps (default: three passes over the text, 100 to 1500)")
+@click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
+@click.option("--max-length", type=click.IntRange(min=8), default=64, show_default=True, help="tokens per sentence")
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
+@click.option("--pairs", type=click.Path(path_type=Path), help="score before/after: s1<TAB>s2<TAB>score lines")
+@click.option("--retrieval", type=click.Path(path_type=Path), help="score before/after: queries, corpus, qrels")
+@click.option("--domain", help="score before/after on a suite domain (`cselab data fetch domains`)")
+@click.option("--resume", is_flag=True, help="continue an interrupted adaptation")
+@click.option("--device", default="auto", show_default=True, callback=_set_device,
+              help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
+@click.argument("overrides", nargs=-1)
+def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool, output_dir: Path, steps: int | None,
+                  batch_size: int, max_length: int, seed: int, labels: Path | None, pairs: Path | None,
+                  retrieval: Path | None, domain: str | None, resume: bool, device: str,
+                  overrides: tuple[str, ...]) -> None:
+    """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
+
+    Distils a larger teacher's cosines of neighbour pairs of your sentences into MODEL and keeps the step that
+    agrees best with the teacher on a held-out part of your text (no labels needed). With --labels/--pairs/
+    --retrieval/--domain it scores MODEL before and after on your labelled data."""
+    from cselab.adapt import plan_adapt
+
+    overrides = (*overrides, f"train.device={device}")
+    plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
+                      batch_size=batch_size, max_length=max_length, seed=seed, overrides=overrides)
+    evaluate = None
+    if labels or pairs or retrieval or domain:
+        from cselab.evaluation.domain import load_inputs, score_inputs
+
+        inputs = load_inputs(labels, pairs, retrieval, domain=domain)  # every file checked before training
+
+        def evaluate(encoder: Any) -> dict[str, float]:
+            return score_inputs(encoder, inputs)
+    click.echo(plan.describe())
+    from cselab.adapt import estimate_seconds, run_adapt, summary_of
+
+    click.echo(f"adapt: estimated {estimate_seconds(plan) / 60:.0f} min on this machine (models load, teacher pass, steps)")
+    click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo)))
+
+
 @cli.command("ensemble")
 @click.argument("model_a")
 @click.argument("model_b")

@@ -220,6 +220,10 @@ class DirectoryLock:
         self.held = False
         self._created: list[Path] = []
 
+    def held_here(self) -> bool:
+        """Whether this process already holds the lock (a nested acquire)."""
+        return self.path.absolute() in _held_locks
+
     def acquire(self) -> DirectoryLock:
         key = self.path.absolute()
         if key in _held_locks:

@@ -29,7 +29,8 @@ class ModelConfig(_Strict):
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")
     dropout_masks: Literal["torch", "bits"] = Field(
-        "torch", description="'bits': 15-bit masks, 4 per random draw (faster; another random stream than torch's)")
+        "bits", description="'bits': 15-bit masks, 4 per random draw (faster); 'torch': torch's own Bernoulli masks "
+                            "(the research presets pin it: their recorded rows ran with it)")
 
     @field_validator("pooler")
     @classmethod
@@ -62,7 +63,8 @@ class TrainConfig(_Strict):
         "fp32", description="autocast of the encoders (fp16: GPU only); 'auto': bf16 where a matmul probe on this "
                             "machine says it pays, else fp32")
     length_group_window: int | None = Field(
-        None, gt=1, description="sort each window of N batches by sentence length (less padding); null: random batches")
+        16, gt=1, description="sort each window of N batches by sentence length (less padding); null: random batches "
+                              "(the research presets pin null: their recorded rows ran with it)")
     fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
     eval_every: int = Field(125, gt=0, description="dev evaluation (and best/ selection) every N steps")

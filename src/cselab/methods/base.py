@@ -81,6 +81,12 @@ class Method(nn.Module):
         chooses between them (distillation's ``target``), so ablations never make a variant of a term not run."""
         return cls.terms
 
+    @property
+    def length_grouping(self) -> bool:
+        """Whether batches may be grouped by sentence length (``train.length_group_window``); a method that
+        builds its batches by meaning says no."""
+        return True
+
     def active(self, term: str) -> bool:
         """Whether ``term`` is switched on (weight != 0); inactive terms are not computed at all."""
         return self.weights[term] != 0.0

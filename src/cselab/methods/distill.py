@@ -113,7 +113,8 @@ class Distill(Method):
             if self.options.neighbours:
                 raise CselabError("config: method_options.neighbours groups related sentences for the similarity "
                                   "targets; with target vectors every sentence is matched on its own")
-        elif self.options.neighbours and config.train.length_group_window:
+        elif self.options.neighbours and "length_group_window" in config.train.model_fields_set \
+                and config.train.length_group_window:  # the default grouping simply steps aside (length_grouping)
             raise CselabError("config: method_options.neighbours groups sentences by meaning, train.length_group_window "
                               "by length: use one of them")
         if self.options.target == "pairs":
@@ -200,6 +201,10 @@ class Distill(Method):
         if self.options.target == "vectors":
             self._check_widths(teacher.shape[-1], student.shape[-1])
         return {"student": student, "teacher": teacher}
+
+    @property
+    def length_grouping(self) -> bool:
+        return not self.options.neighbours  # neighbour groups are built by meaning; lengths must not reorder them
 
     def local_embeddings(self) -> frozenset[str]:
         # pairs: each rank's loss is the mean over its own rows (anchors, then their partners), never gathered

@@ -59,6 +59,17 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
         lines += ["## Test scores (cosine Spearman x 100)", "", "| task | score |", "|---|---|"]
         lines += [f"| {task} | {float(score):.2f} |" for task, score in scores.items()]
         lines.append("")
+    adaptation = description.get("adaptation")
+    if adaptation:
+        lines += ["## Adaptation (`cselab adapt`)", "",
+                  f"- text: {adaptation.get('text')} ({adaptation.get('sentences')} sentences)",
+                  f"- teacher: {adaptation.get('teacher') or 'none'}; selection without labels: "
+                  f"{adaptation.get('selection')}, step {adaptation.get('best_step')}", ""]
+        before, after = adaptation.get("before") or {}, adaptation.get("after") or {}
+        if before:
+            lines += ["| score | before | after |", "|---|---|---|"]
+            lines += [f"| {k} | {float(v):.2f} | {float(after[k]):.2f} |" for k, v in before.items() if k in after]
+            lines.append("")
     if description.get("sources"):
         lines += ["## Sources", "", *[f"- {s}" for s in description["sources"]], ""]
     if config:

@@ -55,9 +55,11 @@ class RunDirectory:
     def __enter__(self) -> RunDirectory:
         if self._lock is None:
             return self
+        nested = self._lock.held_here()  # an outer layer opened it (and checked it) already
         self._lock.acquire()  # at once: a second run into this directory is refused before anything loads
         try:
-            self.claim()
+            if not nested:
+                self.claim()
         except BaseException:
             self._lock.release()
             raise
@@ -77,6 +79,11 @@ class RunDirectory:
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise CselabError(f"{self.path} holds files that cselab did not write ({shown}); a run directory must be "
                               "new or a cselab run: choose another train.output_dir")
+
+    def mark(self) -> None:
+        """Make the directory a cselab run (before a first file other than the config is written into it)."""
+        if not (self.path / RUN_MARKER).exists():
+            write_atomic(self.path / RUN_MARKER, "a cselab run directory\n")
 
     def recover(self, *checkpoint_dirs: str) -> None:
         """Undo checkpoint swaps that a kill cut between their renames (see :func:`recover_directory`)."""
@@ -180,6 +187,5 @@ def is_finished(directory: Path) -> bool:
 
 def write_config(directory: Path, config: RunConfig) -> None:
     """The run's first file: with it the directory becomes a cselab run (:data:`RUN_MARKER`)."""
-    if not (directory / RUN_MARKER).exists():
-        write_atomic(directory / RUN_MARKER, "a cselab run directory\n")
+    RunDirectory(directory).mark()
     write_atomic(directory / CONFIG_FILE, dump_config(config))

@@ -109,7 +109,7 @@ def build_optimizer(params: list[torch.nn.Parameter], tc: Any) -> torch.optim.Op
 class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
-    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True) -> None:
+    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True, selector: Any = None) -> None:
         from cselab.methods import build_method
 
         self.config = config
@@ -148,7 +148,9 @@ class Trainer:
         self.output_dir = Path(tc.output_dir)
         self.progress = progress and self.dist.is_main
         self.state = TrainerState()
-        self._evaluator = None
+        # what selects the best step: STS dev of train.dev_task, unless the caller gives another scorer with the
+        # same interface (cselab adapt: agreement with a teacher on held-out text)
+        self._evaluator = selector
         self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
         self._run_directory: RunDirectory | None = None
@@ -174,6 +176,11 @@ class Trainer:
             )
         return self._evaluator
 
+    def _selection_name(self) -> str:
+        primary = getattr(self.evaluator, "primary", None)
+        default = f"{self.config.train.dev_task}/dev"
+        return self.config.train.dev_task if primary in (None, default) else str(primary)
+
     def evaluate_dev(self) -> float:
         """STS dev score of the inference model (model selection never looks at test data)."""
         model = self.method.inference_model()
@@ -193,7 +200,7 @@ class Trainer:
                     self._writer.add_scalar(key, value, record["step"])
 
     def _save_best(self, score: float) -> None:
-        meta = {"training": {"method": self.config.method, "step": self.state.step, "dev_task": self.config.train.dev_task,
+        meta = {"training": {"method": self.config.method, "step": self.state.step, "dev_task": self._selection_name(),
                              "dev_score": score, "config": self.config.model_dump(mode="json")}}
         save_model(self.method.inference_model(), self.output_dir / BEST_DIR, extra=meta)
 
@@ -344,7 +351,7 @@ class Trainer:
         """The local batch of ``step``: a slice of the epoch's fixed permutation (this rank's share)."""
         epoch, position = divmod(step, self.steps_per_epoch)
         order = self.epoch_permutation(epoch)
-        if self.config.train.length_group_window:
+        if self.config.train.length_group_window and self.method.length_grouping:
             order = self._grouped_order(order, epoch, position)
         start = position * self.config.train.batch_size + self.dist.rank * self.local_batch
         indices = order[start : start + self.local_batch].tolist()

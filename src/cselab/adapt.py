@@ -1,0 +1,320 @@
+"""``cselab adapt``: a better encoder for the user's own text in one command.
+
+The recipe (what :func:`plan_adapt` builds):
+
+* **With a teacher** (default: all-mpnet-base-v2 when it is fetched): the teacher's cosines of pairs of the
+  user's sentences are distilled into the user's model (``distill`` with ``target: pairs``): each sentence with
+  one of its nearest neighbours by the teacher and with a random sentence, the student's cosines regressing
+  onto the teacher's. The teacher is untouched: a larger sentence encoder already places the user's domain
+  better than a small one, and distillation moves the small one towards it without labels.
+* **Without a teacher** (``--no-teacher``): SimCSE with the model's own mean pooling at temperature 0.2.
+
+**Selection without labels.** A held-out part of the user's text (5%, at most 500 sentences) is never trained
+on. With a teacher, every ``eval_every`` steps the student is scored by its agreement with the teacher on
+held-out pairs (Spearman x 100 between the student's and the teacher's cosines of each held-out sentence with
+its nearest held-out neighbour and with a random one); the best step is kept, and the untouched model (step 0)
+is always a candidate. Without a teacher there is nothing to agree with, so the budget is fixed and the last
+step is kept. The budget is set from the text's size (:func:`default_steps`).
+
+Everything ``cselab train`` gives holds: progress, ``--resume`` after a kill, one writer per directory, a
+directory holding files that cselab did not write is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.config.run_config import RunConfig, validate
+from cselab.data.corpus import read_corpus
+from cselab.data.sts import StsSubset, StsTask
+from cselab.errors import CselabError
+from cselab.fileio import write_atomic, write_json_atomic
+from cselab.paths import MODEL_NAMES, cselab_home
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_TEACHER = "all-mpnet-base-v2"
+HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
+MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours mean anything
+TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
+    "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
+SPLIT_SEED = 0
+
+
+@dataclass
+class AdaptPlan:
+    """What ``cselab adapt`` will do, decided before any model loads."""
+
+    text: str
+    model: str
+    teacher: str | None
+    output_dir: Path
+    sentences: int
+    train_sentences: int
+    held_out: list[str]
+    steps: int
+    selection: str  # "teacher-agreement" or "fixed-budget"
+    config: RunConfig = field(repr=False)
+
+    def describe(self) -> str:
+        recipe = (f"distil {self.teacher}'s cosines of neighbour pairs into {self.model}" if self.teacher
+                  else f"SimCSE on {self.model} (mean pooling, temperature 0.2)")
+        return (f"adapt: {recipe}; {self.train_sentences} sentences to train on, {len(self.held_out)} held out; "
+                f"{self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
+
+
+def default_steps(train_sentences: int, batch_size: int) -> int:
+    """Three passes over the sentences, at least 100 and at most 1500 steps."""
+    return int(min(1500, max(100, math.ceil(3 * train_sentences / batch_size))))
+
+
+def split_held_out(sentences: Sequence[str], seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
+    """(train, held out): distinct sentences, a seeded 5% (20 to 500) held out."""
+    unique = list(dict.fromkeys(sentences))
+    n_held = min(HELD_OUT_MAX, max(HELD_OUT_MIN, round(HELD_OUT_FRACTION * len(unique))))
+    order = list(range(len(unique)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:n_held])
+    return [s for i, s in enumerate(unique) if i not in held], [s for i, s in enumerate(unique) if i in held]
+
+
+def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
+    if no_teacher:
+        if teacher is not None:
+            raise CselabError("give --teacher or --no-teacher, not both")
+        return None
+    if teacher is not None:
+        return teacher
+    fetched = cselab_home() / "models" / DEFAULT_TEACHER
+    if not fetched.is_dir():
+        target = next(t for t, name in MODEL_NAMES.items() if name == DEFAULT_TEACHER)
+        raise CselabError(f"the default teacher {DEFAULT_TEACHER} is not fetched: run `cselab data fetch {target}`, "
+                          "name another with --teacher DIR, or adapt without one (--no-teacher)")
+    return DEFAULT_TEACHER
+
+
+def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
+               no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int = 64,
+               seed: int = 1, overrides: Sequence[str] = ()) -> AdaptPlan:
+    """Validate the inputs and build the run configuration (nothing is written)."""
+    from cselab.config.run_config import apply_overrides
+
+    if steps is not None and steps < 1:
+        raise CselabError(f"--steps must be at least 1, got {steps}")
+    if batch_size < 2:
+        raise CselabError(f"--batch-size must be at least 2 (in-batch negatives), got {batch_size}")
+    if max_length < 8:
+        raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
+    sentences = read_corpus(text).sentences
+    if len(set(sentences)) < MIN_SENTENCES:
+        raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
+                          f"{MIN_SENTENCES} (one per line)")
+    teacher_name = _resolve_teacher(teacher, no_teacher)
+    train, held = split_held_out(sentences)
+    output_dir = Path(output_dir)
+    n_steps = steps if steps is not None else default_steps(len(train), batch_size)
+    every = max(1, n_steps // 8)
+    raw: dict[str, Any] = {
+        "protocol": "adapt-domain",
+        "model": {"backbone": model, "pooler": "mean", "max_length": max_length},
+        "data": {"corpus": str(output_dir / TRAIN_FILE)},
+        "train": {"output_dir": str(output_dir), "seed": seed, "batch_size": batch_size, "max_steps": n_steps,
+                  "scheduler": "linear", "precision": "auto", "eval_every": every, "eval_at_start": True},
+    }
+    if teacher_name is not None:
+        raw["method"] = "distill"
+        raw["model"]["dropout"] = 0.0
+        raw["train"]["lr"] = 1e-4
+        raw["method_options"] = {"teacher": teacher_name, "target": "pairs", "neighbours": 30, "random_pairs": 1}
+        selection = "teacher-agreement"
+    else:
+        raw["method"] = "simcse"
+        raw["model"]["dropout"] = 0.1
+        raw["train"]["lr"] = 1e-5
+        raw["train"]["eval_every"] = n_steps  # a fixed budget: the last step is the result
+        raw["train"]["eval_at_start"] = False
+        raw["method_options"] = {"temperature": 0.2}
+        selection = "fixed-budget"
+    config = validate(RunConfig, apply_overrides(raw, list(overrides)))
+    return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, selection,
+                     config)
+
+
+def write_texts(plan: AdaptPlan, train: Sequence[str]) -> None:
+    """The training and held-out texts inside the run directory (the run reads its text from there)."""
+    write_atomic(plan.output_dir / TRAIN_FILE, "".join(f"{s}\n" for s in train))
+    write_atomic(plan.output_dir / HELD_OUT_FILE, "".join(f"{s}\n" for s in plan.held_out))
+
+
+# -- selection without labels --------------------------------------------------------------------------------
+def held_out_pairs(held_out: Sequence[str], teacher_vectors: np.ndarray, seed: int = SPLIT_SEED
+                   ) -> tuple[list[str], list[str], np.ndarray]:
+    """Each held-out sentence with its nearest held-out neighbour by the teacher and with a random other one;
+    returns (first sentences, second sentences, the teacher's cosines)."""
+    unit = teacher_vectors / np.clip(np.linalg.norm(teacher_vectors, axis=1, keepdims=True), 1e-12, None)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    nearest = cos.argmax(axis=1)
+    rng = np.random.default_rng(seed)
+    n = len(held_out)
+    partner = (np.arange(n) + rng.integers(1, n, size=n)) % n  # never the sentence itself
+    firsts, seconds, targets = [], [], []
+    for i in range(n):
+        for j in (int(nearest[i]), int(partner[i])):
+            firsts.append(held_out[i])
+            seconds.append(held_out[j])
+            targets.append(float(unit[i] @ unit[j]))
+    return firsts, seconds, np.asarray(targets)
+
+
+def teacher_agreement_task(held_out: Sequence[str], teacher: Any, batch_size: int = 64) -> StsTask:
+    """The held-out pairs as an STS task whose gold scores are the teacher's cosines: the STS evaluator then
+    scores a student by its agreement with the teacher (Spearman x 100)."""
+    vectors = teacher.encode(list(held_out), batch_size=batch_size).float().numpy()
+    firsts, seconds, targets = held_out_pairs(held_out, vectors)
+    return StsTask("teacher-agreement", "dev", (StsSubset("held-out", firsts, seconds, targets),))
+
+
+def estimate_seconds(plan: AdaptPlan) -> float:
+    """A rough wall-time estimate before training: one timed fp32 forward of 64 held-out sentences through the
+    student (and the teacher) extrapolated to the steps (forward + backward ~ 3 forwards; a pairs batch encodes
+    three rows per example, SimCSE two), the teacher's pass over the text and the selection evaluations."""
+    from cselab.models.sentence_model import load_model
+
+    sample = list(plan.held_out[:64])
+    rows = 3 if plan.teacher is not None else 2
+
+    def forward_seconds(name: str, **kwargs: Any) -> float:
+        model = load_model(name, **kwargs)
+        model.encode(sample[:8], batch_size=8)  # warm-up
+        start = time.perf_counter()
+        model.encode(sample, batch_size=len(sample))
+        return (time.perf_counter() - start) * 64 / max(1, len(sample))
+
+    student = forward_seconds(plan.model, pooler="mean", max_length=plan.config.model.max_length)
+    batch = plan.config.train.batch_size
+    total = plan.steps * 3 * rows * student * batch / 64
+    evaluations = plan.steps // plan.config.train.eval_every + 1
+    total += evaluations * student * 4 * len(plan.held_out) / 64  # two pairs per held-out sentence
+    if plan.teacher is not None:
+        total += forward_seconds(plan.teacher) * (plan.train_sentences + len(plan.held_out)) / 64
+    return total
+
+
+# -- the whole command ------------------------------------------------------------------------------------------
+@dataclass
+class AdaptResult:
+    model_dir: Path
+    best_step: int | None
+    selection: str
+    before: dict[str, float]
+    after: dict[str, float]
+    wall_s: float
+    report: Path
+
+
+def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
+              progress: bool = True, echo: Callable[[str], None] = print) -> AdaptResult:
+    """Split the text, train with the plan's selection, score before/after with ``evaluate`` (the user's
+    labelled files), and write the model card's figures and the report."""
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+    from cselab.models.sentence_model import load_model
+    from cselab.training.run_directory import RunDirectory
+    from cselab.training.trainer import BEST_DIR, Trainer
+
+    start = time.perf_counter()
+    train_text, _ = split_held_out(read_corpus(plan.text).sentences)
+    with RunDirectory(plan.output_dir) as run_dir:
+        if not resume and (plan.output_dir / ADAPT_FILE).exists():
+            raise CselabError(f"{plan.output_dir} holds a finished adaptation; choose another --output")
+        run_dir.mark()
+        write_texts(plan, train_text)
+        selector = None
+        if plan.teacher is not None:
+            echo(f"adapt: the teacher {plan.teacher} encodes the {len(plan.held_out)} held-out sentences")
+            task = teacher_agreement_task(plan.held_out, load_model(plan.teacher),
+                                          batch_size=plan.config.train.eval_batch_size)
+            selector = StsEvaluator([task], batch_size=plan.config.train.eval_batch_size,
+                                    primary="teacher-agreement/dev")
+        before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
+        trainer = Trainer(plan.config, progress=progress, selector=selector)
+        result = trainer.run(resume=resume)
+        model_dir = plan.output_dir / BEST_DIR
+        after = evaluate(load_model(model_dir)) if evaluate else {}
+        wall = time.perf_counter() - start
+        summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
+                   "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
+                   "selection": plan.selection, "steps": plan.steps, "best_step": result.best_step,
+                   "selection_score": result.best_dev, "selection_start": result.dev_at_start,
+                   "before": before, "after": after, "wall_s": round(wall, 1)}
+        _annotate_model(model_dir, summary)
+        report = write_report(plan.output_dir, summary)
+        write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
+    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report)
+
+
+def _annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
+    """Put the adaptation (before/after figures) into the saved model's description and card."""
+    from cselab.models.model_card import CARD_FILE, model_card
+
+    file = model_dir / "cselab.json"
+    description = json.loads(file.read_text())
+    description["adaptation"] = {k: summary[k] for k in ("text", "sentences", "teacher", "selection", "best_step",
+                                                        "before", "after")}
+    write_json_atomic(file, description)
+    write_atomic(model_dir / CARD_FILE, model_card(description))
+
+
+def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
+    """``adapt-report.md`` and ``adapt-report.png``: the scores before/after and the selection curve."""
+    from cselab.reporting.plots import plot_adaptation
+
+    curve = []
+    metrics = output_dir / "metrics.jsonl"
+    if metrics.is_file():
+        for line in metrics.read_text().splitlines():
+            record = json.loads(line)
+            if "dev" in record:
+                curve.append((int(record["step"]), float(record["dev"])))
+    plot_adaptation(summary.get("before", {}), summary.get("after", {}), curve, summary["selection"],
+                    output_dir / PLOT_FILE)
+    lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
+             f"{summary['held_out']} held out for selection)", f"- model: {summary['model']}",
+             f"- teacher: {summary['teacher'] or 'none'}", f"- selection: {summary['selection']}, "
+             f"best step {summary['best_step']} of {summary['steps']}", f"- wall time: {summary['wall_s']:.0f} s", ""]
+    if summary.get("before"):
+        lines += ["| score | before | after | change |", "|---|---|---|---|"]
+        for key, old in summary["before"].items():
+            new = summary["after"].get(key)
+            change = f"{new - old:+.2f}" if new is not None else ""
+            lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None else f"| {key} | {old:.2f} | | |")
+        lines.append("")
+    lines += [f"![before/after and selection]({PLOT_FILE})", ""]
+    write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
+    return output_dir / REPORT_FILE
+
+
+def summary_of(result: AdaptResult) -> str:
+    lines = [f"model: {result.model_dir} (selected at step {result.best_step}; {result.selection})"]
+    for key, old in result.before.items():
+        new = result.after.get(key)
+        if new is not None:
+            lines.append(f"{key}: {old:.2f} -> {new:.2f} ({new - old:+.2f})")
+    lines.append(f"report: {result.report} ({result.wall_s:.0f} s)")
+    return "\n".join(lines)
+
+
+def plan_as_dict(plan: AdaptPlan) -> dict[str, Any]:
+    out = asdict(plan)
+    out["config"] = plan.config.model_dump(mode="json")
+    out["held_out"] = len(plan.held_out)
+    out["output_dir"] = str(plan.output_dir)
+    return out

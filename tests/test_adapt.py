@@ -1,0 +1,125 @@
+"""`cselab adapt`: the plan, the label-free selection score (against scipy), a whole tiny run, resume and
+one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from conftest import WORDS, build_tiny_model_dir, run_cli
+from cselab.adapt import default_steps, held_out_pairs, plan_adapt, split_held_out
+from cselab.errors import CselabError
+from cselab.evaluation.sts_evaluator import StsEvaluator
+from cselab.models.sentence_model import load_model
+
+
+def write_text(path, n=240, seed=0):
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    lines = {" ".join(rng.choice(words) for _ in range(rng.randint(4, 10))) for _ in range(n * 2)}
+    path.write_text("\n".join(sorted(lines)[:n]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_teacher_dir(tmp_path_factory):
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-teacher"), "bert", seed=7)
+
+
+def test_split_holds_out_five_percent_of_distinct_sentences_and_is_seeded():
+    sentences = [f"sentence {i}" for i in range(1000)] + ["sentence 3"]
+    train, held = split_held_out(sentences)
+    assert len(held) == 50 and len(train) == 950
+    assert not set(train) & set(held)
+    assert split_held_out(sentences) == (train, held)
+    assert len(split_held_out([f"s{i}" for i in range(100_000)])[1]) == 500  # at most 500
+
+
+def test_default_budget_is_three_passes_within_bounds():
+    assert default_steps(10_000, 64) == 469
+    assert default_steps(100, 64) == 100
+    assert default_steps(10_000_000, 64) == 1500
+
+
+def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(12, 5))
+    sentences = [f"s{i}" for i in range(12)]
+    firsts, seconds, targets = held_out_pairs(sentences, vectors)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for k in range(0, 24, 2):
+        i = int(firsts[k][1:])
+        assert firsts[k + 1] == firsts[k]
+        cos = [float(unit[i] @ unit[j]) if j != i else -9 for j in range(12)]
+        assert int(seconds[k][1:]) == int(np.argmax(cos))  # the nearest other sentence by the teacher
+        assert seconds[k + 1] != firsts[k + 1]  # the random partner is another sentence
+    for a, b, t in zip(firsts, seconds, targets, strict=True):
+        assert t == pytest.approx(float(unit[int(a[1:])] @ unit[int(b[1:])]))
+
+
+def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_bert_dir, tiny_teacher_dir, tmp_path):
+    from cselab.adapt import teacher_agreement_task
+
+    held = [line for line in write_text(tmp_path / "t.txt", n=30).read_text().splitlines()]
+    teacher, student = load_model(tiny_teacher_dir, pooler="mean"), load_model(tiny_bert_dir, pooler="mean")
+    task = teacher_agreement_task(held, teacher)
+    score = StsEvaluator([task], primary="teacher-agreement/dev").primary_score(StsEvaluator([task])(student))
+    sub = task.subsets[0]
+    a, b = student.encode(sub.sentences1), student.encode(sub.sentences2)
+    student_cos = torch.nn.functional.cosine_similarity(a, b).numpy()
+    ta, tb = teacher.encode(sub.sentences1), teacher.encode(sub.sentences2)
+    teacher_cos = torch.nn.functional.cosine_similarity(ta, tb).numpy()
+    assert score == pytest.approx(100 * spearmanr(student_cos, teacher_cos).statistic, abs=1e-4)
+
+
+def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
+    small = tmp_path / "small.txt"
+    small.write_text("one sentence\nanother one\n")
+    with pytest.raises(CselabError, match="at least 200"):
+        plan_adapt(small, tmp_path / "out", model=str(tiny_bert_dir), no_teacher=True)
+    text = write_text(tmp_path / "text.txt")
+    with pytest.raises(CselabError, match="not fetched"):
+        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir))  # empty home: no default teacher
+    with pytest.raises(CselabError, match="not both"):
+        plan_adapt(text, tmp_path / "out", teacher="x", no_teacher=True)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "0"], "--steps"), (["--batch-size", "1"], "--batch-size"), (["--max-length", "2"], "--max-length"),
+    (["--teacher", "T", "--no-teacher"], "not both"),
+])
+def test_cli_refuses_bad_options_before_any_work(tmp_path, capsys, tiny_bert_dir, args, message):
+    text = write_text(tmp_path / "text.txt")
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(tmp_path / "o"), *args],
+                           capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    args = ["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir), "--output", str(out),
+            "--steps", "4", "--batch-size", "8", "--max-length", "16", "train.eval_every=2"]
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert summary["selection"] == "teacher-agreement" and summary["held_out"] == 20
+    held = set((out / "held-out.txt").read_text().splitlines())
+    assert not held & set((out / "train.txt").read_text().splitlines())  # never trained on
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    assert sorted(scores) == [0, 2, 4]  # the untouched model is a candidate
+    assert summary["best_step"] == max(scores, key=lambda s: (scores[s], -s))
+    card = (out / "best" / "README.md").read_text()
+    assert "## Adaptation" in card and (out / "adapt-report.png").stat().st_size > 0
+    assert load_model(out / "best").encode(["a sentence"]).shape == (1, 32)
+    # a second run into the finished directory is refused, the resume reports it again without training
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "finished adaptation" in err
