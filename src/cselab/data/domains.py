@@ -310,7 +310,7 @@ def deb_members(deb: Path) -> dict[str, bytes]:
 _MAN_PAGE = re.compile(r"usr/share/man/man[23]/[^/]+\.[23][a-z]*\.gz")
 _ESCAPES = [("\\-", "-"), ("\\(em", " - "), ("\\(en", "-"), ("\\(aq", "'"), ("\\(dq", '"'), ("\\(lq", '"'),
             ("\\(rq", '"'), ("\\(oq", "'"), ("\\(cq", "'"), ("\\(bu", ""), ("\\(mu", "x"), ("\\(co", "(c)"),
-            ("\\(ti", "~"), ("\\(ha", "^"), ("\\(rs", "\\"), ("\\*(lq", '"'), ("\\*(rq", '"'), ("\\e", "\\"),
+            ("\\(ti", "~"), ("\\(ha", "^"), ("\\(rs", "\x00"), ("\\*(lq", '"'), ("\\*(rq", '"'),
             ("\\&", ""), ("\\%", ""), ("\\:", ""), ("\\/", ""), ("\\,", ""), ("\\c", ""), ("\\ ", " "), ("\\~", " "),
             ("\\0", " "), ("\\|", ""), ("\\^", ""), ("\\.", ".")]
 _LEFTOVER = re.compile(r"\\(f\[[^\]]*\]|f\(..|f.|s[-+]?\d|\*\(..|\*\[[^\]]*\]|\*.|\(..|\[[^\]]*\]|.)")
@@ -321,7 +321,7 @@ _SPACED = {".B", ".I", ".SM", ".SB"}
 
 
 def _unescape(text: str) -> str:
-    text = text.replace("\\\\", "\x00")
+    text = text.replace("\\\\", "\x00").replace("\\e", "\x00")  # a literal backslash, kept out of the escapes
     for escape, plain in _ESCAPES:
         text = text.replace(escape, plain)
     text = _LEFTOVER.sub("", text)
