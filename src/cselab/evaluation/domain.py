@@ -103,17 +103,22 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
     import mteb
     from torch import nn
 
+    from ..api import SentenceEncoder
     from ..training.precision import inference_precision
     from ..training.trainer import autocast_context
+    from .domain_tasks import CachedEncoder
     from .mteb_adapter import MtebEncoder
 
     tasks = build_tasks(inputs, seed=seed)
+    if isinstance(model, SentenceEncoder):
+        model = model.model
     if isinstance(model, MtebEncoder):
         encoder = model
     elif isinstance(model, nn.Module):
         encoder = MtebEncoder(model)
     else:
         encoder = MtebEncoder.from_path(model, pooler=pooler)
+    encoder = CachedEncoder(encoder)  # each distinct text embedded once for all the tasks
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
         choice = inference_precision(precision, encoder.model, batch_size)
