@@ -243,3 +243,34 @@ def test_debian_archives_download_with_apt():
     assert archive.command() == "apt-get download manpages-dev=6.03-2"
     assert fetch_mod._download_command(archive, Path("."))[:2] == ["apt-get", "download"]
     assert fetch_mod.TARGET_ARCHIVES["domains"] == ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev")
+
+
+# --- network: the real archives --------------------------------------------------------------------------------
+REAL_SHA256 = {  # the build is deterministic: these files are byte-for-byte the same on every machine
+    "stsb/pairs.tsv": "39aefddbedb85b2c35ecc26035a55d3bdcc5a8afc1d0d92e648f70619d21e4b4",
+    "stsb/train.txt": "9a7be61519cc51a4ba5d6ddb753c17790c1557b1b662cc76d754967d6281b6c5",
+    "bbc-news/labels.tsv": "1251a55298321db068a42039b2dc71913d402636ccfce17b7a68ee0eb8da8ac6",
+    "bbc-news/train.txt": "f21e6fff0f9cf13c9ea2586fb6f991410d847b9751fecce2885e09e25a8121d9",
+    "tweets/labels.tsv": "f832ab4e6f6c9e97026f9d35cce4cda60f3ffeec51012aff7f3c7b39e07e92e5",
+    "tweets/train.txt": "273b4177cdfa3592de19b5cb803dce2789e943511c2dc4766fdb9325be244bbc",
+    "linux-man/retrieval/queries.tsv": "e8e42f911effc35368bc383a41df4ad5dc7bae7ee488114a41780e38b72695aa",
+    "linux-man/retrieval/corpus.tsv": "2f27cf9eed43b4b9735bbb26b2c923e5d0af45e1a1fec79d521a1863248221ac",
+    "linux-man/retrieval/qrels.tsv": "3792246ca43780500ed4aefe348f791664e6c1df02276ad8cd1b6ab4757a1cbc",
+    "linux-man/train.txt": "d0dcef0d9e1b2e193508e6029a35572886ed52900c55aebf5efc3aea29ef2dda",
+}
+
+
+@pytest.mark.network
+def test_network_domains_counts_and_checksums(tmp_path):
+    try:
+        out = fetch("domains", home=tmp_path / "home", progress=lambda _m: None)
+    except fetch_mod.DownloadError as err:
+        if err.unreachable:
+            pytest.skip(f"a registry is unreachable: {err}")
+        raise
+    manifest = json.loads((out / "manifest.json").read_text())
+    counts = {name: (d["train_lines"], d.get("test_pairs") or d.get("test_items") or d.get("test_queries"))
+              for name, d in manifest["domains"].items()}
+    assert counts == {"stsb": (10054, 1379), "bbc-news": (18395, 1063), "tweets": (35159, 2000),
+                      "linux-man": (9012, 422)}
+    assert {name: manifest["files"][name]["sha256"] for name in REAL_SHA256} == REAL_SHA256
