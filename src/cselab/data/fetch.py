@@ -343,6 +343,8 @@ def _download(archive: Archive, dest: Path, target: str) -> Path:
         f"without registry access, get {archive.filename} elsewhere (`{archive.command()}`), put it in a "
         f"directory DIR and run `cselab data fetch {target} --from DIR`"
     )
+    if archive.registry == "debian":
+        hint = f"apt finds packages in its lists (`apt-get update` fetches them); {hint}"
     command = _download_command(archive, dest)
     try:
         subprocess.run(
