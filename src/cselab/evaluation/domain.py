@@ -1,0 +1,206 @@
+"""Domain evaluation: score a model on the user's own labelled files, or on a domain of the suite, with mteb.
+
+:func:`evaluate_domain` is the one entry point (``cselab eval MODEL --labels/--pairs/--retrieval/--domain``).
+What each file holds and how it is checked: :mod:`cselab.evaluation.domain_files`; how each task is scored
+(mteb's own task types and evaluators): :mod:`cselab.evaluation.domain_tasks`. In short:
+
+========================  =========================================  ==============================
+input                     task (mteb)                                score (x100)
+========================  =========================================  ==============================
+``--labels FILE``         ``clustering``: k-means                    V-measure
+                          ``classification``: logistic regression    accuracy, 5-fold cross-validated
+``--pairs FILE``          ``sts``: cosine similarity                 Spearman
+``--retrieval DIR``       ``retrieval``: cosine ranking              nDCG@10
+========================  =========================================  ==============================
+
+Every file is read and checked before the model loads, so a malformed line costs no model time.
+A suite domain (``cselab data fetch domains``, :mod:`cselab.data.domains`) is the same files under
+``$CSELAB_HOME/domains/<name>/``; ``domain=NAME`` scores them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cselab.errors import CselabError
+from cselab.evaluation.domain_files import (
+    LabelledTexts,
+    RetrievalSet,
+    ScoredPairs,
+    read_labels,
+    read_pairs,
+    read_retrieval,
+)
+
+TASKS = ("clustering", "classification", "sts", "retrieval")
+MAIN_METRIC = {"clustering": "v_measure", "classification": "accuracy", "sts": "cosine_spearman",
+               "retrieval": "ndcg_at_10"}
+
+
+@dataclass(frozen=True)
+class DomainInputs:
+    """The checked files of one evaluation (any of them may be absent)."""
+
+    labels: LabelledTexts | None = None
+    pairs: ScoredPairs | None = None
+    retrieval: RetrievalSet | None = None
+    domain: str | None = None
+
+    @property
+    def tasks(self) -> list[str]:
+        return ([*(("clustering", "classification") if self.labels else ()), *(("sts",) if self.pairs else ()),
+                 *(("retrieval",) if self.retrieval else ())])
+
+    def summary(self) -> dict[str, Any]:
+        """What was scored: files and sizes (for reports)."""
+        out: dict[str, Any] = {"domain": self.domain} if self.domain else {}
+        if self.labels:
+            out["labels"] = {"file": str(self.labels.path), "items": len(self.labels.texts),
+                             "labels": self.labels.counts()}
+        if self.pairs:
+            out["pairs"] = {"file": str(self.pairs.path), "pairs": len(self.pairs.scores)}
+        if self.retrieval:
+            out["retrieval"] = {"dir": str(self.retrieval.path), "queries": len(self.retrieval.queries),
+                                "judged_queries": self.retrieval.judged_queries(),
+                                "documents": len(self.retrieval.corpus)}
+        return out
+
+
+def load_inputs(labels: str | Path | None = None, pairs: str | Path | None = None,
+                retrieval: str | Path | None = None, *, domain: str | None = None,
+                home: Path | None = None) -> DomainInputs:
+    """Read and check the files (or the suite domain ``domain``'s files); CselabError on the first problem."""
+    if domain is not None:
+        if labels is not None or pairs is not None or retrieval is not None:
+            raise CselabError("give a suite domain or your own files (--labels/--pairs/--retrieval), not both")
+        from cselab.data.domains import domain_files
+
+        files = domain_files(domain, home)
+        labels, pairs, retrieval = files.get("labels"), files.get("pairs"), files.get("retrieval")
+    if labels is None and pairs is None and retrieval is None:
+        raise CselabError("nothing to score: give --labels FILE, --pairs FILE, --retrieval DIR or --domain NAME")
+    return DomainInputs(labels=read_labels(labels) if labels is not None else None,
+                        pairs=read_pairs(pairs) if pairs is not None else None,
+                        retrieval=read_retrieval(retrieval) if retrieval is not None else None,
+                        domain=domain)
+
+
+def build_tasks(inputs: DomainInputs, seed: int = 42) -> dict[str, Any]:
+    """Our task name -> the mteb task object over the inputs."""
+    from cselab.evaluation.domain_tasks import (
+        DomainClassification,
+        DomainClustering,
+        DomainRetrieval,
+        DomainSTS,
+    )
+
+    tasks: dict[str, Any] = {}
+    if inputs.labels:
+        tasks["clustering"] = DomainClustering(inputs.labels, seed=seed)
+        tasks["classification"] = DomainClassification(inputs.labels, seed=seed)
+    if inputs.pairs:
+        tasks["sts"] = DomainSTS(inputs.pairs, seed=seed)
+    if inputs.retrieval:
+        tasks["retrieval"] = DomainRetrieval(inputs.retrieval, seed=seed)
+    return tasks
+
+
+def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
+                 precision: str = "fp32", progress: bool = False, seed: int = 42) -> dict[str, float]:
+    """Run mteb on the checked inputs; task -> main score x 100 (2 decimals)."""
+    try:
+        import mteb
+    except ImportError as exc:
+        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+    from torch import nn
+
+    from cselab.evaluation.domain_tasks import CachedEncoder
+    from cselab.evaluation.mteb_adapter import MtebEncoder
+    from cselab.runtime.precision import autocast_context, inference_precision
+
+    tasks = build_tasks(inputs, seed=seed)
+    if not isinstance(model, nn.Module) and isinstance(getattr(model, "model", None), nn.Module):
+        model = model.model  # cselab.load_model's SentenceEncoder wraps the module
+    if isinstance(model, MtebEncoder):
+        encoder = model
+    elif isinstance(model, nn.Module):
+        encoder = MtebEncoder(model)
+    else:
+        encoder = MtebEncoder.from_path(model, pooler=pooler)
+    encoder = CachedEncoder(encoder)  # each distinct text embedded once for all the tasks
+    context = contextlib.nullcontext()
+    if precision != "fp32":  # bf16 / auto as `cselab eval` does it
+        choice = inference_precision(precision, encoder.model, batch_size)
+        context = autocast_context(choice.precision, next(encoder.model.parameters()).device)
+    with context:
+        result = mteb.evaluate(encoder, list(tasks.values()), cache=None, encode_kwargs={"batch_size": batch_size},
+                               show_progress_bar=progress)
+    by_name = {r.task_name: r for r in result.task_results}
+    scores = {}
+    for name, task in tasks.items():
+        split = task.metadata.eval_splits[0]
+        scores[name] = round(100 * float(by_name[task.metadata.name].get_score(splits=[split])), 2)
+    return scores
+
+
+def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | Path | None = None,
+                    retrieval: str | Path | None = None, *, domain: str | None = None, home: Path | None = None,
+                    pooler: str | None = None, batch_size: int = 64, precision: str = "fp32",
+                    progress: bool = False) -> dict[str, float]:
+    """Score ``model`` (a path or name ``cselab.load_model`` takes, or a loaded model) on the user's files or on
+    the suite domain ``domain``; returns task -> main score x 100, for the tasks the inputs give (``clustering``
+    and ``classification`` from labels, ``sts`` from pairs, ``retrieval`` from a retrieval directory).
+
+    Every file is checked before the model loads (:class:`CselabError` naming file and line)."""
+    inputs = load_inputs(labels, pairs, retrieval, domain=domain, home=home)
+    return score_inputs(model, inputs, pooler=pooler, batch_size=batch_size, precision=precision, progress=progress)
+
+
+def domain_report(model_name: str, inputs: DomainInputs, scores: dict[str, float], wall_s: float,
+                  **settings: Any) -> dict[str, Any]:
+    """The JSON report of a domain evaluation (``cselab eval ... --output``)."""
+    from importlib.metadata import version
+
+    from cselab.provenance import provenance
+
+    return {"model": model_name, "scores": scores, "metrics": {t: MAIN_METRIC[t] for t in scores},
+            "inputs": inputs.summary(), "wall_s": round(wall_s, 1),
+            "settings": {**settings, "mteb": version("mteb"), "seed": 42,
+                         "classification": "logistic regression, 5-fold cross-validation (KFold, shuffled)",
+                         "clustering": "k-means, 10 initialisations"},
+            **provenance()}
+
+
+def render_scores(model_name: str, inputs: DomainInputs, scores: dict[str, float]) -> str:
+    """A plain-text table: task, metric, score, what it was scored on."""
+    summary = inputs.summary()
+    where = {"clustering": summary.get("labels"), "classification": summary.get("labels"),
+             "sts": summary.get("pairs"), "retrieval": summary.get("retrieval")}
+
+    def size(task: str) -> str:
+        info = where[task] or {}
+        if task == "retrieval":
+            return f"{info['judged_queries']} queries, {info['documents']} documents"
+        if task == "sts":
+            return f"{info['pairs']} pairs"
+        return f"{info['items']} items, {len(info['labels'])} labels"
+
+    head = f"model: {model_name}" + (f"  domain: {inputs.domain}" if inputs.domain else "")
+    lines = [head, f"{'task':<16}{'metric':<17}{'score':>7}  data"]
+    lines += [f"{task:<16}{MAIN_METRIC[task]:<17}{score:>7.2f}  {size(task)}" for task, score in scores.items()]
+    return "\n".join(lines)
+
+
+class Timer:
+    """Wall time of a block (seconds in ``.s``)."""
+
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.s = time.perf_counter() - self.start
