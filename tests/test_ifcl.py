@@ -118,7 +118,8 @@ def test_views_embedding_summaries_and_fused_mask_by_independent_computation(tin
 
 def test_embedding_summaries_see_the_embedding_dropout(tiny_bert_dir, tmp_path):
     """Training mode: e / e_pos are means of the DROPPED-OUT embedding outputs (two different draws)."""
-    config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run", "model.dropout=0.3")
+    config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run", "model.dropout=0.3",
+                         "model.dropout_masks=torch")  # reproduced below with torch's own dropout
     method = Trainer(config, progress=False).method.train()
     batch = method.collate([("a man", "the dog runs on the road"), ("two women walk in the big park", "cat")])
     torch.manual_seed(5)
@@ -344,12 +345,14 @@ def test_ablation_switches_compute_exactly_the_expected_terms(tiny_bert_dir, tmp
 def test_without_fraternal_twins_and_queue_ifcl_is_simcse_bit_for_bit(tiny_model_dir, tmp_path):
     """w/o FI, TL, HQ is the paper's SimCSE row: same seed -> the same loss value, exactly."""
     files = write_parallel(tmp_path / "p")
+    pins = ("model.dropout_masks=torch", "train.length_group_window=null")  # one stream, one batch order for both
     config = ifcl_config(tiny_model_dir, files, tmp_path / "run", "method_options.queue_size=0",
-                         "method_options.loss_weights={fraternal: 0, twins: 0}")
+                         "method_options.loss_weights={fraternal: 0, twins: 0}", *pins)
     torch.manual_seed(3)
     ifcl = Trainer(config, progress=False)
     simcse_config = load_config(None, [f"model.backbone={tiny_model_dir}", f"data.corpus={files[0]}",
-                                       "train.batch_size=4", "model.max_length=16", f"train.output_dir={tmp_path / 's'}"])
+                                       "train.batch_size=4", "model.max_length=16", f"train.output_dir={tmp_path / 's'}",
+                                       *pins])
     torch.manual_seed(3)
     simcse = Trainer(simcse_config, progress=False)
     assert [e[0] for e in ifcl.examples] == list(simcse.examples)

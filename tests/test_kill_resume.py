@@ -162,7 +162,7 @@ def test_kill_at_every_swap_of_a_run_then_resume_is_bit_identical(point, world, 
         if occurrence == 1 and point != "swap-moved-aside":
             assert not (out / "last").exists()  # killed before the first save: --resume starts over
         check_resumed_run(world, reference, out, capsys)
-    assert occurrence > 3, f"{point} was reached only {occurrence - 1} times"
+    assert occurrence > 2, f"{point} was reached only {occurrence - 1} times"  # last/ alone is swapped twice
 
 
 def test_a_run_killed_before_its_first_save_resumes_from_the_start(world, reference, tmp_path, capsys):

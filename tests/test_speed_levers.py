@@ -148,15 +148,15 @@ def test_bits_attention_is_the_attention_formula_with_bits_masks():
     torch.testing.assert_close(out, expected.transpose(1, 2))
 
 
-def test_default_masks_are_torch_stream_bit_for_bit(tiny_bert_dir, sts_home, tmp_path):
+def test_torch_masks_are_torch_stream_bit_for_bit(tiny_bert_dir, sts_home, tmp_path):
     from conftest import write_corpus
     from cselab.models.dropout import BitsDropout
     from cselab.training.trainer import Trainer
 
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
-                                f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean"])
-    assert config.model.dropout_masks == "torch"
+                                f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean", "model.dropout_masks=torch"])
+    assert load_config(None, []).model.dropout_masks == "bits"  # the default; the research presets pin torch
     trainer = Trainer(config, progress=False)
     backbone = trainer.method.encoder.backbone.train()
     assert not any(isinstance(m, BitsDropout) for m in backbone.modules())

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cselab.errors import CselabError
 
+DEFAULT_LENGTH_GROUP_WINDOW = 16  # batches per length-sorted window unless a config says otherwise
 # the poolers cselab.models.poolers implements (named here so reading a config needs no torch)
 POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
 
@@ -63,7 +64,8 @@ class TrainConfig(_Strict):
         "fp32", description="autocast of the encoders (fp16: GPU only); 'auto': bf16 where a matmul probe on this "
                             "machine says it pays, else fp32")
     length_group_window: int | None = Field(
-        16, gt=1, description="sort each window of N batches by sentence length (less padding); null: random batches "
+        DEFAULT_LENGTH_GROUP_WINDOW, gt=1, description="sort each window of N batches by sentence length (less padding; distillation with "
+                              "neighbour groups ignores it); null: random batches "
                               "(the research presets pin null: their recorded rows ran with it)")
     fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")

@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
+from cselab.config.run_config import DEFAULT_LENGTH_GROUP_WINDOW
 from cselab.errors import CselabError
 from cselab.losses import (
     distillation_mse,
@@ -113,8 +114,8 @@ class Distill(Method):
             if self.options.neighbours:
                 raise CselabError("config: method_options.neighbours groups related sentences for the similarity "
                                   "targets; with target vectors every sentence is matched on its own")
-        elif self.options.neighbours and "length_group_window" in config.train.model_fields_set \
-                and config.train.length_group_window:  # the default grouping simply steps aside (length_grouping)
+        elif self.options.neighbours and config.train.length_group_window not in (None, DEFAULT_LENGTH_GROUP_WINDOW):
+            # the default window steps aside (length_grouping below); a window the user chose is a contradiction
             raise CselabError("config: method_options.neighbours groups sentences by meaning, train.length_group_window "
                               "by length: use one of them")
         if self.options.target == "pairs":
