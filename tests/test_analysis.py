@@ -374,7 +374,7 @@ def test_similarity_density_kde_and_plot(tmp_path):
     g = res.groups["[2,3)"]
     assert res.density["[2,3)"] == pytest.approx(gaussian_kde(g)(res.grid))
     assert res.medians["[4,5]"] > res.medians["[0,1)"]
-    path = similarity_density.plot_similarity_density({"model A": res, "model B": res}, tmp_path / "d.png")
+    path = plots.plot_similarity_density({"model A": res, "model B": res}, tmp_path / "d.png")
     assert_png(path)
 
 
@@ -459,8 +459,8 @@ def test_other_plots(tmp_path):
     )
     a, ids, mask = crafted_attention()
     s = att.attention_sink_statistics([a, a], mask, ids, punctuation_ids={5})
-    assert_png(att.plot_attention_sink({"m1": s, "m2": s}, tmp_path / "sink.png"))
-    assert_png(att.plot_attention_heatmap(a[0, 0], ["[CLS]", "w", ".", "[PAD]"], tmp_path / "h.png"))
+    assert_png(plots.plot_attention_sink({"m1": s, "m2": s}, tmp_path / "sink.png"))
+    assert_png(plots.plot_attention_heatmap(a[0, 0], ["[CLS]", "w", ".", "[PAD]"], tmp_path / "h.png"))
 
 
 def test_sentence_heatmap_with_local_tokenizer(tmp_path):

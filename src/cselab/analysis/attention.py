@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from cselab.errors import CselabError
-from cselab.reporting.plots import new_figure, save_figure
+from cselab.reporting.plots import plot_attention_heatmap
 
 __all__ = [
     "AttentionAnalysis",
@@ -75,8 +75,6 @@ __all__ = [
     "find_self_attention_modules",
     "model_norm_statistics",
     "norm_statistics",
-    "plot_attention_heatmap",
-    "plot_attention_sink",
     "punctuation_token_ids",
     "sentence_attention_heatmap",
     "trace_attention",
@@ -486,54 +484,6 @@ def analyze_attention(
 # --------------------------------------------------------------------------------------------------
 
 
-def plot_attention_heatmap(
-    attention: torch.Tensor | np.ndarray,
-    tokens: Sequence[str],
-    path: str | Path,
-    *,
-    panel_titles: Sequence[str] | None = None,
-    title: str | None = None,
-) -> Path:
-    """Heat map(s) of a token-by-token attention matrix, token labels on both axes; PNG to ``path``.
-
-    ``attention``: ``(T, T)`` or ``(P, T, T)`` (one panel per leading index, e.g. per layer), rows =
-    queries ("attending token", y axis), columns = keys ("attended token", x axis); ``tokens``: the
-    ``T`` token strings. All panels share one colour scale. JTCSE Fig. 9. Returns the written path.
-    """
-    arr = np.asarray(
-        attention.detach().cpu().float() if isinstance(attention, torch.Tensor) else attention, dtype=float
-    )
-    if arr.ndim == 2:
-        arr = arr[None]
-    if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
-        raise ValueError(f"attention must have shape (T, T) or (P, T, T), got {arr.shape}")
-    n_panels, length, _ = arr.shape
-    if len(tokens) != length:
-        raise ValueError(f"{len(tokens)} token labels for a {length}x{length} attention matrix")
-    if panel_titles is not None and len(panel_titles) != n_panels:
-        raise ValueError(f"{len(panel_titles)} panel titles for {n_panels} panels")
-    ncols = min(n_panels, 4)
-    nrows = math.ceil(n_panels / ncols)
-    side = max(3.5, 0.32 * length + 1.5)
-    fig = new_figure(side * ncols + 1.0, side * nrows + 0.6)
-    vmax = float(arr.max()) if arr.size else 1.0
-    image = None
-    for k in range(n_panels):
-        ax = fig.add_subplot(nrows, ncols, k + 1)
-        image = ax.imshow(arr[k], cmap="viridis", vmin=0.0, vmax=vmax, aspect="equal")
-        ax.set_xticks(range(length), list(tokens), rotation=90, fontsize=7)
-        ax.set_yticks(range(length), list(tokens), fontsize=7)
-        ax.set_xlabel("attended token (key)")
-        ax.set_ylabel("attending token (query)")
-        if panel_titles is not None:
-            ax.set_title(panel_titles[k], fontsize=9)
-    if image is not None:
-        fig.colorbar(image, ax=fig.axes, shrink=0.8, label="attention probability")
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path)
-
-
 def sentence_attention_heatmap(
     model: nn.Module,
     tokenizer: Any,
@@ -572,34 +522,6 @@ def sentence_attention_heatmap(
         data = per_layer[idx]
         titles = [f"layer {i + 1} of {n_layers} (mean over heads)" for i in idx]
     return plot_attention_heatmap(data, tokens, path, panel_titles=titles, title=f'"{sentence}"')
-
-
-def plot_attention_sink(
-    stats: AttentionSinkStats | dict[str, AttentionSinkStats], path: str | Path, *, title: str | None = None
-) -> Path:
-    """Line plot, per layer, of the attention received by [CLS], the final [SEP] and the final
-    punctuation, with the uniform-attention level dashed; one panel per model when a mapping
-    ``name -> stats`` is given. Returns the written path."""
-    items = stats.items() if isinstance(stats, dict) else [("", stats)]
-    items = list(items)
-    fig = new_figure(5.5 * len(items), 4.2)
-    for k, (name, s) in enumerate(items):
-        ax = fig.add_subplot(1, len(items), k + 1)
-        layers = np.arange(1, len(s.cls) + 1)
-        ax.plot(layers, s.cls, "o-", label="[CLS]")
-        ax.plot(layers, s.sep, "s-", label="final [SEP]")
-        if s.n_with_punct:
-            ax.plot(layers, s.punct, "^-", label=f"final punctuation (n={s.n_with_punct})")
-        ax.axhline(s.uniform, ls="--", color="grey", label="uniform attention")
-        ax.set_xlabel("layer")
-        ax.set_ylabel("attention received\n(mean over heads, queries and sentences)")
-        ax.set_xticks(layers)
-        ax.set_title(f"{name} (N={s.n_sentences} sentences)" if name else f"N={s.n_sentences} sentences")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------------

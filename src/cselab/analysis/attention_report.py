@@ -25,7 +25,6 @@ from cselab.analysis.attention import (
     NormStatistics,
     analyze_attention,
     model_norm_statistics,
-    plot_attention_sink,
     punctuation_token_ids,
     sentence_attention_heatmap,
 )
@@ -132,7 +131,7 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
             n_sentences=sink.n_sentences, n_with_punct=sink.n_with_punct, norms=norms, norms_note=note,
             heatmap=str(heatmap) if heatmap is not None else None))
     label = label or model_label(model)
-    from cselab.reporting.figures import plot_cls_energy_per_layer
+    from cselab.reporting.plots import plot_attention_sink, plot_cls_energy_per_layer
 
     files = {
         "cls_energy": str(plot_cls_energy_per_layer({r.member: r.cls_energy for r in reports}, out / "cls_energy.png",

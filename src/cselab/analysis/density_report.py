@@ -17,8 +17,9 @@ from cselab.analysis.report_inputs import (
     stsb_spearman,
     stsb_test_subset,
 )
-from cselab.analysis.similarity_density import plot_similarity_density, similarity_density
+from cselab.analysis.similarity_density import similarity_density
 from cselab.errors import CselabError
+from cselab.reporting.plots import plot_similarity_density
 from cselab.reporting.report_json import write_report_json
 
 

@@ -13,22 +13,17 @@ of each group is marked. Each panel has a legend naming the groups and their siz
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.stats import gaussian_kde
-
-from cselab.reporting.plots import new_figure, save_figure
 
 __all__ = [
     "SCORE_GROUPS",
     "SimilarityDensity",
     "cosine_similarities",
     "group_by_gold",
-    "plot_similarity_density",
     "similarity_density",
 ]
 
@@ -129,55 +124,3 @@ def similarity_density(
     return SimilarityDensity(groups=groups, grid=grid, density=density, medians=medians)
 
 
-def plot_similarity_density(
-    results: SimilarityDensity | Mapping[str, SimilarityDensity],
-    path: str | Path,
-    *,
-    title: str = "Cosine similarity of STS-B test pairs by gold-score group",
-) -> Path:
-    """Ridge plot of the per-group cosine-similarity densities, one panel per model; PNG to ``path``.
-
-    x axis: cosine similarity predicted by the model; y axis: gold-score group (each group's density
-    is scaled to the same peak height and drawn on its own baseline); a tick marks each group's
-    median. ``results`` is one :class:`SimilarityDensity` or a mapping ``model name -> result``.
-    Returns the written path.
-    """
-    items = list(results.items()) if isinstance(results, Mapping) else [("", results)]
-    if not items:
-        raise ValueError("plot_similarity_density needs at least one result")
-    n = len(items)
-    ncols = min(n, 4)
-    nrows = -(-n // ncols)
-    fig = new_figure(4.6 * ncols, 4.2 * nrows)
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    for p, (name, res) in enumerate(items):
-        ax = fig.add_subplot(nrows, ncols, p + 1)
-        labels = list(res.groups)
-        for k, label in enumerate(labels):
-            dens = res.density[label]
-            peak = float(dens.max()) if dens.size else 0.0
-            curve = k + 0.9 * (dens / peak if peak > 0 else dens)
-            color = colors[k % len(colors)]
-            ax.fill_between(
-                res.grid,
-                k,
-                curve,
-                color=color,
-                alpha=0.45,
-                label=f"gold {label} (n={res.groups[label].size})",
-            )
-            ax.plot(res.grid, curve, color=color, lw=1)
-            med = res.medians[label]
-            if np.isfinite(med):
-                ax.plot([med, med], [k, k + 0.9], color="k", lw=1.2, ls=":")
-        ax.set_yticks(range(len(labels)), [f"gold {lab}" for lab in labels])
-        ax.set_ylim(-0.1, len(labels) + 0.1)
-        ax.set_xlim(res.grid[0], res.grid[-1])
-        ax.set_xlabel("cosine similarity (model)")
-        if p % ncols == 0:
-            ax.set_ylabel("gold-score group (density, peak-normalised)")
-        ax.set_title(name if name else "model")
-        ax.grid(True, axis="x", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", title="dotted line = median", title_fontsize=7)
-    fig.suptitle(title)
-    return save_figure(fig, path)

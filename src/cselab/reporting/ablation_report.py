@@ -31,7 +31,7 @@ def ablation_report(records: Sequence[dict[str, Any]], terms: Sequence[str], out
                     method: str | None = None, metric: str = "avg-available") -> AblationReport:
     """The loss-term ablation of a method: ``ablation.md`` (:func:`cselab.reporting.tables.ablation_table`),
     ``ablation.png`` (one bar per variant, mean ± sample std of ``metric``) and ``ablation.json``."""
-    from cselab.reporting.figures import plot_ablation
+    from cselab.reporting.plots import plot_ablation
     from cselab.reporting.tables import ablation_table, records_by_seed
 
     markdown = ablation_table(records, terms, method=method, metric=metric)

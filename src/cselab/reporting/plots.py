@@ -13,13 +13,23 @@ Plots here:
   (JTCSE Fig. 6).
 * :func:`plot_metric_vs_score` -- a per-model metric (e.g. the mean CLS energy weight) against the
   STS score with a least-squares trend line (JTCSE Fig. 10).
+* :func:`plot_cls_energy_per_layer` -- the CLS energy weight of every layer, one line per encoder (JTCSE Eq. 6).
+* :func:`plot_attention_heatmap`, :func:`plot_attention_sink` -- attention maps and attention-sink statistics
+  (the attention analysis, :mod:`cselab.analysis.attention`).
+* :func:`plot_similarity_density` -- densities of cosine similarity per gold-score group (TNCSE's figure).
+* :func:`plot_ablation` -- one bar per loss-term subset.
+* :func:`plot_adaptation` -- ``cselab adapt``'s scores before/after and its selection curve.
+
+This module is the one place that draws: the analyses compute, and hand their results here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,6 +37,12 @@ from matplotlib.figure import Figure
 
 __all__ = [
     "AlignUniformPoint",
+    "plot_ablation",
+    "plot_adaptation",
+    "plot_attention_heatmap",
+    "plot_attention_sink",
+    "plot_cls_energy_per_layer",
+    "plot_similarity_density",
     "new_figure",
     "plot_alignment_uniformity",
     "plot_metric_vs_score",
@@ -247,4 +263,191 @@ def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], cur
     ax.set_xlabel("step")
     ax.set_ylabel(selection)
     ax.set_title("selection (no labels)")
+    return save_figure(fig, path)
+
+
+def plot_cls_energy_per_layer(
+    per_layer: Mapping[str, Sequence[float]],
+    path: str | Path,
+    *,
+    title: str = "CLS energy weight per layer",
+) -> Path:
+    """Line plot of ``E_CLS`` against the layer (1-based), one line per encoder, its layer mean in the
+    legend. ``per_layer`` maps an encoder name to its per-layer values (layer 1 first)."""
+    if not per_layer:
+        raise ValueError("plot_cls_energy_per_layer needs at least one encoder")
+    fig = new_figure(6.0, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    longest = 0
+    for name, values in per_layer.items():
+        vals = np.asarray(values, dtype=float)
+        layers = np.arange(1, vals.size + 1)
+        longest = max(longest, vals.size)
+        ax.plot(layers, vals, "o-", label=f"{name} (mean {np.nanmean(vals):.3f})")
+    ax.set_xticks(np.arange(1, longest + 1))
+    ax.set_xlabel("layer")
+    ax.set_ylabel(r"$E_{CLS} = \|h_{cls}\|_2 / \|H_-\|_F$ (mean over sentences)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return save_figure(fig, path)
+
+
+def plot_ablation(
+    means: Mapping[str, float],
+    path: str | Path,
+    *,
+    stds: Mapping[str, float] | None = None,
+    ylabel: str = "score",
+    title: str = "Loss-term ablation",
+) -> Path:
+    """Bar per variant (e.g. ``nce+ictn``) with its value printed on top and, when ``stds`` has the
+    variant, a sample-std error bar. Bars keep the mapping's order."""
+    if not means:
+        raise ValueError("plot_ablation needs at least one variant")
+    names = list(means)
+    vals = np.array([means[n] for n in names], dtype=float)
+    errs = np.array([(stds or {}).get(n, 0.0) for n in names], dtype=float)
+    fig = new_figure(max(4.0, 1.1 * len(names) + 2.0), 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.bar(range(len(names)), vals, yerr=errs, capsize=6, color="tab:blue", alpha=0.8)
+    for i, v in enumerate(vals):
+        ax.annotate(f"{v:.2f}", (i, v), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    lo, hi = float(np.nanmin(vals - errs)), float(np.nanmax(vals + errs))
+    pad = max(0.5, 0.2 * (hi - lo))
+    ax.set_ylim(lo - pad, hi + 2 * pad)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_attention_heatmap(
+    attention: Any,
+    tokens: Sequence[str],
+    path: str | Path,
+    *,
+    panel_titles: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Heat map(s) of a token-by-token attention matrix, token labels on both axes; PNG to ``path``.
+
+    ``attention``: ``(T, T)`` or ``(P, T, T)`` (one panel per leading index, e.g. per layer), rows =
+    queries ("attending token", y axis), columns = keys ("attended token", x axis); ``tokens``: the
+    ``T`` token strings. All panels share one colour scale. JTCSE Fig. 9. Returns the written path.
+    """
+    arr = np.asarray(
+        attention.detach().cpu().float() if hasattr(attention, "detach") else attention, dtype=float
+    )
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
+        raise ValueError(f"attention must have shape (T, T) or (P, T, T), got {arr.shape}")
+    n_panels, length, _ = arr.shape
+    if len(tokens) != length:
+        raise ValueError(f"{len(tokens)} token labels for a {length}x{length} attention matrix")
+    if panel_titles is not None and len(panel_titles) != n_panels:
+        raise ValueError(f"{len(panel_titles)} panel titles for {n_panels} panels")
+    ncols = min(n_panels, 4)
+    nrows = math.ceil(n_panels / ncols)
+    side = max(3.5, 0.32 * length + 1.5)
+    fig = new_figure(side * ncols + 1.0, side * nrows + 0.6)
+    vmax = float(arr.max()) if arr.size else 1.0
+    image = None
+    for k in range(n_panels):
+        ax = fig.add_subplot(nrows, ncols, k + 1)
+        image = ax.imshow(arr[k], cmap="viridis", vmin=0.0, vmax=vmax, aspect="equal")
+        ax.set_xticks(range(length), list(tokens), rotation=90, fontsize=7)
+        ax.set_yticks(range(length), list(tokens), fontsize=7)
+        ax.set_xlabel("attended token (key)")
+        ax.set_ylabel("attending token (query)")
+        if panel_titles is not None:
+            ax.set_title(panel_titles[k], fontsize=9)
+    if image is not None:
+        fig.colorbar(image, ax=fig.axes, shrink=0.8, label="attention probability")
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_attention_sink(
+    stats: Any, path: str | Path, *, title: str | None = None
+) -> Path:
+    """Line plot, per layer, of the attention received by [CLS], the final [SEP] and the final
+    punctuation, with the uniform-attention level dashed; one panel per model when a mapping
+    ``name -> stats`` is given. Returns the written path."""
+    items = stats.items() if isinstance(stats, dict) else [("", stats)]
+    items = list(items)
+    fig = new_figure(5.5 * len(items), 4.2)
+    for k, (name, s) in enumerate(items):
+        ax = fig.add_subplot(1, len(items), k + 1)
+        layers = np.arange(1, len(s.cls) + 1)
+        ax.plot(layers, s.cls, "o-", label="[CLS]")
+        ax.plot(layers, s.sep, "s-", label="final [SEP]")
+        if s.n_with_punct:
+            ax.plot(layers, s.punct, "^-", label=f"final punctuation (n={s.n_with_punct})")
+        ax.axhline(s.uniform, ls="--", color="grey", label="uniform attention")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("attention received\n(mean over heads, queries and sentences)")
+        ax.set_xticks(layers)
+        ax.set_title(f"{name} (N={s.n_sentences} sentences)" if name else f"N={s.n_sentences} sentences")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_similarity_density(
+    results: Any,
+    path: str | Path,
+    *,
+    title: str = "Cosine similarity of STS-B test pairs by gold-score group",
+) -> Path:
+    """Ridge plot of the per-group cosine-similarity densities, one panel per model; PNG to ``path``.
+
+    x axis: cosine similarity predicted by the model; y axis: gold-score group (each group's density
+    is scaled to the same peak height and drawn on its own baseline); a tick marks each group's
+    median. ``results`` is one :class:`SimilarityDensity` or a mapping ``model name -> result``.
+    Returns the written path.
+    """
+    items = list(results.items()) if isinstance(results, Mapping) else [("", results)]
+    if not items:
+        raise ValueError("plot_similarity_density needs at least one result")
+    n = len(items)
+    ncols = min(n, 4)
+    nrows = -(-n // ncols)
+    fig = new_figure(4.6 * ncols, 4.2 * nrows)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    for p, (name, res) in enumerate(items):
+        ax = fig.add_subplot(nrows, ncols, p + 1)
+        labels = list(res.groups)
+        for k, label in enumerate(labels):
+            dens = res.density[label]
+            peak = float(dens.max()) if dens.size else 0.0
+            curve = k + 0.9 * (dens / peak if peak > 0 else dens)
+            color = colors[k % len(colors)]
+            ax.fill_between(
+                res.grid,
+                k,
+                curve,
+                color=color,
+                alpha=0.45,
+                label=f"gold {label} (n={res.groups[label].size})",
+            )
+            ax.plot(res.grid, curve, color=color, lw=1)
+            med = res.medians[label]
+            if np.isfinite(med):
+                ax.plot([med, med], [k, k + 0.9], color="k", lw=1.2, ls=":")
+        ax.set_yticks(range(len(labels)), [f"gold {lab}" for lab in labels])
+        ax.set_ylim(-0.1, len(labels) + 0.1)
+        ax.set_xlim(res.grid[0], res.grid[-1])
+        ax.set_xlabel("cosine similarity (model)")
+        if p % ncols == 0:
+            ax.set_ylabel("gold-score group (density, peak-normalised)")
+        ax.set_title(name if name else "model")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", title="dotted line = median", title_fontsize=7)
+    fig.suptitle(title)
     return save_figure(fig, path)
