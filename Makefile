@@ -1,5 +1,6 @@
 # cselab: the entry points of a fresh machine.
-#   make demo    installs, fetches the data and the checkpoint, trains SimCSE on the CPU protocol (150 steps), prints the table
+#   make demo    installs, fetches the models and the domain suite, adapts all-MiniLM-L6-v2 to one domain's text with
+#                `cselab adapt` (about 10 minutes on 2 cores) and prints the domain's score before and after
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
 #   make report  renders docs/results.md's tables again from benchmarks/results/*.jsonl
 #
@@ -22,7 +23,9 @@ endif
 PIP ?= $(PYTHON) -m pip
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
-DEMO_DIR ?= runs/demo-simcse
+DEMO_DIR ?= runs/demo-adapt
+DEMO_DOMAIN ?= linux-man
+DEMO_SENTENCES ?= 2000
 DEMO_STEPS ?= 150
 RESULTS ?= benchmarks/results
 
@@ -49,12 +52,12 @@ install-dev: install-torch
 	$(PIP) install -e ".[dev,bench,mteb]"
 
 demo: install
-	$(PYTHON) -m cselab.cli data fetch sts
 	$(PYTHON) -m cselab.cli data fetch models
-	$(PYTHON) -m cselab.cli data fetch corpus
-	$(PYTHON) -m cselab.cli eval all-MiniLM-L6-v2 --pooler cls --tasks all --splits test
+	$(PYTHON) -m cselab.cli data fetch models-mpnet
+	$(PYTHON) -m cselab.cli data fetch domains
 	rm -rf $(DEMO_DIR)
-	$(PYTHON) -m cselab.cli train --preset simcse/cpu-minilm train.output_dir=$(DEMO_DIR) train.max_steps=$(DEMO_STEPS)
+	$(PYTHON) -m cselab.cli adapt "$$($(PYTHON) -c 'from cselab.paths import cselab_home; print(cselab_home())')/domains/$(DEMO_DOMAIN)/train.txt" \
+	  --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 
 test: install-dev
 	$(PYTHON) -m ruff check src tests benchmarks

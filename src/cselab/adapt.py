@@ -63,12 +63,19 @@ class AdaptPlan:
     steps: int
     selection: str  # "teacher-agreement" or "fixed-budget"
     config: RunConfig = field(repr=False)
+    max_sentences: int | None = None  # only the first N distinct sentences of the text are used
 
     def describe(self) -> str:
         recipe = (f"distil {self.teacher}'s cosines of neighbour pairs into {self.model}" if self.teacher
                   else f"SimCSE on {self.model} (mean pooling, temperature 0.2)")
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on, {len(self.held_out)} held out; "
                 f"{self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
+
+
+def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:
+    """The user's distinct sentences in file order (the first ``max_sentences`` of them when given)."""
+    unique = list(dict.fromkeys(read_corpus(path).sentences))
+    return unique if max_sentences is None else unique[:max_sentences]
 
 
 def default_steps(train_sentences: int, batch_size: int) -> int:
@@ -103,7 +110,7 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
                no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int = 64,
-               seed: int = 1, overrides: Sequence[str] = ()) -> AdaptPlan:
+               seed: int = 1, max_sentences: int | None = None, overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written)."""
     from cselab.config.run_config import apply_overrides
 
@@ -113,7 +120,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--batch-size must be at least 2 (in-batch negatives), got {batch_size}")
     if max_length < 8:
         raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
-    sentences = read_corpus(text).sentences
+    if max_sentences is not None and max_sentences < MIN_SENTENCES:
+        raise CselabError(f"--max-sentences must be at least {MIN_SENTENCES}, got {max_sentences}")
+    sentences = read_text(text, max_sentences)
     if len(set(sentences)) < MIN_SENTENCES:
         raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
                           f"{MIN_SENTENCES} (one per line)")
@@ -145,7 +154,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         selection = "fixed-budget"
     config = validate(RunConfig, apply_overrides(raw, list(overrides)))
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, selection,
-                     config)
+                     config, max_sentences)
 
 
 def write_texts(plan: AdaptPlan, train: Sequence[str]) -> None:
@@ -231,7 +240,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     from cselab.training.trainer import BEST_DIR, Trainer
 
     start = time.perf_counter()
-    train_text, _ = split_held_out(read_corpus(plan.text).sentences)
+    train_text, _ = split_held_out(read_text(plan.text, plan.max_sentences))
     with RunDirectory(plan.output_dir) as run_dir:
         if not resume and (plan.output_dir / ADAPT_FILE).exists():
             raise CselabError(f"{plan.output_dir} holds a finished adaptation; choose another --output")

@@ -348,6 +348,7 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--max-length", type=click.IntRange(min=8), default=64, show_default=True, help="tokens per sentence")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
 @click.option("--pairs", type=click.Path(path_type=Path), help="score before/after: s1<TAB>s2<TAB>score lines")
 @click.option("--retrieval", type=click.Path(path_type=Path), help="score before/after: queries, corpus, qrels")
@@ -357,7 +358,8 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
 def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool, output_dir: Path, steps: int | None,
-                  batch_size: int, max_length: int, seed: int, labels: Path | None, pairs: Path | None,
+                  batch_size: int, max_length: int, seed: int, max_sentences: int | None, labels: Path | None,
+                  pairs: Path | None,
                   retrieval: Path | None, domain: str | None, resume: bool, device: str,
                   overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
@@ -369,7 +371,8 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
 
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
-                      batch_size=batch_size, max_length=max_length, seed=seed, overrides=overrides)
+                      batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
+                      overrides=overrides)
     evaluate = None
     if labels or pairs or retrieval or domain:
         from cselab.evaluation.domain import load_inputs, score_inputs
