@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from conftest import run_cli, write_corpus
-from cselab.methods import METHODS, Method, StepContext, register_method
-from cselab.methods.simcse import build_encoder, duplicate
-from cselab.models.encoder import Encoder
+from cselab.methods import METHODS, StepContext, register_method
+from cselab.methods.simcse import SimCSE
 
 
 def euclidean_info_nce(a: Tensor, b: Tensor, temperature: float) -> Tensor:
@@ -27,26 +24,14 @@ def euclidean_info_nce(a: Tensor, b: Tensor, temperature: float) -> Tensor:
 
 
 @register_method
-class EuclideanSimCSE(Method):
+class EuclideanSimCSE(SimCSE):
+    """SimCSE's views and encoder, another similarity: only the loss is this file's own."""
+
     name = "test-euclidean-simcse"
     terms = ("euclidean_nce",)
 
-    def __init__(self, config: Any) -> None:
-        super().__init__(config)
-        self.encoder = build_encoder(config)
-
-    def collate(self, examples: Sequence[str]) -> dict[str, Any]:
-        return self.encoder.tokenize(examples, max_length=self.config.model.max_length)
-
-    def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
-        z1, z2 = self.encoder(duplicate(batch), apply_head=True).chunk(2)
-        return {"z1": z1, "z2": z2}
-
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         return {"euclidean_nce": euclidean_info_nce(embeddings["z1"], embeddings["z2"], self.options.temperature)}
-
-    def inference_model(self) -> Encoder:
-        return self.encoder
 
 
 def test_the_loss_equals_a_per_row_loop():

@@ -116,22 +116,13 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
         import mteb
     except ImportError as exc:
         raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
-    from torch import nn
 
     from cselab.evaluation.domain_tasks import CachedEncoder
-    from cselab.evaluation.mteb_adapter import MtebEncoder
+    from cselab.evaluation.mteb_adapter import as_mteb_encoder
     from cselab.runtime.precision import autocast_context, inference_precision
 
     tasks = build_tasks(inputs, seed=seed)
-    if not isinstance(model, nn.Module) and isinstance(getattr(model, "model", None), nn.Module):
-        model = model.model  # cselab.load_model's SentenceEncoder wraps the module
-    if isinstance(model, MtebEncoder):
-        encoder = model
-    elif isinstance(model, nn.Module):
-        encoder = MtebEncoder(model)
-    else:
-        encoder = MtebEncoder.from_path(model, pooler=pooler)
-    encoder = CachedEncoder(encoder)  # each distinct text embedded once for all the tasks
+    encoder = CachedEncoder(as_mteb_encoder(model, pooler=pooler))  # each distinct text embedded once for all the tasks
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
         choice = inference_precision(precision, encoder.model, batch_size)

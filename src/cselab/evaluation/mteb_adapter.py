@@ -221,17 +221,21 @@ def get_tasks(names: Sequence[str], *, home: Path | None = None, local: bool = T
     return tasks
 
 
+def as_mteb_encoder(model: Any, *, pooler: str | None = None) -> MtebEncoder:
+    """``model`` as mteb's encoder: an adapter already, a module, cselab's API wrapper of one, or a path/name."""
+    if isinstance(model, MtebEncoder):
+        return model
+    if not isinstance(model, nn.Module) and isinstance(getattr(model, "model", None), nn.Module):
+        model = model.model  # cselab.load_model's SentenceEncoder wraps the module
+    return MtebEncoder(model) if isinstance(model, nn.Module) else MtebEncoder.from_path(model, pooler=pooler)
+
+
 def run_mteb(model: str | Path | nn.Module, task_names: Sequence[str], *, home: Path | None = None,
              batch_size: int = 64, local: bool = True, pooler: str | None = None,
              progress: bool = False) -> dict[str, dict[str, float]]:
     """Evaluate ``model`` on ``task_names`` with mteb; returns task -> split -> main score x 100."""
     tasks = get_tasks(task_names, home=home, local=local)  # data problems surface before the model loads
-    if isinstance(model, MtebEncoder):
-        encoder = model
-    elif isinstance(model, nn.Module):
-        encoder = MtebEncoder(model)
-    else:
-        encoder = MtebEncoder.from_path(model, pooler=pooler)
+    encoder = as_mteb_encoder(model, pooler=pooler)
     result = mteb.evaluate(encoder, tasks, cache=None, encode_kwargs={"batch_size": batch_size},
                            show_progress_bar=progress)
     return {r.task_name: {split: round(100 * float(r.get_score(splits=[split])), 2) for split in r.scores}
