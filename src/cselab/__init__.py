@@ -1,10 +1,13 @@
 """cselab: unsupervised contrastive learning of sentence embeddings.
 
 Public API (see :mod:`cselab.api`): :func:`load_model` -> :class:`SentenceEncoder` (``.encode`` returns numpy),
-:func:`train`, :func:`evaluate`.
+:func:`train`, :func:`evaluate`. A misuse of any of them raises :class:`UsageError` (a :class:`CselabError` and a
+``ValueError``) with the command line's one-line message; a problem with the files named raises ``CselabError``
+(see :mod:`cselab.errors`).
 """
 
 from cselab.api import SentenceEncoder, evaluate, load_model, train  # noqa: E402
+from cselab.errors import CselabError, UsageError
 from cselab.version import __version__
 
-__all__ = ["SentenceEncoder", "evaluate", "load_model", "train", "__version__"]
+__all__ = ["CselabError", "SentenceEncoder", "UsageError", "evaluate", "load_model", "train", "__version__"]

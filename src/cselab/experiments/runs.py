@@ -13,7 +13,7 @@ from cselab.experiments.results import append_record, results_record, score_test
 from cselab.fileio import check_writable_file, write_atomic
 from cselab.models.model_card import record_test_scores
 from cselab.runtime.launch import is_main_process
-from cselab.training.run_directory import RESULTS_FILE, RunDirectory, check_run_options
+from cselab.training.run_directory import RESULTS_FILE, RunDirectory, check_resume_config, check_run_options
 from cselab.training.trainer import BEST_DIR, Trainer
 
 
@@ -53,6 +53,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     with RunDirectory(output_dir):
         recorded = _recorded(output_dir) if resume and main_rank else None
         if recorded is not None:
+            check_resume_config(output_dir, config, allow_change)  # a changed configuration is refused here too
             if results_file is not None:
                 append_record(results_file, recorded)
             return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),
