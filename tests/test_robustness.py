@@ -612,6 +612,7 @@ mteb_case("results-under-file", [M, "--results", "{W}/afile/r.jsonl"], expect="a
 mteb_case("unknown-task", [M, "--tasks", "NoSuchTask"], expect="unknown mteb task 'NoSuchTask'")
 mteb_case("model-missing", ["{T}/nope"], expect="cannot load model")
 mteb_case("unknown-pooler", [M, "--pooler", "avg"], expect="unknown pooler 'avg'")
+mteb_case("empty-pooler", [M, "--pooler", ""], expect="unknown pooler ''")
 mteb_case("stsb-no-data", [M], mkdir("h"), "cselab data fetch sts", {"CSELAB_HOME": "{T}/h"})
 ZS_TASK = {"bbc-news": "BBCNewsClassification", "tweet-sentiment": "TweetSentimentClassification"}
 
@@ -709,6 +710,12 @@ case("seeds-compare-itself", [*SEEDS, "--compare", "simcse", "simcse"],
 case("seeds-preset-empty", ["seeds", "--preset", "", "--results", "{T}/s.jsonl"], expect="--preset is empty")
 case("seeds-no-config", ["seeds", "--results", "{T}/s.jsonl"], expect="give --config FILE or --preset NAME")
 case("ablate-preset-empty", ["ablate", "--preset", ""], expect="--preset is empty")
+# an empty --pooler is an unknown pooler, never "no override"
+case("encode-pooler-empty", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{T}/o.npy", "--pooler", ""],
+     expect="unknown pooler ''")
+case("eval-pooler-empty", ["eval", M, "--pooler", ""], expect="unknown pooler ''")
+case("cost-pooler-empty", ["analyze", "cost", M, "--pooler", ""], expect="unknown pooler ''")
+case("density-pooler-empty", ["analyze", "density", M, "--out", "{T}/a", "--pooler", ""], expect="unknown pooler ''")
 case("ablate-subset-empty", [*ABLATE, "--subset", ""], expect="invalid loss-term subset")
 case("ablate-subset-trailing-plus", [*ABLATE, "--subset", "info_nce+"], expect="invalid loss-term subset")
 # data indomain: a build whose corpus would be empty (the workspace's tiny STS-B holds its train sentences in
