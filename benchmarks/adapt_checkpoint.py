@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if (not os.environ.get("FORCE") and args.results.is_file()
             and any(r.get("method") == CHECKPOINT_METHOD and r.get("backbone") == args.model
-                    for r in read_records(args.results))):
+                    for r in read_records(args.results, "adapt"))):
         print(f"== checkpoint {args.model}: already recorded")
         return 0
     row = "checkpoint" if args.model == PROTOCOL_CHECKPOINT else f"checkpoint-{Path(args.model).name}"

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
     args = parser.parse_args(argv)
 
-    recorded = read_records(args.results)
+    recorded = read_records(args.results, "adapt")
     records = [r for r in recorded if r.get("row") == args.row]
     if not records:
         raise CselabError(f"{args.results} has no row {args.row!r}")

@@ -13,6 +13,7 @@ case's scratch directory, where its ``setup`` puts the damaged files it needs.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -155,13 +156,17 @@ NUL_BINARY = bytes(range(256)) * 8
 STS_OK = "main\tMSRvid\t2012test\t0001\t2.5\ta man plays\ta man plays music\n"
 
 
-def sts_home_with(split_file: bytes | str) -> Setup:
-    """``T/home``: the workspace's STS home with sts-dev.csv replaced (the eval cases point CSELAB_HOME here)."""
+def sts_home_with_split(split: str, split_file: bytes | str) -> Setup:
+    """``T/home``: the workspace's STS home with ``sts-<split>.csv`` replaced (cases point CSELAB_HOME here)."""
     def setup(t: Path, w: Path) -> None:
         shutil.copytree(w / "home", t / "home")
-        (t / "home" / "sts" / "stsb" / "sts-dev.csv").write_bytes(
+        (t / "home" / "sts" / "stsb" / f"sts-{split}.csv").write_bytes(
             split_file if isinstance(split_file, bytes) else split_file.encode())
     return setup
+
+
+def sts_home_with(split_file: bytes | str) -> Setup:
+    return sts_home_with_split("dev", split_file)
 
 
 def results_with(lines: bytes | str) -> Setup:
@@ -176,10 +181,14 @@ M, TRAINED = "{W}/model", "{W}/trained/best"
 TRAIN = ["train", "--config", "{W}/config.yaml", "train.output_dir={T}/out"]
 RESUME = ["train", "--config", "{W}/config.yaml", "train.output_dir={T}/run", "--resume"]
 CASES: list[tuple[str, list[str], Setup | None, str, dict[str, str]]] = []
+READER_CASES: set[str] = set()  # the cases whose bad input is a damaged record or data file for a record reader
 
 
-def case(cid: str, args: list[str], setup: Setup | None = None, expect: str = "", env: dict[str, str] | None = None):
+def case(cid: str, args: list[str], setup: Setup | None = None, expect: str = "", env: dict[str, str] | None = None,
+         *, reader: bool = False):
     CASES.append((cid, args, setup, expect, env or {}))
+    if reader:
+        READER_CASES.add(cid)
 
 
 # command line shape
@@ -225,7 +234,10 @@ case("eval-max-length-over-positions", ["eval", M, "--max-length", "1024", "--ta
      expect="longer than the model's 128 position embeddings")
 case("eval-unknown-task", ["eval", M, "--tasks", "sts99"], expect="unknown task 'sts99'")
 case("eval-unknown-split", ["eval", M, "--splits", "val"], expect="unknown split 'val'")
-case("eval-empty-splits", ["eval", M, "--splits", ","], expect="unknown split")
+case("eval-empty-splits", ["eval", M, "--splits", ","], expect="--splits is empty")
+case("eval-empty-tasks", ["eval", M, "--tasks", ","], expect="--tasks is empty")
+case("eval-blank-tasks", ["eval", M, "--tasks", " "], expect="--tasks is empty")
+case("eval-empty-tasks-string", ["eval", M, "--tasks", ""], expect="--tasks is empty")
 case("eval-unknown-pooler", ["eval", M, "--pooler", "avg"], expect="unknown pooler 'avg'")
 case("eval-senteval-task-without-dir", ["eval", M, "--tasks", "sts12"], expect="needs the SentEval data directory")
 case("eval-senteval-missing", ["eval", M, "--senteval-dir", "{T}/nope", "--tasks", "sickr"],
@@ -450,7 +462,11 @@ case("seeds-results-dir", [*SEEDS[:3], "--results", "{T}/r"], mkdir("r"), "is a 
 case("seeds-results-under-file", [*SEEDS[:3], "--results", "{W}/afile/s.jsonl"], expect="afile is a file")
 case("seeds-out-is-file", [*SEEDS[:5], "--out", "{W}/afile"], expect="is a file")
 case("seeds-bad-override", [*SEEDS, "train.lrr=1"], expect="unknown key")
-case("seeds-results-damaged", [*SEEDS, "--seeds", "1"], write("s.jsonl", "[1, 2]\n"), "not a results record")
+case("seeds-results-damaged", [*SEEDS, "--seeds", "1"], write("s.jsonl", "[1, 2]\n"),
+     "s.jsonl:1: a JSON list, not an object (not a valid seeds record)", reader=True)
+case("seeds-results-seed-text", [*SEEDS, "--seeds", "1"],
+     write("s.jsonl", json.dumps({"method": "simcse", "seed": "a", "scores": {}}) + "\n"),
+     "s.jsonl:1: field 'seed' is not a whole number", reader=True)
 ABLATE = ["ablate", "--config", "{W}/config.yaml", "--results", "{T}/ab.jsonl", "--out", "{T}/a"]
 case("ablate-config-missing", ["ablate", "--config", "{T}/nope.yaml"], expect="config file not found")
 case("ablate-unknown-term", [*ABLATE, "--subset", "nope"], expect="nope")
@@ -464,19 +480,20 @@ case("report-results-missing", [*REPORT, "--results", "{T}/nope.jsonl"], expect=
 case("report-results-dir", [*REPORT, "--results", "{T}"], expect="results file not found")
 for cid, content, expect in (
     ("list", "[1, 2]\n", "a JSON list, not an object"), ("number", "3\n", "a JSON int"),
-    ("empty-object", "{}\n", "no 'method' text"), ("method-number", '{"method": 3, "scores": {}}\n', "no 'method' text"),
-    ("scores-text", '{"method": "simcse", "scores": "high"}\n', "no 'scores' object"),
-    ("score-text", '{"method": "simcse", "scores": {"stsb": "80"}}\n', "score 'stsb' is not a number"),
-    ("score-bool", '{"method": "simcse", "scores": {"stsb": true}}\n', "score 'stsb' is not a number"),
+    ("empty-object", "{}\n", "r.jsonl:1: field 'method' is missing"),
+    ("method-number", '{"method": 3, "scores": {}}\n', "r.jsonl:1: field 'method' is not text"),
+    ("scores-text", '{"method": "simcse", "scores": "high"}\n', "r.jsonl:1: field 'scores' is not an object"),
+    ("score-text", '{"method": "simcse", "scores": {"stsb": "80"}}\n', "r.jsonl:1: field 'scores.stsb' is not a number"),
+    ("score-bool", '{"method": "simcse", "scores": {"stsb": true}}\n', "r.jsonl:1: field 'scores.stsb' is not a number"),
     ("not-json", "{nope\n", "not a JSON record"), ("second-line", VALID_RECORD + "\n[]\n", ":2:"),
     ("invalid-utf8", b'{"method": "simcse\xff", "scores": {}}\n', "not UTF-8"),
     ("utf16", (VALID_RECORD + "\n").encode("utf-16"), "not UTF-8"),
 ):
-    case(f"report-results-{cid}", [*REPORT, "--results", "{T}/r.jsonl"], results_with(content), expect)
+    case(f"report-results-{cid}", [*REPORT, "--results", "{T}/r.jsonl"], results_with(content), expect, reader=True)
 case("report-seeds-damaged", ["report", "--results", "{W}/results.jsonl", "--seeds", "{T}/s.jsonl"],
-     write("s.jsonl", "[]\n"), "not a results record")
+     write("s.jsonl", "[]\n"), "s.jsonl:1: a JSON list, not an object (not a valid seeds record)", reader=True)
 case("report-ablation-damaged", ["report", "--results", "{W}/results.jsonl", "--ablation", "{T}/a.jsonl"],
-     write("a.jsonl", "{}\n"), "not a results record")
+     write("a.jsonl", "{}\n"), "a.jsonl:1: field 'method' is missing (not a valid ablation record)", reader=True)
 case("report-readme-missing", [*REPORT, "--results", "{W}/results.jsonl", "--update-readme", "{T}/nope.md"],
      expect="does not exist")
 case("report-readme-dir", [*REPORT, "--results", "{W}/results.jsonl", "--update-readme", "{T}"], expect="is a directory")
@@ -486,6 +503,227 @@ case("report-readme-invalid-utf8", [*REPORT, "--results", "{W}/results.jsonl", "
      write("R.md", b"<!-- cselab:protocol -->\xff<!-- /cselab:protocol -->"), "R.md is not UTF-8 text")
 case("report-compare-unknown", ["report", "--results", "{W}/results.jsonl", "--seeds", "{W}/results.jsonl",
                                 "--compare", "x", "y"], expect="x")
+case("report-compare-without-seeds", [*REPORT, "--results", "{W}/results.jsonl", "--compare", "a", "b"],
+     expect="--compare pairs configurations of --seeds records")
+case("report-compare-itself", [*REPORT, "--seeds", "{W}/results.jsonl", "--compare", "simcse", "simcse"],
+     expect="--compare simcse simcse: a configuration compared with itself")
+case("report-compare-itself-resolved", [*REPORT, "--seeds", "{T}/s.jsonl", "--compare", "simcse/v", "v"],
+     write("s.jsonl", json.dumps({"method": "simcse", "variant": "v", "seed": 1, "scores": {"stsb": 80.0}}) + "\n"),
+     "--compare names simcse/v twice")
+case("report-adapt-baseline-without-adapt", [*REPORT, "--results", "{W}/results.jsonl", "--adapt-baseline", "simcse"],
+     expect="--adapt-baseline pairs configurations of --adapt records")
+case("report-adapt-baseline-unknown", [*REPORT, "--adapt", "{W}/results.jsonl", "--adapt-baseline", "nope"],
+     expect="no records for configuration 'nope'")
+for option in ("--results", "--seeds", "--ablation", "--adapt"):
+    case(f"report{option}-empty-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", ""), "r.jsonl holds no records",
+         reader=True)
+    case(f"report{option}-blank-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", "\n \n"),
+         "r.jsonl holds no records", reader=True)
+
+# the record readers: one schema per kind (cselab.experiments.records), every reader of it refuses a bad line
+# naming the file, the line and the field. Line 1 is valid, line 2 is not.
+GOOD = {"method": "simcse", "variant": "info_nce", "seed": 1, "steps": 2, "precision": "fp32",
+        "scores": {"stsb": 80.0, "avg-available": 80.0, "stsb_dev_best": None}}
+BAD_FIELDS = [  # (id, fields replaced in GOOD, the field and what is wrong with it)
+    ("method-empty", {"method": ""}, "field 'method' is empty"),
+    ("method-list", {"method": ["simcse"]}, "field 'method' is not text"),
+    ("variant-number", {"variant": 3}, "field 'variant' is not text"),
+    ("seed-text", {"seed": "a"}, "field 'seed' is not a whole number"),
+    ("seed-fraction", {"seed": 1.5}, "field 'seed' is not a whole number"),
+    ("seed-bool", {"seed": True}, "field 'seed' is not a whole number"),
+    ("seed-negative", {"seed": -1}, "field 'seed' is -1, below 0"),
+    ("steps-text", {"steps": "two"}, "field 'steps' is not a whole number"),
+    ("best-step-list", {"best_step": [1]}, "field 'best_step' is not a whole number"),
+    ("precision-number", {"precision": 16}, "field 'precision' is not text"),
+    ("score-nan", {"scores": {"stsb": float("nan")}}, "field 'scores.stsb' is not a number"),
+    ("score-infinite", {"scores": {"stsb": float("inf")}}, "field 'scores.stsb' is not a number"),
+    ("scores-list", {"scores": [80.0]}, "field 'scores' is not an object"),
+    ("wall-text", {"wall_s": "fast"}, "field 'wall_s' is not a number"),
+    ("peak-negative", {"peak_mem_mb": -5}, "field 'peak_mem_mb' is -5, below 0"),
+    ("git-number", {"git": 123}, "field 'git' is not text"),
+    ("config-text", {"config": "effective"}, "field 'config' is not an object"),
+    ("config-list", {"config": [1]}, "field 'config' is not an object"),
+    ("config-overrides-text", {"config": {"overrides": "train.lr=1"}}, "field 'config.overrides' is not a list"),
+    ("config-override-number", {"config": {"overrides": [1]}}, "field 'config.overrides[0]' is not text"),
+    ("config-effective-text", {"config": {"effective": "x"}}, "field 'config.effective' is not an object"),
+    ("config-section-list", {"config": {"effective": {"train": [1]}}}, "field 'config.effective.train' is not an object"),
+    ("training-text-string", {"training_text": "stsb-train"}, "field 'training_text' is not an object"),
+    ("training-text-list", {"training_text": ["stsb"]}, "field 'training_text' is not an object"),
+    ("training-text-sentences-text", {"training_text": {"sentences": "many"}},
+     "field 'training_text.sentences' is not a whole number"),
+    ("training-text-sentences-fraction", {"training_text": {"sentences": 10.5}},
+     "field 'training_text.sentences' is not a whole number"),
+    ("training-text-corpus-number", {"training_text": {"corpus": 3}}, "field 'training_text.corpus' is not text"),
+    ("not-held-out-text", {"training_text": {"not_held_out": "stsb"}},
+     "field 'training_text.not_held_out' is not a list"),
+    ("not-held-out-number", {"training_text": {"not_held_out": ["stsb", 7]}},
+     "field 'training_text.not_held_out[1]' is not text"),
+    ("overlap-text", {"training_text": {"overlap": {"stsb": "x"}}},
+     "field 'training_text.overlap.stsb' is not a whole number"),
+    ("ensemble-list", {"ensemble": [0.7]}, "field 'ensemble' is not an object"),
+    ("ensemble-weight-text", {"ensemble": {"weight": "0.7"}}, "field 'ensemble.weight' is not a number"),
+    ("ensemble-weight-range", {"ensemble": {"weight": 7}}, "field 'ensemble.weight' is 7, outside [0, 1]"),
+    ("stage1-text", {"stage1": "x"}, "field 'stage1' is not a list"),
+]
+KIND_OF = {"--results": "results", "--seeds": "seeds", "--ablation": "ablation", "--adapt": "adapt"}
+for option, kind in KIND_OF.items():
+    for cid, fields, expect in BAD_FIELDS:
+        lines = json.dumps(GOOD) + "\n" + json.dumps({**GOOD, **fields}) + "\n"
+        case(f"records-{kind}-{cid}", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", lines),
+             f"r.jsonl:2: {expect} (not a valid {kind} record)", reader=True)
+    case(f"records-{kind}-not-json", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", json.dumps(GOOD) + "\n{x\n"),
+         "r.jsonl:2: not a JSON record", reader=True)
+    case(f"records-{kind}-string", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", '"simcse"\n'),
+         f"r.jsonl:1: a JSON str, not an object (not a valid {kind} record)", reader=True)
+    case(f"records-{kind}-no-scores", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", '{"method": "simcse"}\n'),
+         f"r.jsonl:1: field 'scores' is missing (not a valid {kind} record)", reader=True)
+for option, kind in (("--seeds", "seeds"), ("--ablation", "ablation")):  # grouped and paired by seed
+    for cid, seed in (("missing", None), ("null", "null")):
+        record = {k: v for k, v in GOOD.items() if k != "seed"}
+        line = json.dumps(record) if seed is None else json.dumps(record)[:-1] + ', "seed": null}'
+        case(f"records-{kind}-seed-{cid}", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", line + "\n"),
+             f"r.jsonl:1: field 'seed' is missing (not a valid {kind} record)", reader=True)
+case("records-ablation-variant-missing", [*REPORT, "--ablation", "{T}/r.jsonl"],
+     write("r.jsonl", json.dumps({k: v for k, v in GOOD.items() if k != "variant"}) + "\n"),
+     "r.jsonl:1: field 'variant' is missing (not a valid ablation record)", reader=True)
+case("records-ablate-command", [*ABLATE], write("ab.jsonl", json.dumps({**GOOD, "seed": "one"}) + "\n"),
+     "ab.jsonl:1: field 'seed' is not a whole number (not a valid ablation record)", reader=True)
+
+# mteb: options, outputs, and the zero-shot data files (cselab's tasks read $CSELAB_HOME/zeroshot)
+MTEB_INSTALLED = importlib.util.find_spec("mteb") is not None
+MTEB_MISSING = "mteb is not installed"
+
+
+def mteb_case(cid: str, args: list[str], setup: Setup | None = None, expect: str = "", env: dict | None = None,
+              *, needs_mteb: bool = True, reader: bool = False) -> None:
+    """A case of `cselab mteb`; without mteb installed, a case that gets past the options ends in its hint."""
+    case(f"mteb-{cid}", ["mteb", *args], setup, expect if MTEB_INSTALLED or not needs_mteb else MTEB_MISSING, env,
+         reader=reader)
+
+
+for value, expect in (("0", "0 is not in the range x>=1"), ("-4", "-4 is not in the range x>=1"),
+                      ("abc", "not a valid integer"), ("1.5", "not a valid integer")):
+    mteb_case(f"batch-size-{value}", [M, "--batch-size", value], expect=expect, needs_mteb=False)
+for value in (",", "", " , "):
+    mteb_case(f"tasks-empty-{value.strip() or 'blank'}{len(value)}", [M, "--tasks", value], expect="--tasks is empty",
+              needs_mteb=False)
+mteb_case("results-is-dir", [M, "--results", "{T}/r"], mkdir("r"), "is a directory", needs_mteb=False)
+mteb_case("results-under-file", [M, "--results", "{W}/afile/r.jsonl"], expect="afile is a file", needs_mteb=False)
+mteb_case("unknown-task", [M, "--tasks", "NoSuchTask"], expect="unknown mteb task 'NoSuchTask'")
+mteb_case("model-missing", ["{T}/nope"], expect="cannot load model")
+mteb_case("unknown-pooler", [M, "--pooler", "avg"], expect="unknown pooler 'avg'")
+mteb_case("empty-pooler", [M, "--pooler", ""], expect="unknown pooler ''")
+mteb_case("stsb-no-data", [M], mkdir("h"), "cselab data fetch sts", {"CSELAB_HOME": "{T}/h"})
+ZS_TASK = {"bbc-news": "BBCNewsClassification", "tweet-sentiment": "TweetSentimentClassification"}
+
+
+def zeroshot_rows(name: str, n: int = 8) -> list[dict]:
+    """Valid rows of a zero-shot file: two labels, and for the tweets both splits."""
+    rows = [{"text": f"text {i}", "label": "a" if i % 2 else "b"} for i in range(n)]
+    if name == "tweet-sentiment":
+        for i, row in enumerate(rows):
+            row.update(split="test" if i % 4 < 2 else "train", confidence=0.5)
+    return rows
+
+
+def zeroshot_file(name: str, content: str | bytes) -> Setup:
+    return write(f"h/zeroshot/{name}.jsonl", content)
+
+
+def rows_text(rows: list) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+for name, task in ZS_TASK.items():
+    good = rows_text(zeroshot_rows(name))
+    first = json.dumps(zeroshot_rows(name)[0])
+    file = f"{name}.jsonl"
+    for cid, content, expect in (
+        ("missing", None, "cselab data fetch zeroshot"),
+        ("empty", "", f"{file} holds 0 row(s) of 0 label(s)"),
+        ("blank-lines", "\n\n \n", f"{file} holds 0 row(s) of 0 label(s)"),
+        ("one-label", rows_text([{**r, "label": "a"} for r in zeroshot_rows(name)]), "at least 2 labels"),
+        ("not-json", first + "\n{text\n", f"{file}:2: not a JSON record"),
+        ("list-line", "[1, 2]\n", f"{file}:1: a JSON list, not an object"),
+        ("number-line", "7\n", f"{file}:1: a JSON int, not an object"),
+        ("label-missing", good + json.dumps({"text": "x", "split": "test"}) + "\n", f"{file}:9: field 'label' is missing"),
+        ("label-number", json.dumps({**zeroshot_rows(name)[0], "label": 3}) + "\n", f"{file}:1: field 'label' is not text"),
+        ("text-missing", json.dumps({"label": "a", "split": "train"}) + "\n", f"{file}:1: field 'text' is missing"),
+        ("text-empty", json.dumps({**zeroshot_rows(name)[0], "text": " "}) + "\n", f"{file}:1: field 'text' is empty"),
+        ("text-list", json.dumps({**zeroshot_rows(name)[0], "text": ["a"]}) + "\n", f"{file}:1: field 'text' is not text"),
+        ("invalid-utf8", good.encode() + b'{"text": "\xff", "label": "a"}\n', f"{file} is not UTF-8 text"),
+        ("utf16", good.encode("utf-16"), f"{file} is not UTF-8 text"),
+    ):
+        setup = mkdir("h") if content is None else zeroshot_file(name, content)
+        mteb_case(f"{name}-{cid}", [M, "--tasks", task], setup, expect, {"CSELAB_HOME": "{T}/h"}, reader=content is not None)
+mteb_case("bbc-news-clustering-empty", [M, "--tasks", "BBCNewsClustering"], zeroshot_file("bbc-news", ""),
+          "bbc-news.jsonl holds 0 row(s)", {"CSELAB_HOME": "{T}/h"}, reader=True)
+mteb_case("bbc-news-no-test-rows", [M, "--tasks", "BBCNewsClassification"],
+          zeroshot_file("bbc-news", rows_text(zeroshot_rows("bbc-news", 2))), "no rows for the test split",
+          {"CSELAB_HOME": "{T}/h"}, reader=True)
+TWEET = zeroshot_rows("tweet-sentiment")
+for cid, rows, expect in (
+    ("split-missing", [*TWEET, {"text": "x", "label": "a"}], "tweet-sentiment.jsonl:9: field 'split' is missing"),
+    ("split-unknown", [*TWEET, {"text": "x", "label": "a", "split": "val"}],
+     "tweet-sentiment.jsonl:9: field 'split' is 'val', not one of: train, test"),
+    ("confidence-text", [*TWEET, {"text": "x", "label": "a", "split": "test", "confidence": "high"}],
+     "tweet-sentiment.jsonl:9: field 'confidence' is not a number"),
+    ("no-test-rows", [{**r, "split": "train"} for r in TWEET], "no rows for the test split"),
+    ("no-train-rows", [{**r, "split": "test"} for r in TWEET], "no rows for the train split"),
+):
+    mteb_case(f"tweet-sentiment-{cid}", [M, "--tasks", "TweetSentimentClassification"],
+              zeroshot_file("tweet-sentiment", rows_text(rows)), expect, {"CSELAB_HOME": "{T}/h"}, reader=True)
+
+# contradictory and empty options of the other commands
+case("train-preset-empty", ["train", "--preset", "", "train.output_dir={T}/out"], expect="--preset is empty")
+case("train-preset-blank", ["train", "--preset", "  ", "train.output_dir={T}/out"], expect="--preset is empty")
+case("train-preset-unknown", ["train", "--preset", "simcse/nope", "train.output_dir={T}/out"], expect="unknown preset")
+case("train-preset-and-config", [*TRAIN, "--preset", "simcse/cpu-minilm"], expect="give --config FILE or --preset NAME")
+case("train-overwrite-and-resume", [*RESUME, "--overwrite"], copy_run(),
+     "give --resume or --overwrite, not both")
+case("train-overwrite-and-resume-new-dir", [*TRAIN, "--resume", "--overwrite"], expect="give --resume or --overwrite")
+case("resume-allow-change-below-saved-step", [*RESUME, "--allow-change", "train.max_steps", "train.max_steps=1"],
+     copy_run(), "train.max_steps=1 ends the run at step 1; a run cannot end before its saved step")
+case("resume-allow-change-unknown-key", [*RESUME, "--allow-change", "train.nope"], copy_run(), "--allow-change train.nope")
+case("train-user-config-in-output", [*TRAIN], write("out/config.yaml", "my: own file\n"),
+     "holds files that cselab did not write (config.yaml)")
+case("train-user-config-in-output-overwrite", [*TRAIN, "--overwrite"], write("out/config.yaml", "my: own file\n"),
+     "holds files that cselab did not write (config.yaml)")
+case("distill-overwrite-and-resume", [*DISTILL, "--resume", "--overwrite"], expect="give --resume or --overwrite")
+case("distill-preset-empty", [*DISTILL, "--preset", ""], expect="--preset is empty")
+case("distill-user-file-in-output", [*DISTILL], write("d/notes.txt", "mine\n"), "holds files that cselab did not write")
+case("ensemble-grid-without-dev", [*ENSEMBLE, "--weight", "0.5", "--grid", "garbage"],
+     expect="--grid applies only with --weight dev")
+case("ensemble-grid-default-weight", [*ENSEMBLE, "--grid", "0,0.5,1"], expect="--grid applies only with --weight dev")
+for value, expect in (("nan", "--score: nan is not a finite number"), ("inf", "--score: inf is not a finite number"),
+                      ("-inf", "--score: -inf is not a finite number"), ("101", "--score: 101.0 is not in the range"),
+                      ("-100.5", "--score: -100.5 is not in the range")):
+    case(f"cost-score-{value}", ["analyze", "cost", M, "--score", value], expect=expect)
+case("attention-sentence-empty", ["analyze", "attention", M, "--out", "{T}/a", "--sentence", ""],
+     expect="--sentence is empty")
+case("attention-sentence-blank", ["analyze", "attention", M, "--out", "{T}/a", "--sentence", "  "],
+     expect="--sentence is empty")
+for command in ("align-uniform", "density"):
+    case(f"{command}-labels-empty", ["analyze", command, M, "--labels", ",", "--out", "{T}/a"], expect="0 labels")
+case("seeds-compare-itself", [*SEEDS, "--compare", "simcse", "simcse"],
+     expect="--compare simcse simcse: a configuration compared with itself")
+case("seeds-preset-empty", ["seeds", "--preset", "", "--results", "{T}/s.jsonl"], expect="--preset is empty")
+case("seeds-no-config", ["seeds", "--results", "{T}/s.jsonl"], expect="give --config FILE or --preset NAME")
+case("ablate-preset-empty", ["ablate", "--preset", ""], expect="--preset is empty")
+# an empty --pooler is an unknown pooler, never "no override"
+case("encode-pooler-empty", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{T}/o.npy", "--pooler", ""],
+     expect="unknown pooler ''")
+case("eval-pooler-empty", ["eval", M, "--pooler", ""], expect="unknown pooler ''")
+case("cost-pooler-empty", ["analyze", "cost", M, "--pooler", ""], expect="unknown pooler ''")
+case("density-pooler-empty", ["analyze", "density", M, "--out", "{T}/a", "--pooler", ""], expect="unknown pooler ''")
+case("ablate-subset-empty", [*ABLATE, "--subset", ""], expect="invalid loss-term subset")
+case("ablate-subset-trailing-plus", [*ABLATE, "--subset", "info_nce+"], expect="invalid loss-term subset")
+# data indomain: a build whose corpus would be empty (the workspace's tiny STS-B holds its train sentences in
+# dev/test) is refused before any file is written
+case("indomain-empty-result", ["data", "indomain"], expect="in-domain corpus stsb-train-minus-all-eval would be empty")
+case("indomain-no-sts", ["data", "indomain"], mkdir("h"), "cselab data fetch sts", {"CSELAB_HOME": "{T}/h"})
+case("indomain-empty-train-split", ["data", "indomain"], sts_home_with_split("train", ""), "has no rows",
+     {"CSELAB_HOME": "{T}/home"})
 
 
 @pytest.mark.parametrize(("cid", "args", "setup", "expect", "env"), CASES, ids=[c[0] for c in CASES])
@@ -517,12 +755,38 @@ def test_malformed_input_is_one_clean_error(cid, args, setup, expect, env, works
 
 
 def test_the_suite_is_large_enough():
-    assert len(CASES) >= 150
+    assert len(CASES) >= 500 and len(READER_CASES) >= 200
     assert len({c[0] for c in CASES}) == len(CASES), "case ids must be unique"
     commands = {c[1][0] if c[1][0] not in ("data", "analyze") else " ".join(c[1][:2]) for c in CASES}
-    every = {"data fetch", "data download", "eval", "encode", "train", "distill", "ensemble", "analyze cost",
-             "analyze attention", "analyze align-uniform", "analyze density", "seeds", "ablate", "report"}
+    every = {"data fetch", "data download", "data indomain", "eval", "encode", "mteb", "train", "distill", "ensemble",
+             "analyze cost", "analyze attention", "analyze align-uniform", "analyze density", "seeds", "ablate",
+             "report"}
     assert every <= commands, every - commands
+    readers = {c[1][0] if c[1][0] != "report" else c[1][1] for c in CASES if c[0] in READER_CASES}
+    assert {"seeds", "ablate", "mteb", "--results", "--seeds", "--ablation", "--adapt"} <= readers, readers
+
+
+def test_the_readme_counts_are_true():
+    """The README's sentence on this suite states its true size (and the API suite's)."""
+    from test_api_robustness import API_CASES
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    expected = (f"`tests/test_robustness.py` sends {len(CASES)} malformed inputs through every command, "
+                f"{len(READER_CASES)} of them damaged records and data files for the record readers, and "
+                f"`tests/test_api_robustness.py` sends {len(API_CASES)} bad arguments through the Python API. "
+                f"All {len(CASES) + len(API_CASES)} end clean")
+    assert expected in readme
+
+
+def test_every_recorded_results_file_passes_its_schema():
+    """The schemas refuse bad records, not the ones cselab wrote: every benchmarks/results file of records is
+    read by its kind (protocol and speed levers as results records)."""
+    from cselab.experiments.records import read_records
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    for name, kind in (("protocol", "results"), ("speed_levers", "results"), ("seeds", "seeds"),
+                       ("ablation", "ablation"), ("adapt", "adapt")):
+        assert read_records(results / f"{name}.jsonl", kind, allow_empty=False)
 
 
 def test_debug_shows_the_traceback(workspace, tmp_path, monkeypatch, capsys):

@@ -9,25 +9,49 @@ Example (run by ``tests/test_examples.py``)::
     best_dir = cselab.train("my-config.yaml", "train.max_steps=100")
 
 ``encode`` follows sentence-transformers' conventions (numpy by default, ``convert_to_tensor=True`` for a
-torch tensor, a 1-D vector for a single string), so code written for one runs on the other.
+torch tensor, a 1-D vector for a single string, ``(0, d)`` for no sentences), so code written for one runs on the
+other.
+
+Every function checks its arguments before any work, with the rules and ranges of the matching command-line
+option (:mod:`cselab.errors`): a misuse raises :class:`cselab.errors.UsageError` (a ``CselabError`` and a
+``ValueError``) with the CLI's one-line message; a problem with the files it names raises ``CselabError``. No
+call changes the objects it is given.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cselab.errors import CselabError
+from cselab.errors import (
+    CselabError,
+    UsageError,
+    check_flag,
+    check_int,
+    check_names,
+    check_optional_int,
+    check_path,
+    check_text,
+)
+
+# the splits `cselab eval --splits` takes (cselab.evaluation.model_eval.SPLITS; not imported: it loads torch)
+SPLITS = ("train", "dev", "test")
 
 
 class SentenceEncoder:
     """A loaded sentence model (any kind: encoder, CoT-BERT, twin, ensemble) with a numpy ``encode``."""
 
     def __init__(self, model: Any, source: str = "") -> None:
+        if not callable(getattr(model, "encode", None)) or not hasattr(model, "hidden_size"):
+            raise UsageError(f"model: a {type(model).__name__} is not a sentence model (one with encode() and "
+                             "hidden_size); load one with cselab.load_model")
+        if not isinstance(source, str):
+            raise UsageError(f"source: {source!r} is not text")
         self.model = model  # the torch module (cselab.models.encoder.Encoder, TwinModel, EnsembleModel)
         self.source = source
 
@@ -44,14 +68,18 @@ class SentenceEncoder:
         """Embeddings ``[N, d]`` float32 in the order of ``sentences`` (``[d]`` for one string).
 
         ``normalize`` L2-normalises each vector; ``convert_to_tensor`` returns a CPU torch tensor instead
-        of a numpy array.
+        of a numpy array. No sentences give an empty ``[0, d]`` array.
         """
         import torch
 
-        single = isinstance(sentences, str)
-        texts = [sentences] if single else list(sentences)
-        if any(not isinstance(t, str) for t in texts):
-            raise CselabError("encode takes a string or a list of strings")
+        single, texts = _sentences(sentences)
+        check_int(batch_size, "batch_size")  # `cselab encode --batch-size`: x >= 1
+        for name, flag in (("normalize", normalize), ("convert_to_tensor", convert_to_tensor),
+                           ("show_progress_bar", show_progress_bar)):
+            check_flag(flag, name)
+        if not texts:
+            empty = torch.zeros((0, self.embedding_dim), dtype=torch.float32)
+            return empty if convert_to_tensor else empty.numpy()
         embeddings = self.model.encode(texts, batch_size=batch_size, progress=show_progress_bar)
         if normalize:
             embeddings = torch.nn.functional.normalize(embeddings, dim=-1)
@@ -62,18 +90,43 @@ class SentenceEncoder:
         """Save as a cselab and sentence-transformers model directory."""
         from cselab.models.sentence_model import save_model
 
+        check_path(path, "path")
         return save_model(self.model, path)
 
     def __repr__(self) -> str:
         return f"SentenceEncoder(kind={self.kind!r}, dim={self.embedding_dim}, source={self.source!r})"
 
 
+def _sentences(sentences: Any) -> tuple[bool, list[str]]:
+    """(a single string?, the texts) of ``encode``'s argument: a string or an ordered collection of strings."""
+    message = "encode takes a string or a list of strings"
+    if isinstance(sentences, str):
+        return True, [sentences]
+    if isinstance(sentences, (bytes, Mapping, set, frozenset)) or not isinstance(sentences, Iterable):
+        raise UsageError(f"sentences: {message}, not a {type(sentences).__name__}")
+    texts = list(sentences)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UsageError(f"sentences: {message}; item {i} is a {type(text).__name__}")
+    return False, texts
+
+
 def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None) -> SentenceEncoder:
     """Load a cselab model directory, a sentence-transformers or HF directory, a fetched model name
-    (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved."""
+    (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved
+    (``max_length``: at least 1, at most the model's position embeddings, like ``cselab eval --max-length``)."""
+    from cselab.models.encoder import check_length
+    from cselab.models.poolers import check_pooler
     from cselab.models.sentence_model import load_model as load_module
 
-    return SentenceEncoder(load_module(path, pooler=pooler, max_length=max_length), source=str(path))
+    check_path(path, "path")
+    if check_text(pooler, "pooler", optional=True) is not None:
+        check_pooler(pooler)
+    check_optional_int(max_length, "max_length")
+    module = load_module(path, pooler=pooler, max_length=max_length)
+    if max_length is not None:
+        check_length(module, max_length, "max_length")
+    return SentenceEncoder(module, source=str(path))
 
 
 def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, method: str | None = None,
@@ -84,12 +137,24 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     None (then ``method`` and the overrides say everything); ``overrides`` are ``KEY=VALUE`` strings
     (``"train.lr=1e-5"``). Twin methods with a pipeline block run both stages.
     """
+    if not (config is None or isinstance(config, Mapping)):
+        if not isinstance(config, (str, os.PathLike)):
+            raise UsageError(f"config: {config!r} is not a YAML file, a mapping of sections or None")
+        check_path(config, "config")
+    for text in overrides:
+        if not isinstance(text, str):
+            raise UsageError(f"overrides: {text!r} is not a KEY=VALUE string")
+    check_text(method, "method", optional=True)
+    check_flag(resume, "resume")
+    check_flag(progress, "progress")
+    check_path(results, "results", optional=True)
+
     from cselab.config.run_config import RunConfig, apply_overrides, load_config, validate
     from cselab.experiments.runs import train_and_record
     from cselab.training.trainer import BEST_DIR
 
-    if isinstance(config, dict):
-        raw = apply_overrides(copy.deepcopy(config), list(overrides))  # the caller's dict is never changed
+    if isinstance(config, Mapping):
+        raw = apply_overrides(copy.deepcopy(dict(config)), list(overrides))  # the caller's mapping is never changed
         if method is not None:
             raw["method"] = method
         run_config = validate(RunConfig, raw)
@@ -110,18 +175,29 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
              splits: Sequence[str] = ("test",), batch_size: int = 128) -> dict[str, dict[str, float]]:
     """Scores ``task -> split -> score`` (x 100). cselab's STS tasks (``stsb``, ``sts12-part`` ... ``sts17-en``,
     ``all``) use its SentEval-style evaluator on the given ``splits``; any other name is run as an mteb task
-    (needs ``pip install cselab[mteb]``; STSBenchmark and the zero-shot tasks use local data)."""
+    (needs ``pip install cselab[mteb]``; STSBenchmark and the zero-shot tasks use local data). ``tasks`` and
+    ``splits`` are lists of names or comma-separated strings, as ``cselab eval --tasks/--splits`` take them."""
+    names = check_names(tasks, "tasks")
+    split_names = check_names(splits, "splits")
+    bad = [s for s in split_names if s not in SPLITS]
+    if bad:  # the message of `cselab eval --splits`
+        raise UsageError(f"unknown split {bad[0]!r}; choose from: {', '.join(SPLITS)}")
+    check_int(batch_size, "batch_size")
+    if not isinstance(model, (SentenceEncoder, str, os.PathLike)) and not (
+            callable(getattr(model, "encode", None)) and hasattr(model, "hidden_size")):
+        raise UsageError(f"model: a {type(model).__name__} is not a model path, a SentenceEncoder or a sentence model")
+
     from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
     from cselab.evaluation.sts_evaluator import StsEvaluator
 
     loaded = model.model if isinstance(model, SentenceEncoder) else (
-        load_model(model).model if isinstance(model, (str, Path)) else model)
-    names = list(DEFAULT_TASKS) if list(tasks) == ["all"] else list(tasks)
+        load_model(model).model if isinstance(model, (str, os.PathLike)) else model)
+    names = list(DEFAULT_TASKS) if names == ["all"] else names
     sts = [t for t in names if t in TASK_NAMES]
     other = [t for t in names if t not in TASK_NAMES]
     scores: dict[str, dict[str, float]] = {}
     if sts:
-        evaluator = StsEvaluator.from_names(sts, list(splits), batch_size=batch_size)
+        evaluator = StsEvaluator.from_names(sts, split_names, batch_size=batch_size)
         scores.update(evaluator(loaded).table())
     if other:
         try:

@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError, check_names, check_number
 from cselab.fileio import check_writable_dir, check_writable_file, write_atomic
-from cselab.training.run_directory import RunDirectory
+from cselab.training.run_directory import RunDirectory, check_run_options
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -40,6 +40,33 @@ def _writable_file(what: str) -> Any:
 
 def _writable_dir(what: str) -> Any:
     return lambda _ctx, _param, value: check_writable_dir(value, what) if value is not None else None
+
+
+def _names(option: str) -> Any:
+    """A click callback: a comma-separated list of names that must not be empty (``--tasks ,`` is an error)."""
+    return lambda _ctx, _param, value: check_names(value, option) if value is not None else None
+
+
+def _number(option: str, minimum: float, maximum: float) -> Any:
+    """A click callback: a finite number in [minimum, maximum] (nan and inf are refused)."""
+    return lambda _ctx, _param, value: check_number(value, option, minimum=minimum, maximum=maximum) \
+        if value is not None else None
+
+
+def _not_empty(option: str) -> Any:
+    """A click callback: text that, when given, is not empty (``--preset ""`` is not "no preset")."""
+    def check(_ctx: Any, _param: Any, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} is empty")
+        return value
+    return check
+
+
+def _check_comparisons(pairs: Any) -> None:
+    """A paired test of a configuration with itself compares nothing (t is nan): refused before any work."""
+    for a, b in pairs:
+        if a == b:
+            raise UsageError(f"--compare {a} {b}: a configuration compared with itself; name two configurations")
 
 
 def _seed_list(_ctx: Any, _param: Any, value: str) -> list[int]:
@@ -122,8 +149,10 @@ _device_opt = click.option("--device", default="auto", show_default=True, expose
 @cli.command("eval")
 @click.argument("model")
 @click.option("--pooler", help="override the pooler (cls, cls_before_pooler, mean, first_last_avg, pooler, mask)")
-@click.option("--tasks", default="all", show_default=True, help="comma-separated task names, or 'all'")
-@click.option("--splits", default="dev,test", show_default=True, help="splits to score where a task has them")
+@click.option("--tasks", default="all", show_default=True, callback=_names("--tasks"),
+              help="comma-separated task names, or 'all'")
+@click.option("--splits", default="dev,test", show_default=True, callback=_names("--splits"),
+              help="splits to score where a task has them")
 @click.option("--senteval-dir", type=click.Path(path_type=Path), help="a SentEval data directory (full STS12-16, SICK-R)")
 @click.option("--batch-size", default=128, show_default=True, type=POSITIVE)
 @click.option("--max-length", type=POSITIVE, help="override the truncation length (at most the model's positions)")
@@ -139,7 +168,7 @@ _device_opt = click.option("--device", default="auto", show_default=True, expose
 @click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news")
 @_precision_opt
 @_device_opt
-def eval_command(model: str, pooler: str | None, tasks: str, splits: str, senteval_dir: Path | None,
+def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[str], senteval_dir: Path | None,
                  batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str,
                  labels_file: Path | None, pairs_file: Path | None, retrieval_dir: Path | None,
                  domain: str | None) -> None:
@@ -153,7 +182,7 @@ def eval_command(model: str, pooler: str | None, tasks: str, splits: str, sentev
                                    precision=precision)
     from cselab.evaluation.model_eval import evaluate_model, render_table
 
-    report = evaluate_model(model, pooler=pooler, tasks=_split_list(tasks), splits=_split_list(splits),
+    report = evaluate_model(model, pooler=pooler, tasks=tasks, splits=splits,
                             senteval_dir=senteval_dir, batch_size=batch_size, max_length=max_length,
                             output=output, progress=not as_json, precision=precision)
     if as_json:
@@ -187,15 +216,16 @@ def encode_command(model: str, input_file: Path, output_file: Path, pooler: str 
 # -- MTEB ------------------------------------------------------------------------------------------------
 @cli.command("mteb")
 @click.argument("model")
-@click.option("--tasks", default="STSBenchmark", show_default=True,
+@click.option("--tasks", default="STSBenchmark", show_default=True, callback=_names("--tasks"),
               help="comma-separated mteb task names; cselab's zero-shot tasks: BBCNewsClassification, "
                    "BBCNewsClustering, TweetSentimentClassification (`cselab data fetch zeroshot`)")
 @click.option("--pooler", help="override the pooler of a single-encoder model")
-@click.option("--batch-size", default=64, show_default=True, type=int)
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--hub", is_flag=True, help="take every task's data from the hub, not from the local data home")
-@click.option("--results", type=click.Path(path_type=Path), help="append one record per task to this JSONL")
+@click.option("--results", type=click.Path(path_type=Path), callback=_writable_file("--results"),
+              help="append one record per task to this JSONL")
 @click.option("--variant", default="", help="label of the model in the results records")
-def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hub: bool, results: Path | None,
+def mteb_command(model: str, tasks: list[str], pooler: str | None, batch_size: int, hub: bool, results: Path | None,
                  variant: str) -> None:
     """Run mteb's tasks on MODEL (STSBenchmark reads the fetched STS-B unless --hub)."""
     try:
@@ -206,8 +236,7 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
 
     from cselab.provenance import provenance
 
-    names = _split_list(tasks)
-    scores = run_mteb(model, names, batch_size=batch_size, local=not hub, pooler=pooler)
+    scores = run_mteb(model, tasks, batch_size=batch_size, local=not hub, pooler=pooler)
     for task, splits in scores.items():
         click.echo(f"{task}: " + "  ".join(f"{split} {score:.2f}" for split, score in splits.items()))
     if results is not None:
@@ -223,14 +252,15 @@ def mteb_command(model: str, tasks: str, pooler: str | None, batch_size: int, hu
 
 
 # -- training --------------------------------------------------------------------------------------------
-_preset_opt = click.option("--preset", help="a preset shipped with cselab instead of --config, e.g. simcse/cpu-minilm")
+_preset_opt = click.option("--preset", callback=_not_empty("--preset"),
+                           help="a preset shipped with cselab instead of --config, e.g. simcse/cpu-minilm")
 
 
 def _config_file(config_file: Path | None, preset: str | None, *, required: bool = False) -> Path | None:
     """The YAML file that --config or --preset names."""
-    if config_file is not None and preset:
-        raise CselabError("give --config FILE or --preset NAME, not both")
-    if preset:
+    if config_file is not None and preset is not None:
+        raise UsageError("give --config FILE or --preset NAME, not both")
+    if preset is not None:
         from cselab.config.presets import preset_path
 
         return preset_path(preset)
@@ -293,6 +323,7 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from cselab.config.run_config import load_config
 
+    check_run_options(resume, overwrite, allow_change)
     config_file = _config_file(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
@@ -327,6 +358,7 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
     from cselab.experiments.pipeline import distill_config
     from cselab.experiments.runs import train_and_record
 
+    check_run_options(resume, overwrite, allow_change)
     config_file = _config_file(config_file, preset)
     if device:
         overrides = (*overrides, f"train.device={device}")
@@ -405,6 +437,8 @@ def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
     from cselab.experiments.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
 
+    if grid is not None and weight != "dev":
+        raise UsageError(f"--grid applies only with --weight dev (the weight is fixed at {weight}); drop one")
     if weight == "dev":
         weights = DEFAULT_GRID if grid is None else _weight_grid(grid)
         saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, weights, combine=combine)
@@ -419,16 +453,16 @@ def _weight_value(text: str, option: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise CselabError(f"{option} {text!r}: give a number in [0, 1] (or 'dev' for --weight)") from None
+        raise UsageError(f"{option} {text!r}: give a number in [0, 1] (or 'dev' for --weight)") from None
     if not 0.0 <= value <= 1.0:
-        raise CselabError(f"{option} {text!r}: the weight must be in [0, 1]")
+        raise UsageError(f"{option} {text!r}: the weight must be in [0, 1]")
     return value
 
 
 def _weight_grid(text: str) -> list[float]:
     values = [_weight_value(part.strip(), "--grid") for part in text.split(",") if part.strip()]
     if not values:
-        raise CselabError("--grid is empty: give comma-separated weights in [0, 1]")
+        raise UsageError("--grid is empty: give comma-separated weights in [0, 1]")
     return values
 
 
@@ -468,7 +502,8 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @click.argument("model")
 @_out_opt
 @_pooler_opt
-@click.option("--sentence", default="A man is playing the guitar.", show_default=True, help="sentence of the heat-map")
+@click.option("--sentence", default="A man is playing the guitar.", show_default=True, callback=_not_empty("--sentence"),
+              help="sentence of the heat-map")
 @click.option("--label", help="the model's name in the plots (default: from the path)")
 @_device_opt
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
@@ -485,7 +520,8 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @analyze.command("cost")
 @click.argument("model")
 @click.option("--seq-len", default=64, show_default=True, type=POSITIVE, help="at most the model's positions")
-@click.option("--score", type=float, help="score for the efficiency eta = score / GMAC")
+@click.option("--score", type=float, callback=_number("--score", -100.0, 100.0),
+              help="score (Spearman x 100, in [-100, 100]) for the efficiency eta = score / GMAC")
 @click.option("--score-task", type=click.Choice(["stsb", "avg-available"]), help="compute the score on this test set")
 @_pooler_opt
 @_device_opt
@@ -537,12 +573,13 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
     from cselab.experiments.seeds import seeds_run
     from cselab.reporting.seeds_report import seeds_report
 
+    _check_comparisons([compare] if compare else [])
     config_file = _config_file(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
     results, out_dir = results or run_dir / "seeds.jsonl", out_dir or run_dir
     seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
     a, b = compare if compare else (None, None)
-    report = seeds_report(read_records(results), out_dir, a_variant=a, b_variant=b)
+    report = seeds_report(read_records(results, "seeds"), out_dir, a_variant=a, b_variant=b)
     click.echo(report.markdown)
 
 
@@ -569,7 +606,7 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 
     chosen = [tuple(t.strip() for t in s.split("+")) for s in subsets] or None
     run = ablation_run(config_file, chosen, list(overrides), results_file=results, echo=click.echo)
-    report = ablation_report(read_records(results), run.terms, out_dir, method=run.method)
+    report = ablation_report(read_records(results, "ablation"), run.terms, out_dir, method=run.method)
     click.echo(report.markdown)
 
 
@@ -600,19 +637,24 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     )
 
     if not (results_file or seeds_file or ablation_file or adapt_file):
-        raise CselabError("give at least one records file: --results, --seeds, --ablation or --adapt")
+        raise UsageError("give at least one records file: --results, --seeds, --ablation or --adapt")
+    if compare and not seeds_file:
+        raise UsageError("--compare pairs configurations of --seeds records: give --seeds FILE")
+    if adapt_baseline is not None and not adapt_file:
+        raise UsageError("--adapt-baseline pairs configurations of --adapt records: give --adapt FILE")
+    _check_comparisons(compare)
     tables = {}
     if results_file:
-        tables["protocol"] = protocol_table(read_records(results_file))
+        tables["protocol"] = protocol_table(read_records(results_file, "results", allow_empty=False))
     if seeds_file:
-        tables["seeds"] = seeds_table(read_records(seeds_file), comparisons=compare)
+        tables["seeds"] = seeds_table(read_records(seeds_file, "seeds", allow_empty=False), comparisons=compare)
     if ablation_file:
-        tables["ablation"] = ablation_tables(read_records(ablation_file))
+        tables["ablation"] = ablation_tables(read_records(ablation_file, "ablation", allow_empty=False))
     if adapt_file:
         from cselab.reporting.adapt import adapt_seeds_table, adapt_table
         from cselab.reporting.tables import resolve_configuration
 
-        adapt_records = read_records(adapt_file)
+        adapt_records = read_records(adapt_file, "adapt", allow_empty=False)
         baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None
         tables["adapt"] = adapt_table(adapt_records)
         tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)

@@ -113,16 +113,24 @@ def indomain_path(name: str, home: Path | None = None) -> Path:
 
 def build_indomain_corpora(home: Path | None = None) -> list[dict]:
     """Write every in-domain corpus to ``$CSELAB_HOME/corpus/<name>.txt`` with a ``<name>.json`` manifest
-    (counts, checksum, test-task overlap); returns the manifests. Needs ``cselab data fetch sts``."""
+    (counts, checksum, test-task overlap); returns the manifests. Needs ``cselab data fetch sts``. A corpus that
+    would be empty (every train sentence is held out, as on a tiny or partial STS-B) is refused before any file
+    is written: a 0-sentence training text is never built."""
     directory = stsb_dir(home)
     missing = [s for s in STSB_SPLITS if not (directory / f"sts-{s}.csv").is_file()]
     if missing:
         raise CselabError(f"STS-B {', '.join(missing)} not found in {directory}: run `cselab data fetch sts` first")
     rows = {split: read_stsb_file(directory / f"sts-{split}.csv") for split in STSB_SPLITS}
+    texts = [indomain_text(name, rows) for name in INDOMAIN_CORPORA]
+    for text in texts:
+        if not text.sentences:
+            raise CselabError(f"in-domain corpus {text.name} would be empty: all {text.train_sentences} distinct "
+                              f"STS-B train sentences of {directory} are held out; is the STS-B there complete? "
+                              "(`cselab data fetch sts`); nothing was written")
     tasks = eval_task_sentences(home)
     manifests = []
-    for name in INDOMAIN_CORPORA:
-        text = indomain_text(name, rows)
+    for text in texts:
+        name = text.name
         path = indomain_path(name, home)
         write_atomic(path, "".join(f"{s}\n" for s in text.sentences))
         overlap = text_overlap(text.sentences, tasks)

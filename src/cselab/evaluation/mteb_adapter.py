@@ -16,7 +16,6 @@ mteb is an optional extra (``pip install cselab[mteb]``); importing this module 
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from torch import nn
 
+from cselab.data.jsonl import Schema, number, one_of, read_jsonl, text
 from cselab.data.sts import read_stsb_file, stsb_dir
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
@@ -98,11 +98,37 @@ def stsb_dataset(home: Path | None = None) -> DatasetDict:
 
 
 # -- zero-shot tasks on registry data ---------------------------------------------------------------------
+# the rows `cselab data fetch zeroshot` writes (cselab.data.fetch._build_zeroshot), one schema per file
+_ZEROSHOT_ROW = {"text": text(empty=False), "label": text(empty=False)}
+ZEROSHOT_ROWS: dict[str, Schema] = {
+    "bbc-news": Schema("bbc-news row", {**_ZEROSHOT_ROW, "file": text()}, required=("text", "label")),
+    "tweet-sentiment": Schema("tweet-sentiment row", {**_ZEROSHOT_ROW, "split": one_of("train", "test"),
+                                                      "confidence": number(0.0, 1.0)},
+                              required=("text", "label", "split")),
+}
+
+
 def _zeroshot_rows(name: str, home: Path | None) -> list[dict[str, Any]]:
+    """The rows of ``zeroshot/<name>.jsonl``, each checked against :data:`ZEROSHOT_ROWS`; a file that is empty or
+    holds one label only (nothing to classify or cluster) is refused naming the file."""
     path = (home if home is not None else cselab_home()) / "zeroshot" / f"{name}.jsonl"
     if not path.is_file():
         raise CselabError(f"{path} not found: {ZEROSHOT_FETCH_HINT}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_jsonl(path, ZEROSHOT_ROWS[name], what="zero-shot data file")
+    labels = {r["label"] for r in rows}
+    if len(labels) < 2:
+        raise CselabError(f"{path} holds {len(rows)} row(s) of {len(labels)} label(s); a task needs rows of at "
+                          f"least 2 labels: {ZEROSHOT_FETCH_HINT} again")
+    return rows
+
+
+def _nonempty_splits(name: str, splits: dict[str, list[int]], home: Path | None) -> dict[str, list[int]]:
+    """``splits`` (split -> row indices), refused when one has no rows (mteb would fail deep inside)."""
+    empty = [split for split, rows in splits.items() if not rows]
+    if empty:
+        path = (home if home is not None else cselab_home()) / "zeroshot" / f"{name}.jsonl"
+        raise CselabError(f"{path}: no rows for the {empty[0]} split; {ZEROSHOT_FETCH_HINT} again")
+    return splits
 
 
 def _metadata(name: str, description: str, task_type: str, main_score: str, subtypes: list[str],
@@ -162,7 +188,7 @@ class BBCNewsClassification(_LocalTask, AbsTaskClassification):
     def local_dataset(self, home: Path | None) -> DatasetDict:
         rows = _zeroshot_rows("bbc-news", home)
         train, test = split_stratified([r["label"] for r in rows], 0.5, seed=0)
-        return _classification_splits(rows, {"train": train, "test": test})
+        return _classification_splits(rows, _nonempty_splits("bbc-news", {"train": train, "test": test}, home))
 
 
 class BBCNewsClustering(_LocalTask, AbsTaskClustering):
@@ -191,8 +217,8 @@ class TweetSentimentClassification(_LocalTask, AbsTaskClassification):
 
     def local_dataset(self, home: Path | None) -> DatasetDict:
         rows = _zeroshot_rows("tweet-sentiment", home)
-        return _classification_splits(rows, {split: [i for i, r in enumerate(rows) if r["split"] == split]
-                                             for split in ("train", "test")})
+        splits = {split: [i for i, r in enumerate(rows) if r["split"] == split] for split in ("train", "test")}
+        return _classification_splits(rows, _nonempty_splits("tweet-sentiment", splits, home))
 
 
 ZEROSHOT_TASKS: dict[str, type] = {c.metadata.name: c for c in

@@ -79,7 +79,8 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
             run_overrides = [*overrides, *[f"method_options.loss_weights.{t}=0" for t in terms if t not in subset],
                              *placement]
             record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
-                                       results_file=results_file, progress=progress, echo=say)
+                                       results_file=results_file, progress=progress, echo=say,
+                                       kind="ablation")
             key = (variant, seed if seed is not None else base_config.train.seed)
             (ran if did_run else skipped).append(key)
             if record is not None:

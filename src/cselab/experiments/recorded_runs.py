@@ -77,28 +77,30 @@ def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, sta
     return out
 
 
-def _read_records(results_file: Path) -> list[dict[str, Any]]:
-    from cselab.experiments.results import read_records
+def _read_records(results_file: Path, kind: str) -> list[dict[str, Any]]:
+    from cselab.experiments.records import read_records
 
-    return read_records(results_file) if results_file.is_file() else []
+    return read_records(results_file, kind) if results_file.is_file() else []
 
 
 def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
-             results_file: Path, progress: bool, echo: Callable[[str], None]) -> tuple[dict[str, Any] | None, bool]:
-    """Train and record one (variant, seed) unless the results file has it. Returns (record, ran)."""
+             results_file: Path, progress: bool, echo: Callable[[str], None],
+             kind: str = "results") -> tuple[dict[str, Any] | None, bool]:
+    """Train and record one (variant, seed) unless the results file (records of ``kind``,
+    :mod:`cselab.experiments.records`) has it. Returns (record, ran)."""
     from cselab.config.run_config import load_config
     from cselab.experiments.runs import train_and_record
 
     config = load_config(config_path, overrides, method=method)
     seed = config.train.seed
     effective = config.model_dump(mode="json")
-    recorded = [r for r in _read_records(results_file)
+    recorded = [r for r in _read_records(results_file, kind)
                 if r.get("method") == config.method and (r.get("variant") or "") == variant and r.get("seed") == seed]
     if recorded:
         previous = recorded[-1]
-        recorded_effective = previous.get("config", {}).get("effective", {})
+        recorded_effective = (previous.get("config") or {}).get("effective") or {}
         differences = _config_differences(recorded_effective, effective)
-        if not precision_agrees(recorded_effective.get("train", {}).get("precision"), previous.get("precision"),
+        if not precision_agrees((recorded_effective.get("train") or {}).get("precision"), previous.get("precision"),
                                 config):
             differences.append("train.precision")
         if differences:

@@ -2,7 +2,9 @@
 the effective configuration, cost and provenance; one JSON line per run in a results file.
 
 Its own module so that single runs (:mod:`cselab.experiments.runs`) and the two-stage pipeline
-(:mod:`cselab.experiments.pipeline`) both record through it without importing each other.
+(:mod:`cselab.experiments.pipeline`) both record through it without importing each other. Records are read back,
+each checked against the schema of its kind, by :func:`cselab.experiments.records.read_records` (also importable
+from here).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RunConfig
-from cselab.errors import CselabError
+from cselab.experiments.records import read_records as read_records  # the one reader of records (re-exported)
 from cselab.provenance import provenance
 from cselab.training.trainer import TrainResult
 
@@ -87,42 +89,3 @@ def append_record(results_file: Path, record: dict[str, Any]) -> None:
     # one write of one line with O_APPEND: concurrent runs appending to one results file do not interleave
     with open(results_file, "a", encoding="utf-8") as f:
         f.write(line + "\n")
-
-
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a results JSONL; a line that is not a record (not JSON, not an object, a ``method`` that
-    is not text, ``scores`` that are not numbers) is refused with its line number instead of rendering a row of
-    ``?``."""
-    path = Path(path)
-    if not path.is_file():
-        raise CselabError(f"results file not found: {path}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CselabError(f"{path} is not UTF-8 text (byte {exc.start}); a results file is UTF-8 JSON lines") from exc
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
-            problem = _record_problem(record)
-            if problem:
-                raise CselabError(f"{path}:{lineno}: not a results record ({problem})")
-            records.append(record)
-    return records
-
-
-def _record_problem(record: Any) -> str | None:
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    if not isinstance(record.get("method"), str) or not record["method"]:
-        return "no 'method' text"
-    scores = record.get("scores")
-    if not isinstance(scores, dict):
-        return "no 'scores' object"
-    bad = [k for k, v in scores.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
-    if bad:
-        return f"score {bad[0]!r} is not a number"
-    return None

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RunConfig
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError
 from cselab.experiments.pipeline import run_twin_pipeline
 from cselab.experiments.results import append_record, results_record, score_test_sets
 from cselab.fileio import check_writable_file, write_atomic
 from cselab.models.model_card import record_test_scores
 from cselab.runtime.launch import is_main_process
-from cselab.training.run_directory import RESULTS_FILE, RunDirectory
+from cselab.training.run_directory import RESULTS_FILE, RunDirectory, check_resume_config, check_run_options
 from cselab.training.trainer import BEST_DIR, Trainer
 
 
@@ -38,9 +38,14 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     an interrupted one resumes, so ``resume`` is implied). The run directory is locked from training to
     record; ``--resume`` of a run already scored reports its record instead of scoring (and appending) again.
     """
+    check_run_options(resume, overwrite, allow_change)  # contradictions are refused before any work
     if results_file is not None:
         check_writable_file(results_file, "results file")  # before training, not after it
     if config.method_options.get("pipeline"):
+        if overwrite or allow_change:  # the pipeline keeps finished stages and resumes an interrupted one
+            raise UsageError(f"{'--overwrite' if overwrite else '--allow-change'} does not apply to a two-stage "
+                             "run: finished stages are kept and an interrupted one resumes; choose another "
+                             "train.output_dir to start again")
         return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
                                  config_source=config_source, overrides=overrides).summary()
     output_dir = Path(config.train.output_dir)
@@ -48,6 +53,7 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
     with RunDirectory(output_dir):
         recorded = _recorded(output_dir) if resume and main_rank else None
         if recorded is not None:
+            check_resume_config(output_dir, config, allow_change)  # a changed configuration is refused here too
             if results_file is not None:
                 append_record(results_file, recorded)
             return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),

@@ -45,7 +45,7 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
     for seed in seeds:
         run_overrides = [*overrides, *seed_overrides(base_config, seed)]
         record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
-                                   results_file=results_file, progress=progress, echo=say)
+                                   results_file=results_file, progress=progress, echo=say, kind="seeds")
         (ran if did_run else skipped).append(seed)
         if record is not None:
             records.append(record)

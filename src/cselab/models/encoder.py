@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError
 from cselab.models import st_layout
 from cselab.models.backbone import load_backbone
 from cselab.models.kinds import register_kind
@@ -42,7 +42,7 @@ def check_length(model: nn.Module, length: int, what: str) -> None:
     for module in model.modules():
         limit = getattr(module, "position_limit", None)
         if isinstance(module, Encoder) and limit is not None and length > limit:
-            raise CselabError(f"{what} {length} is longer than the model's {limit} position embeddings; "
+            raise UsageError(f"{what} {length} is longer than the model's {limit} position embeddings; "
                               f"use at most {limit}")
 
 

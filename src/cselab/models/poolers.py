@@ -10,13 +10,13 @@ import torch
 from torch import Tensor
 
 from cselab.config.run_config import POOLERS
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError
 
 
 def check_pooler(name: str) -> str:
-    """Return ``name`` if it is a known pooler, else raise a one-line :class:`CselabError`."""
+    """Return ``name`` if it is a known pooler, else raise a one-line :class:`~cselab.errors.UsageError`."""
     if name not in POOLERS:
-        raise CselabError(f"unknown pooler {name!r}; choose one of: {', '.join(POOLERS)}")
+        raise UsageError(f"unknown pooler {name!r}; choose one of: {', '.join(POOLERS)}")
     return name
 
 
@@ -69,4 +69,4 @@ def pool(
             raise CselabError("pooler 'mask' needs input ids and a tokenizer with a mask token")
         rows = torch.arange(last.shape[0], device=last.device)
         return last[rows, last_token_position(input_ids, mask_token_id)]
-    raise CselabError(f"unknown pooler {name!r}; choose one of: {', '.join(POOLERS)}")
+    raise UsageError(f"unknown pooler {name!r}; choose one of: {', '.join(POOLERS)}")

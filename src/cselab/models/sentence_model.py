@@ -30,6 +30,7 @@ from cselab.models import st_layout
 from cselab.models.encoder import Encoder
 from cselab.models.kinds import kind_class, register_kind
 from cselab.models.model_card import model_card
+from cselab.models.poolers import check_pooler
 from cselab.paths import resolve_model_path
 
 DESCRIPTION_FILE = "cselab.json"
@@ -275,8 +276,11 @@ def load_sentence_model(
 ) -> nn.Module:
     """Load a cselab model directory, a sentence-transformers directory, a plain HF directory or hub name.
 
-    ``pooler``/``max_length`` override what the directory says (for single encoders).
+    ``pooler``/``max_length`` override what the directory says (for single encoders); an empty or unknown pooler
+    is refused, never read as "no override".
     """
+    if pooler is not None:
+        check_pooler(pooler)
     source = Path(resolve_model_path(name_or_path))
     if source.exists() and not source.is_dir():
         raise CselabError(f"{source} is a file, not a model directory")

@@ -34,7 +34,10 @@ _ORDER = ["stsb", *[t for t in _TASKS if t != "stsb"]]
 
 
 def _effective(record: dict[str, Any], section: str, key: str) -> Any:
-    return record.get("config", {}).get("effective", {}).get(section, {}).get(key)
+    """A key of the record's effective configuration (None where the record does not say; a null section or
+    object counts as absent: read_records checked that each present one is an object)."""
+    effective = (record.get("config") or {}).get("effective") or {}
+    return (effective.get(section) or {}).get(key)
 
 
 def training_text_of(record: dict[str, Any]) -> tuple[str, list[str] | None]:
@@ -173,7 +176,7 @@ def _groups(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
         unknown = any(k is None for k in known)
         seen = set(_TASKS) if unknown else {t for k in known for t in (k or [])}
         held_out = [t for t in _ORDER if t not in seen]
-        sizes = sorted({r.get("training_text", {}).get("sentences") for r in rows} - {None})
+        sizes = sorted({(r.get("training_text") or {}).get("sentences") for r in rows} - {None})
         size = f"{', '.join(f'{n:,}' for n in sizes)} sentences; " if sizes else ""
         if unknown:
             note = "which test sets it holds is not recorded: no column counts as held out"

@@ -37,7 +37,13 @@ def seeds_report(records: Sequence[dict[str, Any]], out_dir: str | Path, *, a_va
     Writes ``seeds.png`` (mean ± std with every seed), ``seeds.md`` (the table of
     :func:`cselab.reporting.tables.seeds_table`) and ``seeds.json`` into ``out_dir``.
     """
-    from cselab.reporting.tables import record_label, records_by_seed, resolve_configuration, seeds_table
+    from cselab.reporting.tables import (
+        check_two_configurations,
+        record_label,
+        records_by_seed,
+        resolve_configuration,
+        seeds_table,
+    )
 
     if not records:
         raise CselabError("no records to summarise")
@@ -58,6 +64,7 @@ def seeds_report(records: Sequence[dict[str, Any]], out_dir: str | Path, *, a_va
     paired = None
     if a_variant is not None and b_variant is not None:
         a_label, b_label = resolve_configuration(records, a_variant), resolve_configuration(records, b_variant)
+        check_two_configurations(a_label, b_label)
         common = sorted(set(scores.get(a_label, {})) & set(scores.get(b_label, {})))
         test = paired_test({s: scores[a_label][s] for s in common}, {s: scores[b_label][s] for s in common},
                            alternative=alternative)

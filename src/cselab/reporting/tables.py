@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cselab.data.sts import DEFAULT_TASKS, DISPLAY_NAMES
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError
 from cselab.reporting.markdown import fmt, markdown_table, mean_std, short_commit
 
 TASK_COLUMNS = (
@@ -27,13 +27,17 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in records:
         scores = r.get("scores", {})
-        row = [r.get("method", "?"), r.get("variant") or "", str(r.get("seed", "")), str(r.get("steps", "")),
-               r.get("precision", ""), fmt(scores.get("stsb_dev_start")), fmt(scores.get("stsb_dev_best")),
+        row = [r.get("method", "?"), r.get("variant") or "", _cell(r.get("seed")), _cell(r.get("steps")),
+               r.get("precision") or "", fmt(scores.get("stsb_dev_start")), fmt(scores.get("stsb_dev_best")),
                *[fmt(scores.get(key)) for key, _ in TASK_COLUMNS],
                fmt(r.get("wall_s"), 0), fmt(r.get("train_sentences_per_s"), 0), fmt(r.get("peak_mem_mb"), 0),
                short_commit(str(r.get("git", "")))]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def _block_pattern(name: str) -> re.Pattern[str]:
@@ -77,6 +81,13 @@ def resolve_configuration(records: Sequence[dict[str, Any]], key: str) -> str:
     if len(matches) > 1:
         raise CselabError(f"variant {key!r} is used by several methods; name one of: {', '.join(matches)}")
     raise CselabError(f"no records for configuration {key!r}; recorded: {', '.join(labels) or 'none'}")
+
+
+def check_two_configurations(a_label: str, b_label: str) -> None:
+    """A paired test needs two configurations: one compared with itself (t is nan) is refused."""
+    if a_label == b_label:
+        raise UsageError(f"--compare names {a_label} twice: a configuration compared with itself; "
+                         "name two configurations")
 
 
 def records_by_seed(records: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
@@ -124,6 +135,7 @@ def seeds_table(records: Sequence[dict[str, Any]], a_variant: str | None = None,
     rows = []
     for a_name, b_name in pairs:
         a_label, b_label = resolve_configuration(records, a_name), resolve_configuration(records, b_name)
+        check_two_configurations(a_label, b_label)
         a = {s: _score(r, metric) for s, r in records_by_seed(records, a_label).items()}
         b = {s: _score(r, metric) for s, r in records_by_seed(records, b_label).items()}
         seeds = sorted(s for s in set(a) & set(b) if a[s] is not None and b[s] is not None)

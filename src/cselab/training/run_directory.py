@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RunConfig, dump_config, load_config
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError, refuse_both
 from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
 from cselab.runtime.launch import is_main_process
 
@@ -133,14 +133,25 @@ def read_saved_config(directory: Path) -> RunConfig | None:
         raise CselabError(f"{file} is damaged ({exc}); the run's configuration is unknown") from None
 
 
+def check_run_options(resume: bool, overwrite: bool, allow_change: Sequence[str] = ()) -> None:
+    """Refuse options of opening a run that contradict each other, before any work: ``--overwrite`` with
+    ``--resume`` (one discards the saved state the other continues), ``--allow-change`` without ``--resume`` or
+    naming a key that may not change."""
+    refuse_both(("--resume", resume), ("--overwrite", overwrite),
+                "--resume continues the saved state, --overwrite discards it")
+    if allow_change and not resume:
+        raise UsageError("--allow-change only applies with --resume")
+    bad = [key for key in allow_change if key not in CHANGEABLE_KEYS]
+    if bad:
+        raise UsageError(f"--allow-change {bad[0]}: only {', '.join(CHANGEABLE_KEYS)} may change on --resume "
+                         "(other keys change what the saved steps did: start a new run)")
+
+
 def check_resume_config(directory: Path, config: RunConfig,
                         allow_change: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """Refuse a ``--resume`` whose configuration differs from the recorded one, except ``allow_change`` keys;
     returns the allowed changes (key -> (old, new)) so the run can record them."""
-    bad = [key for key in allow_change if key not in CHANGEABLE_KEYS]
-    if bad:
-        raise CselabError(f"--allow-change {bad[0]}: only {', '.join(CHANGEABLE_KEYS)} may change on --resume "
-                          "(other keys change what the saved steps did: start a new run)")
+    check_run_options(True, False, allow_change)
     saved = read_saved_config(directory)
     if saved is None:
         return {}

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from cselab.config.run_config import RunConfig
-from cselab.errors import CselabError, RunInterrupted
+from cselab.errors import CselabError, RunInterrupted, UsageError
 from cselab.fileio import recover_directory
 from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
@@ -37,7 +37,7 @@ from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
 from cselab.training.length_grouping import group_window
-from cselab.training.run_directory import RunDirectory
+from cselab.training.run_directory import RunDirectory, check_run_options
 
 BEST_DIR, LAST_DIR = "best", "last"
 
@@ -235,8 +235,7 @@ class Trainer:
     def _prepare_output(self, resume: bool, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> None:
         """Lock the output directory and open it fresh, resumed or overwritten (see :mod:`.run_directory`)."""
         out = self.output_dir
-        if allow_change and not resume:
-            raise CselabError("--allow-change only applies with --resume")
+        check_run_options(resume, overwrite, allow_change)
         if self.dist.is_main:
             self._run_directory = RunDirectory(out).__enter__()  # released in run()'s finally
             self._run_directory.recover(BEST_DIR)
@@ -268,6 +267,11 @@ class Trainer:
                 state_dir, method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
                 generator=self.generator, rank=self.dist.rank,
             )
+            if self.state.step > self.total_steps:  # an allowed change that ends the run before where it is
+                changed = ", ".join(f"{k}={v[1]}" for k, v in changes.items() if k in ("train.max_steps", "train.epochs"))
+                raise UsageError(f"--resume: the saved state of {out} is at step {self.state.step}, but "
+                                 f"{changed or 'the configuration'} ends the run at step {self.total_steps}; "
+                                 f"a run cannot end before its saved step (give at least {self.state.step} steps)")
             self.method.load_extra_state(extra)
             self._saved_step, self._wall_before = self.state.step, self.state.wall_seconds
             if self.dist.is_main:
