@@ -46,6 +46,7 @@ def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
         f"data: {{corpus: {w / 'corpus.txt'}}}\n"
         "train: {batch_size: 4, max_steps: 2, eval_every: 2, threads: 1, eval_batch_size: 16}\n")
     (w / "sentences.txt").write_text("a man plays the guitar .\nthe dog runs .\n")
+    write_corpus(w / "big.txt", n=400)  # enough distinct lines for cselab adapt
     (w / "afile").write_text("a plain file\n")
     (w / "README.md").write_text("# x\n<!-- cselab:protocol -->\n<!-- /cselab:protocol -->\n")
     old_home = os.environ.get("CSELAB_HOME")
@@ -190,6 +191,31 @@ def case(cid: str, args: list[str], setup: Setup | None = None, expect: str = ""
     if reader:
         READER_CASES.add(cid)
 
+
+# cselab adapt: bad text, options and outputs, all refused before a model loads
+ADAPT = ["adapt", "{W}/big.txt", "--model", M, "--no-teacher", "--output", "{T}/adapted"]
+case("adapt-no-output", ["adapt", "{W}/big.txt"], expect="Missing option '--output'")
+case("adapt-text-missing", ["adapt", "{T}/nope.txt", "--model", M, "--no-teacher", "--output", "{T}/a"], expect="not found")
+case("adapt-text-small", ["adapt", "{W}/sentences.txt", "--model", M, "--no-teacher", "--output", "{T}/a"],
+     expect="at least 200")
+case("adapt-text-utf16", ["adapt", "{T}/u.txt", "--model", M, "--no-teacher", "--output", "{T}/a"],
+     write("u.txt", UTF16), expect="UTF-16")
+case("adapt-text-binary", ["adapt", "{T}/b.bin", "--model", M, "--no-teacher", "--output", "{T}/a"],
+     write("b.bin", NUL_BINARY))
+for option, value in (("--steps", "0"), ("--batch-size", "1"), ("--max-length", "4"), ("--seed", "-1"),
+                      ("--max-sentences", "0"), ("--steps", "x")):
+    case(f"adapt{option}-{value}", [*ADAPT, option, value], expect=option)
+case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="at least 200")
+case("adapt-teacher-and-no-teacher", [*ADAPT, "--teacher", M], expect="not both")
+case("adapt-default-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--output", "{T}/a"],
+     expect="not fetched")
+case("adapt-output-under-file", ["adapt", "{W}/big.txt", "--model", M, "--no-teacher", "--output", "{W}/afile/x"])
+case("adapt-output-holds-users-file", ADAPT, write("adapted/notes.txt", "mine"), expect="did not write")
+case("adapt-labels-missing", [*ADAPT, "--labels", "{T}/nope.tsv"], expect="nope.tsv")
+case("adapt-labels-no-tab", [*ADAPT, "--labels", "{T}/l.tsv"], write("l.tsv", "a text without a label\n" * 20),
+     expect="l.tsv")
+case("adapt-domain-unknown", [*ADAPT, "--domain", "atlantis"], expect="atlantis")
+case("adapt-override-unknown", [*ADAPT, "train.frobnicate=1"], expect="frobnicate")
 
 # command line shape
 case("unknown-command", ["frobnicate"], expect="No such command")

@@ -413,8 +413,12 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
 
         def evaluate(encoder: Any) -> dict[str, float]:
             return score_inputs(encoder, inputs)
-    click.echo(plan.describe())
     from cselab.adapt import estimate_seconds, run_adapt, summary_of
+    from cselab.training.run_directory import RunDirectory
+
+    if output_dir.is_dir():
+        RunDirectory(output_dir).claim()  # a directory holding the user's files is refused before models load
+    click.echo(plan.describe())
 
     click.echo(f"adapt: estimated {estimate_seconds(plan) / 60:.0f} min on this machine (models load, teacher pass, steps)")
     click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo)))
