@@ -157,6 +157,18 @@ api_case("evaluate-unknown-task", "evaluate", (MODEL, ["NoSuchTask"]), exc=Csela
          expect="unknown mteb task 'NoSuchTask'" if importlib.util.find_spec("mteb") else "mteb is not installed")
 
 
+# -- evaluate_domain: the user's labelled files, every one checked before a model loads --------------------------
+api_case("evaluate-domain-nothing", "evaluate_domain", (MODEL,), expect="nothing to score", exc=CselabError)
+api_case("evaluate-domain-labels-missing", "evaluate_domain", (MODEL,), {"labels": "{T}/nope.tsv"}, "nope.tsv",
+         CselabError)
+api_case("evaluate-domain-labels-no-tab", "evaluate_domain", (MODEL,), {"labels": "{T}/l.tsv"}, "l.tsv", CselabError,
+         user_file("l.tsv", "a text without its label\n" * 12))
+api_case("evaluate-domain-pairs-score-text", "evaluate_domain", (MODEL,), {"pairs": "{T}/p.tsv"}, "p.tsv", CselabError,
+         user_file("p.tsv", "a man\ta woman\thigh\n" * 5))
+api_case("evaluate-domain-unknown", "evaluate_domain", (MODEL,), {"domain": "atlantis"}, "atlantis", CselabError)
+api_case("evaluate-domain-and-files", "evaluate_domain", (MODEL,), {"domain": "stsb", "labels": "{T}/l.tsv"},
+         "not both", CselabError)
+
 # -- the workspace ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
@@ -209,7 +221,7 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
     t.mkdir()
     if setup is not None:
         setup(t)
-    functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate,
+    functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate, "evaluate_domain": cselab.evaluate_domain,
                  "SentenceEncoder": cselab.SentenceEncoder, "encode": loaded.encode, "save": loaded.save}
     args = tuple(fill(a, workspace, t, loaded) for a in args)
     kwargs = {k: fill(v, workspace, t, loaded) for k, v in kwargs.items()}
