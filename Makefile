@@ -2,7 +2,7 @@
 #   make demo    installs, fetches the models and the domain suite, adapts all-MiniLM-L6-v2 to one domain's text with
 #                `cselab adapt` (about 10 minutes on 2 cores) and prints the domain's score before and after
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
-#   make report  renders docs/results.md's tables again from benchmarks/results/*.jsonl
+#   make report  renders the tables of docs/results.md and docs/adapt.md again from benchmarks/results/*.jsonl
 #
 # Python: the active virtual environment (or conda environment) when there is one; otherwise .venv, created
 # with $(BOOTSTRAP_PYTHON): a distribution's own Python refuses `pip install` outside a virtual environment
@@ -72,3 +72,4 @@ report: install
 	  --compare simcse jtcse/two-stream --compare tncse/dropout-0.1 jtcse/two-stream --update-readme docs/results.md
 	$(PYTHON) -m cselab.cli report --adapt $(RESULTS)/adapt.jsonl \
 	  --adapt-baseline "simcse/T 0.2, lr 1e-5, precision auto" --update-readme docs/adapt.md
+	$(PYTHON) -m cselab.cli report --domains $(RESULTS)/domains.jsonl --update-readme docs/adapt.md

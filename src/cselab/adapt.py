@@ -83,6 +83,11 @@ def default_steps(train_sentences: int, batch_size: int) -> int:
     return int(min(1500, max(100, math.ceil(3 * train_sentences / batch_size))))
 
 
+def evaluation_every(steps: int) -> int:
+    """How often a run with a teacher scores the held-out agreement: eight times over the budget."""
+    return max(1, steps // 8)
+
+
 def split_held_out(sentences: Sequence[str], seed: int = SPLIT_SEED) -> tuple[list[str], list[str]]:
     """(train, held out): distinct sentences, a seeded 5% (20 to 500) held out."""
     unique = list(dict.fromkeys(sentences))
@@ -130,7 +135,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     train, held = split_held_out(sentences)
     output_dir = Path(output_dir)
     n_steps = steps if steps is not None else default_steps(len(train), batch_size)
-    every = max(1, n_steps // 8)
+    every = evaluation_every(n_steps)
     raw: dict[str, Any] = {
         "protocol": "adapt-domain",
         "model": {"backbone": model, "pooler": "mean", "max_length": max_length},
@@ -231,9 +236,16 @@ class AdaptResult:
 
 
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
-              progress: bool = True, echo: Callable[[str], None] = print) -> AdaptResult:
+              progress: bool = True, echo: Callable[[str], None] = print,
+              observe: Callable[[Any, int], dict[str, float]] | None = None,
+              observe_every: int | None = None) -> AdaptResult:
     """Split the text, train with the plan's selection, score before/after with ``evaluate`` (the user's
-    labelled files), and write the model card's figures and the report."""
+    labelled files), and write the model card's figures and the report.
+
+    ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
+    ``observe_every`` steps (default :func:`evaluation_every` of the budget, with or without a teacher) and at the
+    last step, and logs what it returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected.
+    ``benchmarks/run_domains.py`` records the candidate selection criteria and the domain's score this way."""
     from cselab.evaluation.sts_evaluator import StsEvaluator
     from cselab.models.sentence_model import load_model
     from cselab.training.run_directory import RunDirectory
@@ -254,7 +266,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             selector = StsEvaluator([task], batch_size=plan.config.train.eval_batch_size,
                                     primary="teacher-agreement/dev")
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
-        trainer = Trainer(plan.config, progress=progress, selector=selector)
+        trainer = Trainer(plan.config, progress=progress, selector=selector, observer=observe,
+                          observe_every=observe_every or evaluation_every(plan.steps))
         result = trainer.run(resume=resume)
         model_dir = plan.output_dir / BEST_DIR
         after = evaluate(load_model(model_dir)) if evaluate else {}

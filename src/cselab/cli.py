@@ -620,14 +620,16 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
 @click.option("--adapt", "adapt_file", type=click.Path(path_type=Path), help="adaptation-protocol records (docs/adapt.md)")
+@click.option("--domains", "domains_file", type=click.Path(path_type=Path),
+              help="domain-suite records of benchmarks/run_domains.py (docs/adapt.md, 'Your own domain')")
 @click.option("--compare", nargs=2, multiple=True,
               help="two seeds configurations (method/variant) for a paired test; repeat for more pairs")
 @click.option("--adapt-baseline", help="the adapt configuration (method/variant) every other is paired against")
 @click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
-              multiple=True, help="replace the <!-- cselab:protocol|seeds|ablation|adapt|adapt-seeds --> blocks of "
+              multiple=True, help="replace the <!-- cselab:protocol|seeds|ablation|adapt|adapt-seeds|domains --> blocks of "
                                   "this file with the tables; repeatable (each table must have a block in one of them)")
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
-                   compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
+                   domains_file: Path | None, compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
                    update_readme: tuple[Path, ...]) -> None:
     """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from cselab.experiments.results import read_records
@@ -640,8 +642,8 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         seeds_table,
     )
 
-    if not (results_file or seeds_file or ablation_file or adapt_file):
-        raise UsageError("give at least one records file: --results, --seeds, --ablation or --adapt")
+    if not (results_file or seeds_file or ablation_file or adapt_file or domains_file):
+        raise UsageError("give at least one records file: --results, --seeds, --ablation, --adapt or --domains")
     if compare and not seeds_file:
         raise UsageError("--compare pairs configurations of --seeds records: give --seeds FILE")
     if adapt_baseline is not None and not adapt_file:
@@ -662,6 +664,10 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None
         tables["adapt"] = adapt_table(adapt_records)
         tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)
+    if domains_file:
+        from cselab.reporting.domains import domains_report, read_domain_records
+
+        tables["domains"] = domains_report(read_domain_records(domains_file))
     if not update_readme:
         click.echo("\n\n".join(tables.values()))
         return

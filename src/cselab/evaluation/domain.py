@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,10 @@ def build_tasks(inputs: DomainInputs, seed: int = 42) -> dict[str, Any]:
 
 
 def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
-                 precision: str = "fp32", progress: bool = False, seed: int = 42) -> dict[str, float]:
-    """Run mteb on the checked inputs; task -> main score x 100 (2 decimals)."""
+                 precision: str = "fp32", progress: bool = False, seed: int = 42,
+                 tasks: Sequence[str] | None = None) -> dict[str, float]:
+    """Run mteb on the checked inputs; task -> main score x 100 (2 decimals). ``tasks`` limits the run to
+    some of the inputs' tasks (e.g. only a domain's main task)."""
     try:
         import mteb
     except ImportError as exc:
@@ -121,18 +124,23 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
     from cselab.evaluation.mteb_adapter import as_mteb_encoder
     from cselab.runtime.precision import autocast_context, inference_precision
 
-    tasks = build_tasks(inputs, seed=seed)
+    all_tasks = build_tasks(inputs, seed=seed)
+    if tasks is not None:
+        unknown = sorted(set(tasks) - set(all_tasks))
+        if unknown:
+            raise CselabError(f"task(s) {', '.join(unknown)} not among the inputs' tasks ({', '.join(all_tasks)})")
+    chosen = {name: task for name, task in all_tasks.items() if tasks is None or name in tasks}
     encoder = CachedEncoder(as_mteb_encoder(model, pooler=pooler))  # each distinct text embedded once for all the tasks
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
         choice = inference_precision(precision, encoder.model, batch_size)
         context = autocast_context(choice.precision, next(encoder.model.parameters()).device)
     with context:
-        result = mteb.evaluate(encoder, list(tasks.values()), cache=None, encode_kwargs={"batch_size": batch_size},
+        result = mteb.evaluate(encoder, list(chosen.values()), cache=None, encode_kwargs={"batch_size": batch_size},
                                show_progress_bar=progress)
     by_name = {r.task_name: r for r in result.task_results}
     scores = {}
-    for name, task in tasks.items():
+    for name, task in chosen.items():
         split = task.metadata.eval_splits[0]
         scores[name] = round(100 * float(by_name[task.metadata.name].get_score(splits=[split])), 2)
     return scores

@@ -11,6 +11,7 @@ import random
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,14 @@ def build_optimizer(params: list[torch.nn.Parameter], tc: Any) -> torch.optim.Op
 class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
-    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True, selector: Any = None) -> None:
+    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True, selector: Any = None,
+                 observer: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
+                 observe_every: int | None = None) -> None:
+        """``selector`` scores a step for selection (default: STS dev of ``train.dev_task``). ``observer`` only
+        watches: ``observer(inference_model, step)`` is called at step 0 and every ``observe_every`` steps (default
+        ``train.eval_every``) and at the last step, in eval mode and without autocast; what it returns is logged in
+        ``metrics.jsonl`` as ``{"step": ..., "observed": {...}}``. It never selects anything (a study of selection
+        criteria records them this way)."""
         from cselab.methods import build_method
 
         self.config = config
@@ -151,6 +159,10 @@ class Trainer:
         # what selects the best step: STS dev of train.dev_task, unless the caller gives another scorer with the
         # same interface (cselab adapt: agreement with a teacher on held-out text)
         self._evaluator = selector
+        if observe_every is not None and observe_every < 1:
+            raise CselabError(f"observe_every must be at least 1, got {observe_every}")
+        self._observer = observer
+        self._observe_every = observe_every or tc.eval_every
         self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
         self._run_directory: RunDirectory | None = None
@@ -228,6 +240,16 @@ class Trainer:
             self.state.history.append({"step": self.state.step, "dev": score})
             self._log({"step": self.state.step, "dev": score, "best_dev": self.state.best_score})
         return score
+
+    def _observe(self) -> None:
+        if self._observer is None or not self.dist.is_main:
+            return
+        was_training = self.method.training
+        self.method.eval()
+        with torch.no_grad():
+            values = self._observer(self.method.inference_model(), self.state.step)
+        self.method.train(was_training)
+        self._log({"step": self.state.step, "observed": {k: float(v) for k, v in (values or {}).items()}})
 
     def _state_dir(self) -> Path:
         return self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}"
@@ -405,6 +427,8 @@ class Trainer:
         dev_at_start = None
         if self.state.step == 0 and tc.eval_at_start and not self.state.history:
             dev_at_start = self._eval_and_select()
+        if self.state.step == 0:
+            self._observe()
         elif self.state.history:
             dev_at_start = self.state.history[0]["dev"] if self.state.history[0]["step"] == 0 else None
         bar = tqdm(total=self.total_steps, initial=self.state.step, desc=f"train {self.config.method}",
@@ -432,13 +456,17 @@ class Trainer:
             bar.update(1)
             evaluate = self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps
             save = self.state.step % save_every == 0 or self.state.step == self.total_steps
-            if evaluate or save:
+            observe = self._observer is not None and (self.state.step % self._observe_every == 0
+                                                      or self.state.step == self.total_steps)
+            if evaluate or save or observe:
                 synchronize(self.device)
                 self.state.train_seconds += time.perf_counter() - segment_start
                 if evaluate:
                     self.method.eval()
                     self._eval_and_select()
                     self.method.train()
+                if observe:
+                    self._observe()
                 if save:
                     self._save_last()
                 segment_start = time.perf_counter()

@@ -1,0 +1,263 @@
+"""The domain study's tables (docs/adapt.md, "Your own domain"), rendered from ``benchmarks/results/domains.jsonl``.
+
+One record per (domain, configuration, seed), written by ``benchmarks/run_domains.py``. Two tables:
+
+* :func:`domains_table`: rows domain x configuration; each cell the mean over the recorded seeds (their number
+  is shown) of the domain's main score, its difference to the untouched checkpoint, STS-B test (forgetting)
+  and the wall time of the adaptation on the recording machine.
+* :func:`selection_table`: for the runs that recorded a curve (the score of each candidate selection criterion
+  and the domain's main score at the same evaluated steps), each criterion's **regret** (the domain score at the
+  step the criterion selects minus the best step's; 0 is perfect, always <= 0) and the **Spearman** correlation
+  over the steps between the criterion (oriented so that higher is better) and the domain score.
+
+The domain score of a curve is measured for this study only; no run selects by it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cselab.data.domains import DOMAINS
+from cselab.errors import CselabError
+from cselab.reporting.markdown import fmt, markdown_table, short_commit
+
+REQUIRED = ("domain", "configuration", "seed", "main_score", "stsb_test", "wall_s")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    key: str
+    label: str
+    trains: bool = True
+
+
+CONFIGURATIONS: tuple[Configuration, ...] = (
+    Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
+    Configuration("mpnet", "all-mpnet-base-v2 untouched (5x larger)", trains=False),
+    Configuration("st-tsdae", "sentence-transformers TSDAE"),
+    Configuration("st-ct", "sentence-transformers CT (in-batch negatives)"),
+    Configuration("st-mnrl", "sentence-transformers SimCSE (MNRL)"),
+    Configuration("cselab-simcse", "`cselab adapt --no-teacher` (SimCSE)"),
+    Configuration("cselab-adapt", "`cselab adapt` (teacher all-mpnet-base-v2)"),
+)
+CONFIGURATION = {c.key: c for c in CONFIGURATIONS}
+REFERENCE = "checkpoint"
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A candidate selection criterion: the curve key it reads, and whether a higher value is better
+    (``None``: a fixed budget, which selects the last step)."""
+
+    key: str
+    label: str
+    higher_is_better: bool | None
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion("teacher_agreement", "teacher agreement", True),
+    Criterion("stsb_dev", "STS-B dev", True),
+    Criterion("infonce", "held-out InfoNCE", False),
+    Criterion("alignment", "held-out alignment", False),
+    Criterion("uniformity", "held-out uniformity", False),
+    Criterion("fixed_budget", "fixed budget", None),
+)
+DOMAIN_KEY = "domain"  # the curve's key of the domain's main score
+
+
+# -- the selection study ------------------------------------------------------------------------------------------
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    value = float(spearmanr(x, y).statistic)
+    return None if math.isnan(value) else value
+
+
+def selection_agreement(curve: Sequence[dict[str, Any]], criteria: Sequence[Criterion] = CRITERIA
+                        ) -> dict[str, Any]:
+    """What each criterion selects on ``curve`` (points ``{"step": int, "domain": score, <criterion key>: value}``)
+    and how well it agrees with the domain score.
+
+    Returns ``{"steps": [...], "best_step", "best_score", "criteria": {key: {"selected_step", "score",
+    "regret", "spearman"}}}``. A criterion selects the earliest step of its best value (as the trainer does: a
+    later step must be strictly better); the fixed budget selects the last step and its Spearman is the one of
+    the step number. A criterion missing from some point is left out."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for point in curve:
+        by_step[int(point["step"])] = point  # a step observed twice (a resumed run): the last one
+    points = [by_step[s] for s in sorted(by_step)]
+    if not points:
+        raise ValueError("an empty curve")
+    domain = [float(p[DOMAIN_KEY]) for p in points]
+    best = max(range(len(points)), key=lambda i: (domain[i], -i))
+    out: dict[str, Any] = {"steps": [int(p["step"]) for p in points], "best_step": int(points[best]["step"]),
+                           "best_score": domain[best], "criteria": {}}
+    for criterion in criteria:
+        if criterion.higher_is_better is None:
+            values = [float(p["step"]) for p in points]
+            chosen = len(points) - 1
+        else:
+            if not all(isinstance(p.get(criterion.key), (int, float)) for p in points):
+                continue
+            sign = 1.0 if criterion.higher_is_better else -1.0
+            values = [sign * float(p[criterion.key]) for p in points]
+            chosen = max(range(len(points)), key=lambda i: (values[i], -i))
+        rho = _spearman(values, domain)
+        out["criteria"][criterion.key] = {
+            "selected_step": int(points[chosen]["step"]), "score": domain[chosen],
+            "regret": round(domain[chosen] - domain[best], 4), "spearman": None if rho is None else round(rho, 4)}
+    return out
+
+
+# -- records ----------------------------------------------------------------------------------------------------
+def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``domains.jsonl``; a line without the required fields is refused with its number."""
+    path = Path(path)
+    if not path.is_file():
+        raise CselabError(f"domain results file not found: {path}")
+    records = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
+        missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise CselabError(f"{path}:{lineno}: not a domain record (no {', '.join(missing)})")
+        records.append(record)
+    return records
+
+
+def _domain_order(name: str) -> tuple[int, str]:
+    names = list(DOMAINS)
+    return (names.index(name) if name in names else len(names), name)
+
+
+def _configuration_order(key: str) -> tuple[int, str]:
+    keys = [c.key for c in CONFIGURATIONS]
+    return (keys.index(key) if key in keys else len(keys), key)
+
+
+def group_runs(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(domain, configuration) -> its records, one per seed (a seed recorded twice: the last record), in the
+    suite's domain order and the table's configuration order."""
+    groups: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault((str(record["domain"]), str(record["configuration"])), {})[int(record["seed"])] = record
+    keys = sorted(groups, key=lambda k: (_domain_order(k[0]), _configuration_order(k[1])))
+    return {k: [groups[k][s] for s in sorted(groups[k])] for k in keys}
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _seeds(records: Sequence[dict[str, Any]]) -> str:
+    seeds = [int(r["seed"]) for r in records]
+    return f"{len(seeds)} ({', '.join(map(str, seeds))})"
+
+
+def _trained_on(record: dict[str, Any]) -> str:
+    text = record.get("training_text")
+    if not text:
+        return "-"
+    where = Path(str(text.get("file", "?"))).name
+    trained = text.get("trained_on")
+    held = text.get("held_out")
+    out = f"{where}: {trained:,}" if isinstance(trained, int) else where
+    return out + (f" (+{held:,} held out)" if held else "")
+
+
+def _budget(record: dict[str, Any]) -> str:
+    steps, batch = record.get("steps"), record.get("batch_size")
+    if not steps:
+        return "-"
+    out = f"{steps} x {batch}"
+    return out + " (reduced)" if record.get("budget_note") else out
+
+
+def domains_table(records: Sequence[dict[str, Any]]) -> str:
+    """Rows domain x configuration: the seed means of the main score, its difference to the checkpoint, STS-B
+    test and the wall time (seconds of adaptation: model load, teacher pass, training, selection)."""
+    groups = group_runs(records)
+    reference = {domain: _mean([r["main_score"] for r in runs]) for (domain, config), runs in groups.items()
+                 if config == REFERENCE}
+    header = ["domain (main score)", "configuration", "trained on (sentences)", "steps x batch", "seeds",
+              "main score", "vs checkpoint", "STS-B test", "wall s", "commit"]
+    rows = []
+    for (domain, config), runs in groups.items():
+        main = _mean([r["main_score"] for r in runs])
+        ref = reference.get(domain)
+        delta = f"{main - ref:+.2f}" if main is not None and ref is not None and config != REFERENCE else "-"
+        task = runs[-1].get("main_task", "?")
+        label = CONFIGURATION[config].label if config in CONFIGURATION else config
+        commits = sorted({short_commit(str(r.get("provenance", {}).get("git", "?"))) for r in runs})
+        rows.append([f"{domain} ({task})", label, _trained_on(runs[-1]), _budget(runs[-1]), _seeds(runs),
+                     fmt(main), delta, fmt(_mean([r["stsb_test"] for r in runs])),
+                     fmt(_mean([r["wall_s"] for r in runs]), 0), ", ".join(commits)])
+    notes = sorted({f"{r['domain']}: {r['budget_note']}" for r in records if r.get("budget_note")})
+    lines = markdown_table(header, rows)
+    if notes:
+        lines += ["", *(f"- reduced budget, {note}" for note in notes)]
+    return "\n".join(lines)
+
+
+def selection_table(records: Sequence[dict[str, Any]]) -> str:
+    """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the runs and
+    how often each criterion selected the best step."""
+    runs = [r for runs in group_runs(records).values() for r in runs if r.get("selection_study")]
+    if not runs:
+        return "_No run recorded a selection curve yet._"
+    header = ["domain", "configuration", "seed", "steps scored", "best step (score)",
+              *(f"{c.label}: regret / ρ" for c in CRITERIA)]
+    rows = []
+    regrets: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
+    rhos: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
+    hits: dict[str, int] = {c.key: 0 for c in CRITERIA}
+    for record in runs:
+        study = record["selection_study"]
+        cells = []
+        for c in CRITERIA:
+            result = study["criteria"].get(c.key)
+            if result is None:
+                cells.append("-")
+                continue
+            regrets[c.key].append(float(result["regret"]))
+            hits[c.key] += int(result["regret"] == 0)
+            if result["spearman"] is not None:
+                rhos[c.key].append(float(result["spearman"]))
+            rho = fmt(result["spearman"])
+            cells.append(f"{result['regret']:+.2f} / {rho} (step {result['selected_step']})")
+        config = record["configuration"]
+        rows.append([record["domain"], CONFIGURATION[config].label if config in CONFIGURATION else config,
+                     str(record["seed"]), str(len(study["steps"])),
+                     f"{study['best_step']} ({study['best_score']:.2f})", *cells])
+    mean_cells = [f"**{_mean(regrets[c.key]):+.2f} / {fmt(_mean(rhos[c.key]))}**" if regrets[c.key] else "-"
+                  for c in CRITERIA]
+    rows.append(["**mean over runs**", "", "", "", "", *mean_cells])
+    rows.append(["**best step selected**", "", "", "", "",
+                 *(f"{hits[c.key]} of {len(regrets[c.key])}" if regrets[c.key] else "-" for c in CRITERIA)])
+    return "\n".join(markdown_table(header, rows))
+
+
+def domains_report(records: Sequence[dict[str, Any]]) -> str:
+    """Both tables, as the ``<!-- cselab:domains -->`` block of docs/adapt.md holds them."""
+    return "\n".join([
+        "**The domain suite** (`benchmarks/run_domains.py`; each cell the mean over the seeds shown)", "",
+        domains_table(records), "",
+        "**Selection without labels**: regret = the domain's main score at the step a criterion selects minus the "
+        "best evaluated step's (0 is perfect); ρ = Spearman over the evaluated steps between the criterion "
+        "(oriented so that higher is better; for the fixed budget, the step number) and the domain's main score. "
+        "The domain score at every step is measured for this table only; no run selects by it.", "",
+        selection_table(records),
+    ])

@@ -1,0 +1,282 @@
+"""The domain study: sentence-transformers' recipes through its trainer (benchmarks/domain_peers.py), the runner
+(benchmarks/run_domains.py: one record per run, recorded runs skipped, the selection curves), the observer hook of
+the trainer, the label-free held-out scores, and the report (means, regret and Spearman against hand
+computations)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import WORDS, build_tiny_model_dir, run_cli, write_sts_home
+from cselab.analysis.held_out import HeldOutScores, deletion_view
+from cselab.reporting.domains import CRITERIA, domains_table, selection_agreement, selection_table
+
+REPO = Path(__file__).resolve().parents[1]
+TOPICS = {"sport": ["ball", "run", "horse", "fast"], "music": ["guitar", "piano", "song", "music"],
+          "home": ["house", "chair", "table", "bed"]}
+
+
+def _script(name: str):
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _topic_sentence(rng: random.Random, topic: str) -> str:
+    words = [w for w in WORDS if w.isalpha()]
+    return " ".join(rng.choice(TOPICS[topic]) if rng.random() < 0.5 else rng.choice(words)
+                    for _ in range(rng.randint(5, 10)))
+
+
+def write_domain_home(home: Path) -> Path:
+    """A data home with a tiny STS-B and a synthetic `bbc-news` domain: 260 distinct sentences of text and a
+    labels file of 30 other items (3 topics)."""
+    write_sts_home(home)
+    rng = random.Random(5)
+    folder = home / "domains" / "bbc-news"
+    folder.mkdir(parents=True)
+    items = [(_topic_sentence(rng, t), t) for t in TOPICS for _ in range(10)]
+    (folder / "labels.tsv").write_text("".join(f"{text}\t{label}\n" for text, label in items))
+    held = {text for text, _ in items}
+    train: dict[str, None] = {}
+    while len(train) < 260:
+        sentence = _topic_sentence(rng, rng.choice(list(TOPICS)))
+        if sentence not in held:
+            train[sentence] = None
+    (folder / "train.txt").write_text("".join(f"{s}\n" for s in train))
+    (home / "domains" / "manifest.json").write_text("{}")
+    return home
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """One run of benchmarks/run_domains.py over every configuration but `mpnet` (2 steps of 8), and a second one
+    that must skip them all."""
+    pytest.importorskip("mteb")
+    pytest.importorskip("accelerate")  # sentence-transformers' trainer needs it (cselab[bench])
+    root = tmp_path_factory.mktemp("study")
+    home = write_domain_home(root / "home")
+    student = build_tiny_model_dir(root / "student", "bert", seed=0)
+    teacher = build_tiny_model_dir(root / "teacher", "bert", seed=7)
+    results = root / "domains.jsonl"
+    argv = ["--domains", "bbc-news", "--configurations", "checkpoint,st-tsdae,st-ct,st-mnrl,cselab-simcse,cselab-adapt",
+            "--steps", "2", "--budget-note", "a test", "--batch-size", "8", "--max-length", "16",
+            "--eval-max-length", "24", "--observe-every", "1", "--model", str(student), "--teacher", str(teacher),
+            "--results", str(results), "--runs", str(root / "runs"), "--quiet"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CSELAB_HOME", str(home))
+        script = _script("run_domains")
+        script.main(argv)
+        first = results.read_text()
+        script.main(argv)
+    records = [json.loads(line) for line in first.splitlines()]
+    return {"home": home, "student": student, "records": records, "results": results, "first": first, "root": root}
+
+
+def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
+    records = study["records"]
+    assert [r["configuration"] for r in records] == ["checkpoint", "st-tsdae", "st-ct", "st-mnrl", "cselab-simcse",
+                                                    "cselab-adapt"]
+    for r in records:
+        assert r["domain"] == "bbc-news" and r["seed"] == 1 and r["main_task"] == "clustering"
+        assert r["main_score"] == r["scores"]["clustering"] and set(r["scores"]) == {"clustering", "classification"}
+        assert -100 <= r["stsb_test"] <= 100
+        assert {"git", "machine", "date"} <= set(r["provenance"]) and r["command"].startswith("python benchmarks/")
+        if r["configuration"] == "checkpoint":
+            assert r["wall_s"] is None and r["training_text"] is None
+        else:
+            assert r["wall_s"] > 0 and r["steps"] == 2 and r["batch_size"] == 8
+            assert r["budget_note"].startswith("a test") and "default" in r["budget_note"]
+    peers = {r["configuration"]: r for r in records if r["configuration"].startswith("st-")}
+    assert {r["recipe"]["recipe"]["loss"] for r in peers.values()} == {
+        "DenoisingAutoEncoderLoss", "ContrastiveTensionLossInBatchNegatives", "MultipleNegativesRankingLoss"}
+    assert all(r["training_text"]["trained_on"] == 260 and r["training_text"]["held_out"] == 0 for r in peers.values())
+    assert peers["st-tsdae"]["recipe"]["deletion"] == 0.6
+
+
+def test_a_second_run_skips_every_recorded_run(study):
+    assert study["results"].read_text() == study["first"]
+
+
+def test_the_peers_saved_models_are_what_was_scored(study, monkeypatch):
+    """A peer's record is the score of its saved model, re-scored here from the directory (at the eval length)."""
+    from cselab.evaluation.domain import evaluate_domain
+
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    record = next(r for r in study["records"] if r["configuration"] == "st-mnrl")
+    from cselab.models.sentence_model import load_model
+
+    model = load_model(record["recipe"]["model_dir"], max_length=24)
+    assert evaluate_domain(model, domain="bbc-news") == record["scores"]
+
+
+def test_cselab_runs_record_the_curves_of_the_criteria(study):
+    for r in study["records"]:
+        if not r["configuration"].startswith("cselab-"):
+            assert "curve" not in r
+            continue
+        curve = r["curve"]
+        assert [p["step"] for p in curve] == [0, 1, 2]  # step 0 and every evaluation
+        assert {"teacher_agreement", "stsb_dev", "infonce", "alignment", "uniformity", "domain"} <= set(curve[0])
+        assert r["selection_study"] == selection_agreement(curve)
+        assert r["training_text"]["held_out"] == 20 and r["training_text"]["trained_on"] == 240
+    adapt = next(r for r in study["records"] if r["configuration"] == "cselab-adapt")
+    metrics = [json.loads(line) for line in
+               (study["root"] / "runs" / "bbc-news" / "cselab-adapt-s1" / "metrics.jsonl").read_text().splitlines()]
+    dev = {m["step"]: m["dev"] for m in metrics if "dev" in m}
+    assert {p["step"]: p["teacher_agreement"] for p in adapt["curve"]} == dev  # what adapt selects by
+    # observing never selects: adapt kept its own best step of the teacher agreement
+    assert adapt["best_step"] == max(dev, key=lambda s: (dev[s], -s))
+    assert adapt["selection_study"]["criteria"]["teacher_agreement"]["selected_step"] == adapt["best_step"]
+    simcse = next(r for r in study["records"] if r["configuration"] == "cselab-simcse")
+    assert simcse["best_step"] == 2 and simcse["selection"] == "fixed-budget"
+
+
+def test_held_out_scores_by_hand(tiny_bert_dir):
+    from cselab.models.sentence_model import load_model
+
+    rng = random.Random(0)
+    assert deletion_view("one", 0.5, rng) == "one"
+    view = deletion_view("a b c d e f g h i j", 0.1, random.Random(3))
+    assert 1 <= len(view.split()) < 10 and set(view.split()) <= set("abcdefghij")
+    sentences = [" ".join(rng.choice([w for w in WORDS if w.isalpha()]) for _ in range(8)) for _ in range(12)]
+    model = load_model(tiny_bert_dir, pooler="mean")
+    scores = HeldOutScores(sentences, seed=1)(model)
+    views = [deletion_view(s, 0.1, r) for r in [random.Random(1)] for s in sentences]
+    a = torch.nn.functional.normalize(model.encode(sentences).float(), dim=1).double()
+    b = torch.nn.functional.normalize(model.encode(views).float(), dim=1).double()
+    logits = (a @ b.T) / 0.05
+    infonce = float(np.mean([-(logits[i, i] - torch.logsumexp(logits[i], 0)).item() for i in range(12)]))
+    align = float(((a - b) ** 2).sum(1).mean())
+    sq = [float(((a[i] - a[j]) ** 2).sum()) for i in range(12) for j in range(i + 1, 12)]
+    uniform = math.log(np.mean([math.exp(-2 * d) for d in sq]))
+    assert scores["infonce"] == pytest.approx(infonce, abs=1e-4)
+    assert scores["alignment"] == pytest.approx(align, abs=1e-5)
+    assert scores["uniformity"] == pytest.approx(uniform, abs=1e-5)
+
+
+def test_regret_and_spearman_by_hand():
+    curve = [
+        {"step": 0, "domain": 80.0, "teacher_agreement": 90.0, "stsb_dev": 86.0, "infonce": 0.5, "alignment": 0.2,
+         "uniformity": -2.0},
+        {"step": 10, "domain": 82.0, "teacher_agreement": 92.0, "stsb_dev": 85.0, "infonce": 0.4, "alignment": 0.3,
+         "uniformity": -2.0},
+        {"step": 20, "domain": 83.5, "teacher_agreement": 92.0, "stsb_dev": 84.0, "infonce": 0.45, "alignment": 0.1,
+         "uniformity": -2.5},
+        {"step": 30, "domain": 81.0, "teacher_agreement": 91.0, "stsb_dev": 83.0, "infonce": 0.3, "alignment": 0.4,
+         "uniformity": -3.0},
+    ]
+    study = selection_agreement(curve)
+    assert (study["best_step"], study["best_score"], study["steps"]) == (20, 83.5, [0, 10, 20, 30])
+    got = {k: (v["selected_step"], v["regret"]) for k, v in study["criteria"].items()}
+    assert got == {
+        "teacher_agreement": (10, -1.5),  # 92 at steps 10 and 20: the earliest, as the trainer keeps it
+        "stsb_dev": (0, -3.5),
+        "infonce": (30, -2.5),  # lowest loss
+        "alignment": (20, 0.0),
+        "uniformity": (30, -2.5),
+        "fixed_budget": (30, -2.5),
+    }
+    # Spearman by hand: domain ranks (0 10 20 30) = 1 3 4 2
+    # stsb_dev ranks 4 3 2 1 -> d = -3 0 2 1, sum d^2 = 14, rho = 1 - 6*14/(4*15) = -0.4
+    assert study["criteria"]["stsb_dev"]["spearman"] == pytest.approx(-0.4)
+    # fixed budget: the step number, ranks 1 2 3 4 -> d = 0 1 1 -2, sum 6, rho = 0.4
+    assert study["criteria"]["fixed_budget"]["spearman"] == pytest.approx(0.4)
+    # -alignment ranks 3 2 4 1 -> d = -2 1 0 1, sum 6, rho = 0.4
+    assert study["criteria"]["alignment"]["spearman"] == pytest.approx(0.4)
+    # a criterion missing at some step is left out
+    assert "infonce" not in selection_agreement([{**p, "infonce": None} for p in curve])["criteria"]
+
+
+def _record(domain, configuration, seed, main, stsb, wall, curve=None):
+    record = {"domain": domain, "configuration": configuration, "seed": seed, "main_task": "clustering",
+              "main_score": main, "stsb_test": stsb, "wall_s": wall, "provenance": {"git": "abcdef0123456789"},
+              "training_text": None if wall is None else {"file": "x/train.txt", "trained_on": 100, "held_out": 5},
+              "steps": None if wall is None else 50, "batch_size": 64}
+    if curve:
+        record["curve"] = curve
+        record["selection_study"] = selection_agreement(curve)
+    return record
+
+
+def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
+    curve_a = [{"step": s, "domain": d, "teacher_agreement": t, "stsb_dev": 80.0 + s, "infonce": 1.0, "alignment": 0.1,
+                "uniformity": -1.0} for s, d, t in ((0, 70.0, 50.0), (5, 72.0, 60.0), (10, 71.0, 55.0))]
+    records = [
+        _record("bbc-news", "checkpoint", 1, 80.0, 82.03, None),
+        _record("bbc-news", "cselab-adapt", 1, 81.0, 82.5, 100.0, curve_a),
+        _record("bbc-news", "cselab-adapt", 2, 82.5, 82.0, 140.0, curve_a),
+        _record("bbc-news", "st-ct", 1, 79.0, 81.0, 90.0),
+        _record("linux-man", "checkpoint", 1, 70.0, 82.03, None),
+    ]
+    table = domains_table(records)
+    rows = {tuple(c.strip() for c in line.strip("|").split("|"))[:2]: line for line in table.splitlines()[2:]}
+    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt` (teacher all-mpnet-base-v2)")]
+             .strip("|").split("|")]
+    mean = (81.0 + 82.5) / 2
+    assert adapt[4] == "2 (1, 2)" and adapt[5] == f"{mean:.2f}" and adapt[6] == f"{mean - 80.0:+.2f}"
+    assert adapt[7] == f"{(82.5 + 82.0) / 2:.2f}" and adapt[8] == f"{(100 + 140) / 2:.0f}"
+    # domains in the suite's order, the checkpoint first in each (the record's main task is shown as recorded)
+    assert [k[0].split()[0] for k in rows] == ["bbc-news"] * 3 + ["linux-man"]
+    assert list(rows)[0][1].startswith("all-MiniLM-L6-v2 untouched")
+    agreement = selection_table(records)
+    last = agreement.splitlines()[-2]  # the mean row
+    teacher_cell = last.strip("|").split("|")[5].strip()
+    assert teacher_cell == "**+0.00 / 1.00**"  # teacher agreement peaks where the domain peaks
+    assert "2 of 2" in agreement.splitlines()[-1]
+    assert len(CRITERIA) + 5 == len(agreement.splitlines()[0].strip("|").split("|"))
+    # the command renders the block into the document
+    results = tmp_path / "domains.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    doc = tmp_path / "adapt.md"
+    doc.write_text("# x\n\n<!-- cselab:domains -->\nold\n<!-- /cselab:domains -->\n\nafter\n")
+    code, out, err = run_cli(["report", "--domains", str(results), "--update-readme", str(doc)], capsys)
+    assert code == 0, err
+    text = doc.read_text()
+    assert "old" not in text and f"| {mean:.2f} |" in text and text.endswith("after\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"domain": "x"}) + "\n")
+    code, _, err = run_cli(["report", "--domains", str(bad)], capsys)
+    assert code == 2 and "bad.jsonl:1" in err and "configuration" in err
+
+
+def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_path):
+    """A trainer with an observer keeps the same best step and the same weights as one without."""
+    from conftest import write_corpus
+    from cselab.config.run_config import RunConfig, validate
+    from cselab.training.trainer import Trainer
+
+    corpus = write_corpus(tmp_path / "c.txt", n=64)
+    seen = []
+
+    def raw(out):
+        return {"method": "simcse", "model": {"backbone": str(tiny_bert_dir), "pooler": "mean", "max_length": 16},
+                "data": {"corpus": str(corpus)},
+                "train": {"output_dir": str(out), "batch_size": 8, "max_steps": 5, "eval_every": 2, "seed": 3,
+                          "precision": "fp32"}}
+
+    plain = Trainer(validate(RunConfig, raw(tmp_path / "a")), progress=False)
+    plain_result = plain.run()
+    watched = Trainer(validate(RunConfig, raw(tmp_path / "b")), progress=False,
+                      observer=lambda model, step: seen.append((step, model.encode(["a man"]).shape)) or
+                      {"x": float(step)}, observe_every=3)
+    watched_result = watched.run()
+    assert [step for step, _ in seen] == [0, 3, 5]
+    assert watched_result.best_step == plain_result.best_step
+    for p, q in zip(plain.method.parameters(), watched.method.parameters(), strict=True):
+        assert torch.equal(p, q)
+    logged = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["observed"]) for r in logged if "observed" in r] == [(0, {"x": 0.0}), (3, {"x": 3.0}),
+                                                                              (5, {"x": 5.0})]
