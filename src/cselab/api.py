@@ -65,9 +65,17 @@ class SentenceEncoder:
         return f"SentenceEncoder(kind={self.kind!r}, dim={self.embedding_dim}, source={self.source!r})"
 
 
-def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None) -> SentenceEncoder:
+def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None,
+               backend: str = "torch") -> SentenceEncoder:
     """Load a cselab model directory, a sentence-transformers or HF directory, a fetched model name
-    (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved."""
+    (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved.
+
+    ``backend="onnx"`` / ``"openvino"`` loads a directory ``cselab export`` wrote (:mod:`cselab.export`; the
+    ``cselab[export]`` extra), run by ONNX Runtime / OpenVINO; ``encode`` returns the same arrays."""
+    if backend != "torch":
+        from .export import load_for_backend
+
+        return SentenceEncoder(load_for_backend(path, backend, pooler=pooler, max_length=max_length), source=str(path))
     from .models.sentence_model import load_model as load_module
 
     return SentenceEncoder(load_module(path, pooler=pooler, max_length=max_length), source=str(path))

@@ -557,6 +557,10 @@ class ExportedModel:
     def hidden_size(self) -> int:
         return self.dimension
 
+    @property
+    def pooler(self) -> str:
+        return str(self.manifest.get("pooler") or self.pooling)
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "file": str(self.file.relative_to(self.path)),
                 "quantize": self.manifest.get("quantize"), "pooling": self.pooling}
@@ -638,7 +642,23 @@ def load_exported(path: str | Path, backend: str, *, threads: int | None = None)
     """An export directory (or a sentence-transformers directory holding an ``onnx/`` or ``openvino/`` model)."""
     from .models.backbone import resolve_model_path
 
+    if backend not in FORMATS:
+        raise CselabError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     source = Path(resolve_model_path(path))
     if not source.is_dir():
         raise CselabError(f"model directory not found: {path}")
+    _check_packages(backend, None)
     return ExportedModel(source, backend=backend, threads=threads)
+
+
+def load_for_backend(path: str | Path, backend: str, *, pooler: str | None = None, max_length: int | None = None,
+                     precision: str = "fp32", threads: int | None = None) -> ExportedModel:
+    """:func:`load_exported` for ``cselab encode``/``eval``: what an export fixed (pooling, length, precision)
+    cannot be overridden, so asking to is an error rather than silently ignored."""
+    fixed = [f"--{name} {value}" for name, value in (("pooler", pooler), ("max-length", max_length)) if value]
+    if precision != "fp32":
+        fixed.append(f"--precision {precision}")
+    if fixed:
+        raise CselabError(f"{' and '.join(fixed)}: an export's pooling, length and precision were fixed when it was "
+                          "written (int8: cselab export --quantize int8); drop the option or use --backend torch")
+    return load_exported(path, backend, threads=threads)

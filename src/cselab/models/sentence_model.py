@@ -267,6 +267,9 @@ def load_sentence_model(
         raise CselabError(f"{source} is a file, not a model directory")
     description = read_description(source)
     if description is None:
+        from ..export import refuse_torch_load  # an export directory holds no torch weights
+
+        refuse_torch_load(source)
         return _load_foreign(source if source.exists() else str(name_or_path), pooler, max_length)
     cls = kind_class(description.get("kind"), str(source / DESCRIPTION_FILE))
     return cls.load_saved(source, description, pooler=pooler, max_length=max_length)
