@@ -312,20 +312,34 @@ def _write_export(model: Any, out: Path, fmt: str, quantize: str | None, sentenc
             quantization = _write_openvino(fp32, file, model, quantize, sentences, say)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    from importlib.metadata import version
-
     return {"format": fmt, "quantize": quantize, "file": MODEL_FILES[fmt], "pooler": model.pooler,
             "token_states": token_states, "max_length": model.max_length, "embedding_dim": model.hidden_size,
-            "inputs": input_names, "quantization": quantization,
-            "versions": {name: _version(version, name) for name in ("cselab", "torch", "transformers", "onnx",
-                                                                    "onnxruntime", "openvino", "nncf")}}
+            "inputs": input_names, "quantization": quantization, "versions": _versions(fmt, quantize)}
 
 
-def _version(version: Any, name: str) -> str | None:
-    try:
-        return str(version(name))
-    except Exception:
-        return None
+def _versions(fmt: str, quantize: str | None) -> dict[str, str]:
+    """The versions of what wrote the files (module attributes: reading package metadata is slow)."""
+    import onnx
+    import torch
+    import transformers
+
+    from . import __version__
+
+    versions = {"cselab": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+                "onnx": onnx.__version__}
+    if fmt == "onnx":
+        import onnxruntime
+
+        versions["onnxruntime"] = onnxruntime.__version__
+    else:
+        import openvino
+
+        versions["openvino"] = openvino.get_version()
+        if quantize:
+            import nncf
+
+            versions["nncf"] = nncf.__version__
+    return versions
 
 
 def _save_tokenizer(tokenizer: Any, out: Path) -> None:
@@ -428,7 +442,7 @@ def _write_openvino(fp32: Path, file: Path, model: Any, quantize: str | None, se
                     say: Any) -> dict[str, Any] | None:
     import openvino as ov
 
-    ov_model = ov.convert_model(str(fp32))
+    ov_model = ov.Core().read_model(str(fp32))  # OpenVINO's ONNX frontend (what convert_model runs for a file)
     quantization = None
     if quantize:
         import nncf
