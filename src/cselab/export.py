@@ -90,7 +90,7 @@ def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, o
     _check_packages(fmt, quantize)
     source = _model_source(model_dir)
     _check_exportable(source)
-    sentences = _calibration_sentences(fmt, quantize, calibration)
+    sentences = calibration_sentences(fmt, quantize, calibration)
     target = _output_dir(model_dir, source, fmt, quantize, output)
 
     import torch
@@ -173,7 +173,7 @@ def _check_exportable_model(model: Any, source: Path) -> None:
                           "module cannot express; export it with --pooler cls or mean instead")
 
 
-def _calibration_sentences(fmt: str, quantize: str | None, calibration: str | Path | None) -> list[str] | None:
+def calibration_sentences(fmt: str, quantize: str | None, calibration: str | Path | None) -> list[str] | None:
     """OpenVINO int8's calibration sentences (a sample of the file, or of the fetched corpus); None otherwise."""
     if not (fmt == "openvino" and quantize):
         if calibration is not None:
