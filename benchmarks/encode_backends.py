@@ -56,7 +56,7 @@ def _worker(spec: dict[str, Any]) -> None:
     encode = _load_variant(spec, threads)
     sets = json.loads(Path(spec["sets"]).read_text())
     for texts in sets.values():  # warm-up: first calls, allocations, kernels for a few shapes
-        encode(texts[:64])
+        encode(texts[:8])
     _reply({"ready": True, "load_s": round(time.perf_counter() - start, 2)})
     for line in sys.stdin:
         command = json.loads(line)
@@ -185,7 +185,8 @@ def _st_python(backends: Path | None, which: str) -> str | None:
     return str(backends / which)
 
 
-def _st_exports(model: Path, work: Path, calibration: list[str], backends: Path | None) -> dict[str, Any]:
+def _st_exports(model: Path, work: Path, calibration: list[str], backends: Path | None,
+                reuse: bool = False) -> dict[str, Any]:
     """sentence-transformers' own exports of ``model``, each by its own functions in its own package directory."""
     import shutil
 
@@ -200,6 +201,12 @@ def _st_exports(model: Path, work: Path, calibration: list[str], backends: Path 
     out = {}
     for backend in ("onnx", "openvino"):
         target = work / f"st-{backend}"
+        if reuse and (target / backend).is_dir() and len(list((target / backend).glob("*.onnx" if backend == "onnx"
+                                                                                       else "*.xml"))) == 2:
+            files = sorted(p.relative_to(target).as_posix() for p in (target / backend).iterdir()
+                           if p.suffix in (".onnx", ".xml"))
+            out[backend] = {"path": str(target), "files": files, "pythonpath": _st_python(backends, backend)}
+            continue
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(model, target)
         quantize = (f"export_dynamic_quantized_onnx_model(model, {config!r}, path)" if backend == "onnx" else
@@ -225,14 +232,15 @@ def _st_exports(model: Path, work: Path, calibration: list[str], backends: Path 
     return out
 
 
-def _cselab_exports(model: str, work: Path) -> dict[str, dict[str, Any]]:
+def _cselab_exports(model: str, work: Path, reuse: bool = False) -> dict[str, dict[str, Any]]:
     from cselab.export import MANIFEST, export_model
 
     out = {}
     for name, (fmt, quantize) in CSELAB_EXPORTS.items():
         target = work / name.replace(" ", "-")
         start = time.perf_counter()
-        export_model(model, fmt, quantize, output=target)
+        if not (reuse and (target / MANIFEST).is_file()):
+            export_model(model, fmt, quantize, output=target)
         manifest = json.loads((target / MANIFEST).read_text())
         out[name] = {"path": str(target), "export_s": round(time.perf_counter() - start, 1),
                      "calibration": manifest.get("calibration"), "quantization": manifest.get("quantization")}
@@ -286,6 +294,8 @@ def main() -> None:
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--threads", default="2,1", help="comma-separated thread counts, each a pass of its own")
     parser.add_argument("--rounds", type=int, default=1, help="timed passes over each set per variant (median)")
+    parser.add_argument("--rounds-long", type=int, default=1, help="rounds on the long set (it costs most)")
+    parser.add_argument("--reuse", action="store_true", help="keep the exports already in --work")
     parser.add_argument("--long-threads", default="2,1", help="the thread counts at which the long set is timed")
     parser.add_argument("--skip-long", default="", help="comma-separated variants not timed on the long set")
     parser.add_argument("--n-sts", type=int, default=1000)
@@ -311,8 +321,8 @@ def main() -> None:
     sets = _sentence_sets(args.n_sts, args.n_long)
     (args.work / "sets.json").write_text(json.dumps(sets))
     calibration = calibration_sentences("openvino", "int8", None)  # what cselab export calibrates on by default
-    cselab_exports = _cselab_exports(args.model, args.work)
-    st_exports = _st_exports(model_dir, args.work, calibration, args.st_backends)
+    cselab_exports = _cselab_exports(args.model, args.work, args.reuse)
+    st_exports = _st_exports(model_dir, args.work, calibration, args.st_backends, args.reuse)
     specs = _specs(model_dir, cselab_exports, st_exports)
     if args.variants:
         wanted = {v.strip() for v in args.variants.split(",")}
@@ -333,8 +343,10 @@ def main() -> None:
         timed = {w.name: [s for s in sets if s != "bbc" or (threads in long_threads and w.name not in skip_long)]
                  for w, _ in workers}
         times: dict[str, dict[str, list[float]]] = {w.name: {s: [] for s in timed[w.name]} for w, _ in workers}
-        for r in range(args.rounds):
+        for r in range(max(args.rounds, args.rounds_long)):
             for set_name in sets:
+                if r >= (args.rounds_long if set_name == "bbc" else args.rounds):
+                    continue
                 shift = r % len(workers)  # rotate the order round by round
                 for worker, _ in workers[shift:] + workers[:shift]:
                     if set_name not in timed[worker.name]:
@@ -358,7 +370,7 @@ def main() -> None:
                       "stsb_test_of_fp32": round(100 * scores[name] / scores["cselab torch fp32"], 2)
                       if "cselab torch fp32" in scores else None,
                       "load_s": ready["load_s"],
-                      "config": {"batch_size": BATCH_SIZE, "rounds": args.rounds, "n": {s: len(v) for s, v in sets.items()},
+                      "config": {"batch_size": BATCH_SIZE, "rounds": {"stsb": args.rounds, "bbc": args.rounds_long}, "n": {s: len(v) for s, v in sets.items()},
                                  "max_seq_length": 256, "sets": {"stsb": "STS-B test then dev sentences, in file order",
                                                                  "bbc": "$CSELAB_HOME/zeroshot/bbc-news.jsonl, first articles"},
                                  "calibration_sentences": CALIBRATION_SAMPLES,
