@@ -49,7 +49,7 @@ install: install-torch
 	$(PIP) install -e .
 
 install-dev: install-torch
-	$(PIP) install -e ".[dev,bench,mteb]"
+	$(PIP) install -e ".[dev,bench,mteb,export]"
 
 demo: install
 	$(PYTHON) -m cselab.cli data fetch models

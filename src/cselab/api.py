@@ -111,15 +111,24 @@ def _sentences(sentences: Any) -> tuple[bool, list[str]]:
     return False, texts
 
 
-def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None) -> SentenceEncoder:
+def load_model(path: str | Path, *, pooler: str | None = None, max_length: int | None = None,
+               backend: str = "torch") -> SentenceEncoder:
     """Load a cselab model directory, a sentence-transformers or HF directory, a fetched model name
     (``all-MiniLM-L6-v2``) or a hub name; ``pooler``/``max_length`` override what a single encoder saved
-    (``max_length``: at least 1, at most the model's position embeddings, like ``cselab eval --max-length``)."""
+    (``max_length``: at least 1, at most the model's position embeddings, like ``cselab eval --max-length``).
+
+    ``backend="onnx"`` / ``"openvino"`` loads a directory ``cselab export`` wrote (:mod:`cselab.export`; the
+    ``cselab[export]`` extra), run by ONNX Runtime / OpenVINO; ``encode`` returns the same arrays."""
     from cselab.models.encoder import check_length
     from cselab.models.poolers import check_pooler
     from cselab.models.sentence_model import load_model as load_module
-
     check_path(path, "path")
+    if backend not in ("torch", "onnx", "openvino"):
+        raise UsageError(f"backend: {backend!r} is not one of torch, onnx, openvino")
+    if backend != "torch":
+        from cselab.export import load_for_backend
+
+        return SentenceEncoder(load_for_backend(path, backend, pooler=pooler, max_length=max_length), source=str(path))
     if check_text(pooler, "pooler", optional=True) is not None:
         check_pooler(pooler)
     check_optional_int(max_length, "max_length")

@@ -144,6 +144,10 @@ def _set_device(_ctx: Any, _param: Any, value: str) -> str:
 
 _device_opt = click.option("--device", default="auto", show_default=True, expose_value=False, callback=_set_device,
                            help="where models compute: cpu, cuda, cuda:N; auto = CUDA when present")
+# the choices are cselab.export.BACKENDS, not imported here: the CLI starts without torch
+_backend_opt = click.option(
+    "--backend", type=click.Choice(["torch", "onnx", "openvino"]), default="torch", show_default=True,
+    help="onnx/openvino: run a directory `cselab export` wrote with ONNX Runtime / OpenVINO (CPU)")
 
 
 @cli.command("eval")
@@ -167,11 +171,12 @@ _device_opt = click.option("--device", default="auto", show_default=True, expose
               help="your directory with queries.tsv, corpus.tsv, qrels.tsv: nDCG@10 (mteb retrieval)")
 @click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news")
 @_precision_opt
+@_backend_opt
 @_device_opt
 def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[str], senteval_dir: Path | None,
                  batch_size: int, max_length: int | None, as_json: bool, output: Path | None, precision: str,
                  labels_file: Path | None, pairs_file: Path | None, retrieval_dir: Path | None,
-                 domain: str | None) -> None:
+                 domain: str | None, backend: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks, or with --labels /
     --pairs / --retrieval / --domain on those files instead (docs: cselab.evaluation.domain)."""
     if labels_file or pairs_file or retrieval_dir or domain:
@@ -184,7 +189,7 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
 
     report = evaluate_model(model, pooler=pooler, tasks=tasks, splits=splits,
                             senteval_dir=senteval_dir, batch_size=batch_size, max_length=max_length,
-                            output=output, progress=not as_json, precision=precision)
+                            output=output, progress=not as_json, precision=precision, backend=backend)
     if as_json:
         click.echo(json.dumps(report["scores"]))
     else:
@@ -202,15 +207,41 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--normalize", is_flag=True, help="L2-normalise the embeddings")
 @_precision_opt
+@_backend_opt
 @_device_opt
 def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool,
-                   precision: str) -> None:
+                   precision: str, backend: str) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
     from cselab.evaluation.model_eval import encode_file
 
     shape = encode_file(model, input_file, output_file, pooler=pooler, batch_size=batch_size, normalize=normalize,
-                        precision=precision)
+                        precision=precision, backend=backend)
     click.echo(f"wrote {output_file} {shape[0]}x{shape[1]}")
+
+
+# -- export for serving ------------------------------------------------------------------------------------
+@cli.command("export")
+@click.argument("model")
+@click.option("--format", "fmt", required=True, type=click.Choice(["onnx", "openvino"]),
+              help="the files sentence-transformers' backend of that name loads")
+@click.option("--quantize", type=click.Choice(["int8"]),
+              help="int8: dynamic for onnx; static for openvino, calibrated on --calibration or the fetched corpus")
+@click.option("--output", type=click.Path(path_type=Path),
+              help="a new directory (default: MODEL-FORMAT[-int8] beside MODEL); only an earlier export is replaced")
+@click.option("--calibration", type=click.Path(path_type=Path),
+              help="openvino int8: your sentences, one a line (default: the corpus of `cselab data fetch corpus`)")
+def export_command(model: str, fmt: str, quantize: str | None, output: Path | None, calibration: Path | None) -> None:
+    """Export MODEL for CPU serving: SentenceTransformer(DIR, backend=FORMAT) or cselab's --backend FORMAT loads it."""
+    from cselab.export import (
+        export_model,  # optional extra: cselab[export] (onnx, onnxruntime, openvino, nncf)
+    )
+
+    path = export_model(model, fmt, quantize, output=output, calibration=calibration, echo=click.echo)
+    manifest = json.loads((path / "cselab_export.json").read_text())
+    check = manifest["check"]
+    click.echo(f"wrote {path} ({fmt} {quantize or 'fp32'}); against torch on {check['sentences']} sentences: "
+               f"max |diff| {check['max_abs_diff']:.2e}, min cosine {check['min_cosine']:.6f}")
+    click.echo(f'load: SentenceTransformer("{path}", backend="{fmt}") or cselab encode {path} --backend {fmt} ...')
 
 
 # -- MTEB ------------------------------------------------------------------------------------------------

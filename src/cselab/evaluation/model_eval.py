@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -47,10 +48,12 @@ def evaluate_model(
     output: Path | None = None,
     progress: bool = True,
     precision: str = "fp32",
+    backend: str = "torch",
 ) -> dict[str, Any]:
     """Evaluate a model on STS tasks; returns (and writes) a JSON-able report.
 
     ``precision``: fp32, bf16 (autocast) or auto (bf16 where a matmul probe on this machine says it pays).
+    ``backend``: torch, or onnx/openvino for a directory ``cselab export`` wrote (:mod:`cselab.export`).
     """
     bad = [s for s in splits if s not in SPLITS]
     if bad or not splits:
@@ -61,11 +64,8 @@ def evaluate_model(
         check_pooler(pooler)
     names = resolve_tasks(tasks, senteval_dir)
     evaluator = StsEvaluator.from_names(names, splits, senteval_dir=senteval_dir, batch_size=batch_size)
-    model = load_model(model_name, pooler=pooler, max_length=max_length)
-    if max_length is not None:
-        check_length(model, max_length, "--max-length")
-    choice = inference_precision(precision, model, batch_size)
-    with autocast_context(choice.precision, next(model.parameters()).device):
+    model, ran, context = _inference_model(model_name, pooler, max_length, precision, batch_size, backend)
+    with context:
         result = evaluator(model, progress=progress)
     report = {
         "model": str(model_name),
@@ -73,7 +73,7 @@ def evaluate_model(
         "scores": result.table(),
         "avg_available": round(result.average, 2),
         "avg_tasks": result.average_tasks(),
-        "precision": choice.to_dict(),
+        "precision": ran,
         "details": result.details(),
         **provenance(),
     }
@@ -129,16 +129,31 @@ def read_lines(path: Path) -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
+def _inference_model(model_name: str, pooler: str | None, max_length: int | None, precision: str, batch_size: int,
+                     backend: str) -> tuple[Any, dict[str, Any], contextlib.AbstractContextManager]:
+    """The model, what runs it (the precision record) and the context to encode in, for ``backend``."""
+    if backend != "torch":
+        from cselab.export import load_for_backend
+
+        model = load_for_backend(model_name, backend, pooler=pooler, max_length=max_length, precision=precision)
+        return model, model.describe(), contextlib.nullcontext()
+    model = load_model(model_name, pooler=pooler, max_length=max_length)
+    if max_length is not None:
+        check_length(model, max_length, "--max-length")
+    choice = inference_precision(precision, model, batch_size)
+    return model, choice.to_dict(), autocast_context(choice.precision, next(model.parameters()).device)
+
+
 def encode_file(model_name: str, input_file: Path, output_file: Path, *, pooler: str | None = None,
-                batch_size: int = 64, normalize: bool = False, precision: str = "fp32") -> tuple[int, int]:
-    """Embed every line of ``input_file`` into a float32 ``.npy`` array (row i = line i); ``precision`` as in
-    :func:`evaluate_model`."""
+                batch_size: int = 64, normalize: bool = False, precision: str = "fp32",
+                backend: str = "torch") -> tuple[int, int]:
+    """Embed every line of ``input_file`` into a float32 ``.npy`` array (row i = line i); ``precision`` and
+    ``backend`` as in :func:`evaluate_model`."""
     if output_file.suffix != ".npy":
         raise CselabError(f"output file must end in .npy: {output_file}")
     sentences = read_lines(input_file)
-    model = load_model(model_name, pooler=pooler)
-    choice = inference_precision(precision, model, batch_size)
-    with autocast_context(choice.precision, next(model.parameters()).device):
+    model, _ran, context = _inference_model(model_name, pooler, None, precision, batch_size, backend)
+    with context:
         embeddings = model.encode(sentences, batch_size=batch_size, progress=True)
     if normalize:
         embeddings = embeddings / embeddings.norm(dim=-1, keepdim=True).clamp(min=1e-12)

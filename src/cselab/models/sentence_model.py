@@ -28,6 +28,7 @@ from cselab.errors import CselabError
 from cselab.fileio import fresh_sibling, replace_directory
 from cselab.models import st_layout
 from cselab.models.encoder import Encoder
+from cselab.models.exported import refuse_torch_load  # an export directory holds no torch weights
 from cselab.models.kinds import kind_class, register_kind
 from cselab.models.model_card import model_card
 from cselab.models.poolers import check_pooler
@@ -286,6 +287,7 @@ def load_sentence_model(
         raise CselabError(f"{source} is a file, not a model directory")
     description = read_description(source)
     if description is None:
+        refuse_torch_load(source)
         return _load_foreign(source if source.exists() else str(name_or_path), pooler, max_length)
     cls = kind_class(description.get("kind"), str(source / DESCRIPTION_FILE))
     return cls.load_saved(source, description, pooler=pooler, max_length=max_length)

@@ -1,0 +1,23 @@
+"""How a directory that ``cselab export`` wrote is recognised (its manifest), so that loading one as a torch
+model is refused in one line. The export itself is :mod:`cselab.export`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cselab.errors import CselabError
+
+MANIFEST = "cselab_export.json"
+
+
+def is_export_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def refuse_torch_load(path: Path) -> None:
+    """Called before a directory is loaded as a torch model: an export holds no torch weights."""
+    if is_export_dir(path):
+        fmt = json.loads((path / MANIFEST).read_text()).get("format", "onnx")
+        raise CselabError(f"{path} is an {fmt} export (no torch weights): load it with backend {fmt!r} "
+                          f"(CLI: --backend {fmt}), or give the model directory it was exported from")
