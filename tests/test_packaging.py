@@ -119,7 +119,7 @@ def test_make_installs_only_into_a_virtual_environment(tmp_path):
     assert any(line.startswith(f"python3 -m venv {venv}") for line in lines)
     pip_lines = [line for line in lines if " -m pip install" in line]
     assert pip_lines and all(line.startswith(f"{venv}/bin/python -m pip install") for line in pip_lines)
-    assert any("[dev,bench,mteb]" in line for line in pip_lines)
+    assert any("[dev,bench,mteb,export]" in line for line in pip_lines)
     active = make_dry_run(env_extra={"VIRTUAL_ENV": str(tmp_path / "active")})
     assert not any("-m venv" in line for line in active)
     pip_lines = [line for line in active if " -m pip install" in line]
