@@ -15,7 +15,7 @@ Each variant runs in its own worker process, for two reasons: a per-variant peak
 sentence-transformers' onnx/openvino backends need optimum, which does not install beside transformers 5: their
 workers run over the package directories of ``benchmarks/st_backend_envs.sh`` (``--st-backends DIR``). The
 coordinator sends "encode set S" to one worker at a time (the others wait idle), the worker times only its own
-``encode`` call. Per threads setting (2, then 1): sentences/s on each set (median over rounds), the ratio to
+``encode`` call; odd rounds go through the variants in reverse order, against load that drifts. Per threads setting (2, then 1): sentences/s on each set (median over rounds), the ratio to
 sentence-transformers torch fp32, the worker's peak RSS, and STS-B test Spearman x 100 (cselab's evaluator on
 the vectors each variant returns). One record per (threads, variant) goes to benchmarks/results/encode_backends.jsonl.
 
@@ -278,13 +278,35 @@ class _Vectors:
         return torch.from_numpy(np.load(out))
 
 
+def render_table(records: list[dict[str, Any]]) -> str:
+    """The Markdown table of the latest record of every (threads, variant): sentences/s and the ratio to
+    sentence-transformers torch fp32 per set, peak RSS, STS-B test and its share of the fp32 score."""
+    latest: dict[tuple[int, str], dict[str, Any]] = {}
+    for record in records:
+        if record.get("benchmark") == "encode_backends":
+            latest[(record["threads"], record["variant"])] = record
+    order = [*CSELAB_TORCH, *CSELAB_EXPORTS, *ST_VARIANTS]
+    lines = ["| threads | variant | STS-B sentences/s (x st torch) | BBC articles/s (x st torch) | peak RSS MB | "
+             "STS-B test | % of fp32 |", "|---|---|---|---|---|---|---|"]
+    for (threads, variant), r in sorted(latest.items(), key=lambda kv: (-kv[0][0], order.index(kv[0][1]))):
+        cells = []
+        for s in ("stsb", "bbc"):
+            rate = r["sentences_per_s"].get(s)
+            cells.append(f"{rate:.1f} ({r['ratio_to_st_torch'][s]:.2f}x)" if rate is not None else "-")
+        share = f"{r['stsb_test_of_fp32']:.2f}" if r.get("stsb_test_of_fp32") is not None else "-"
+        lines.append(f"| {threads} | {variant} | {cells[0]} | {cells[1]} | {r['peak_rss_mb']:.0f} | "
+                     f"{r['stsb_test']:.2f} | {share} |")
+    return "\n".join(lines)
+
+
 def _cpu() -> dict[str, Any]:
     """The CPU as lscpu names it, with the vector extensions that decide int8 and bf16 speed."""
     text = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
     flags = set(fields.get("Flags", "").split())
     return {"model_name": fields.get("Model name"), "cpus": fields.get("CPU(s)"),
-            "threads_per_core": fields.get("Thread(s) per core"),
+            "threads_per_core": fields.get("Thread(s) per core"), "family": fields.get("CPU family"),
+            "model": fields.get("Model"), "hypervisor": fields.get("Hypervisor vendor"),
             "extensions": sorted(f for f in flags if f in {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
                                                            "amx_bf16", "amx_int8", "fma"})}
 
@@ -305,9 +327,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/cselab-encode-backends"))
     parser.add_argument("--variants", help="comma-separated subset of the variants (default: all)")
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--table", action="store_true", help="print the Markdown table of the records and stop")
     args = parser.parse_args()
     if args.worker:
         return _worker(json.loads(args.worker))
+    if args.table:
+        with open(RESULTS, encoding="utf-8") as f:
+            return print(render_table([json.loads(line) for line in f if line.strip()]))
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from record import append_record
@@ -348,8 +374,11 @@ def main() -> None:
             for set_name in sets:
                 if r >= (args.rounds_long if set_name == "bbc" else args.rounds):
                     continue
-                shift = r % len(workers)  # rotate the order round by round
-                for worker, _ in workers[shift:] + workers[:shift]:
+                # odd rounds run the variants in reverse order, so a load that drifts during a pair of rounds
+                # hits every variant alike on average; each pair starts one variant later
+                shift = (r // 2) % len(workers)
+                order = workers[shift:] + workers[:shift]
+                for worker, _ in (order[::-1] if r % 2 else order):
                     if set_name not in timed[worker.name]:
                         continue
                     times[worker.name][set_name].append(worker.ask({"cmd": "time", "set": set_name})["seconds"])

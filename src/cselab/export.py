@@ -105,7 +105,7 @@ def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, o
     try:
         with torch.inference_mode(False), torch.no_grad():
             manifest = _write_export(model, tmp, fmt, quantize, sentences, say)
-        manifest.update(source=str(model_dir), calibration=_calibration_record(fmt, quantize, calibration, sentences))
+        manifest.update(source=str(model_dir), calibration=_calibration_record(calibration, sentences))
         manifest["check"] = _check_against_torch(model, tmp, fmt)
         manifest["files"] = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()) + [MANIFEST]
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -170,7 +170,8 @@ def _check_exportable_model(model: Any, source: Path) -> None:
         raise CselabError(f"{source}: only single encoders can be exported, not {type(model).__name__}")
     if model.pooler == "pooler" and model._standard_st_modules() is None:
         raise CselabError(f"{source}: its pooler layer has no tanh activation, which sentence-transformers' Dense "
-                          "module cannot express; export it with --pooler cls or mean instead")
+                          "module cannot express; save it with pooler cls or mean (cselab.load_model(DIR, "
+                          "pooler='cls').save(NEW)) and export that")
 
 
 def calibration_sentences(fmt: str, quantize: str | None, calibration: str | Path | None) -> list[str] | None:
@@ -212,8 +213,7 @@ def _read_head(path: Path, limit: int) -> list[str]:
     return lines
 
 
-def _calibration_record(fmt: str, quantize: str | None, calibration: str | Path | None,
-                        sentences: list[str] | None) -> dict[str, Any] | None:
+def _calibration_record(calibration: str | Path | None, sentences: list[str] | None) -> dict[str, Any] | None:
     if sentences is None:
         return None
     from cselab.data.sources import corpus_path
@@ -496,7 +496,10 @@ class ExportedModel:
             raise CselabError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
         self.path = Path(path)
         self.backend = backend
-        manifest = json.loads((self.path / MANIFEST).read_text()) if is_export_dir(self.path) else {}
+        try:
+            manifest = json.loads((self.path / MANIFEST).read_text()) if is_export_dir(self.path) else {}
+        except (OSError, ValueError) as exc:
+            raise CselabError(f"{self.path / MANIFEST} cannot be read ({exc}); export the model again") from None
         if manifest.get("format", backend) != backend:
             raise CselabError(f"{self.path} is an {manifest['format']} export; load it with backend "
                               f"{manifest['format']!r}, not {backend!r}")
@@ -649,7 +652,11 @@ def load_exported(path: str | Path, backend: str, *, threads: int | None = None)
     source = Path(resolve_model_path(path))
     if not source.is_dir():
         raise CselabError(f"model directory not found: {path}")
-    _check_packages(backend, None)
+    runtime = "onnxruntime" if backend == "onnx" else "openvino"  # running needs only the runtime
+    import importlib.util
+
+    if importlib.util.find_spec(runtime) is None:
+        raise CselabError(f"--backend {backend} needs {runtime}, which is not installed: pip install 'cselab[export]'")
     return ExportedModel(source, backend=backend, threads=threads)
 
 
