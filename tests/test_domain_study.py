@@ -280,3 +280,30 @@ def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_pat
     logged = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r["observed"]) for r in logged if "observed" in r] == [(0, {"x": 0.0}), (3, {"x": 3.0}),
                                                                               (5, {"x": 5.0})]
+
+
+def test_the_goals_table_by_hand():
+    from cselab.reporting.domains import goals_table
+
+    records = [
+        _record("linux-man", "checkpoint", 1, 78.39, 82.03, None),
+        _record("linux-man", "mpnet", 1, 83.11, 83.42, None),
+        _record("linux-man", "st-mnrl", 1, 77.62, 82.79, 10.0),
+        _record("linux-man", "st-ct", 1, 80.00, 82.00, 10.0),
+        _record("linux-man", "cselab-simcse", 1, 81.00, 81.50, 10.0),
+        _record("linux-man", "cselab-simcse", 2, 81.66, 81.90, 10.0),
+        _record("tweets", "cselab-simcse", 1, 70.0, 82.0, 10.0),  # nothing to compare with
+    ]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                          for line in goals_table(records, "cselab-simcse").splitlines()[2:])}
+    assert set(rows) == {"linux-man", "tweets"}
+    cells = rows["linux-man"]
+    # mean 81.33; 81.33 - 78.39 = 2.94 >= 1.0; best peer st-ct 80.00: +1.33 >= 0.5; mpnet 83.11: -1.78 < 0;
+    # STS-B mean 81.70 - 82.03 = -0.33 < -0.3, missed by 0.03
+    assert cells[:3] == ["linux-man", "2 (1, 2)", "81.33"]
+    assert cells[3] == "+2.94 (met)"
+    assert cells[4] == "+1.33 (met) (st-ct 80.00)"
+    assert cells[5] == "-1.78 (missed by 1.78) (83.11)"
+    assert cells[6] == "81.70: -0.33 (missed by 0.03)"
+    assert rows["tweets"][3:] == ["-", "-", "-", "82.00"]
+    assert goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"

@@ -5,6 +5,9 @@ One record per (domain, configuration, seed), written by ``benchmarks/run_domain
 * :func:`domains_table`: rows domain x configuration; each cell the mean over the recorded seeds (their number
   is shown) of the domain's main score, its difference to the untouched checkpoint, STS-B test (forgetting)
   and the wall time of the adaptation on the recording machine.
+* :func:`goals_table`: per domain, the default recipe's seed mean against what it must reach (:class:`Goals`):
+  over the checkpoint, over the best sentence-transformers recipe, against the untouched larger model, and the
+  STS-B test it may lose; each difference says "met" or by how much it is missed.
 * :func:`selection_table`: for the runs that recorded a curve (the score of each candidate selection criterion
   and the domain's main score at the same evaluated steps), each criterion's **regret** (the domain score at the
   step the criterion selects minus the best step's; 0 is perfect, always <= 0) and the **Spearman** correlation
@@ -47,6 +50,24 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
 )
 CONFIGURATION = {c.key: c for c in CONFIGURATIONS}
 REFERENCE = "checkpoint"
+LARGER = "mpnet"
+PEERS = tuple(c.key for c in CONFIGURATIONS if c.key.startswith("st-"))
+# the recipe `cselab adapt` runs when no option says otherwise (judged by the goals below)
+DEFAULT_CONFIGURATION = "cselab-adapt"
+
+
+@dataclass(frozen=True)
+class Goals:
+    """What the default recipe must reach on every domain (seed means): over the untouched checkpoint, over the
+    best sentence-transformers recipe, against the untouched larger model, and at most this much STS-B test lost."""
+
+    over_checkpoint: float = 1.0
+    over_best_peer: float = 0.5
+    over_larger: float = 0.0
+    stsb_loss: float = 0.3
+
+
+GOALS = Goals()
 
 
 @dataclass(frozen=True)
@@ -250,11 +271,54 @@ def selection_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(markdown_table(header, rows))
 
 
+def _verdict(value: float, goal: float) -> str:
+    return f"{value:+.2f} (met)" if value >= goal - 1e-9 else f"{value:+.2f} (missed by {goal - value:.2f})"
+
+
+def goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
+                goals: Goals = GOALS) -> str:
+    """Per domain with a ``configuration`` record: its seed-mean main score against the goals (:class:`Goals`),
+    each difference with "met" or "missed by". A comparison whose other side is not recorded is "-"."""
+    groups = group_runs(records)
+    means = {key: _mean([r["main_score"] for r in runs]) for key, runs in groups.items()}
+    stsb = {key: _mean([r["stsb_test"] for r in runs]) for key, runs in groups.items()}
+    header = ["domain", "seeds", "main score", f"vs checkpoint (goal >= +{goals.over_checkpoint:.1f})",
+              f"vs best sentence-transformers recipe (goal >= +{goals.over_best_peer:.1f})",
+              f"vs all-mpnet-base-v2 (goal >= +{goals.over_larger:.1f})",
+              f"STS-B test (goal >= checkpoint - {goals.stsb_loss:.1f})"]
+    rows = []
+    for (domain, config), runs in groups.items():
+        if config != configuration:
+            continue
+        main = means[(domain, config)]
+        reference = means.get((domain, REFERENCE))
+        larger = means.get((domain, LARGER))
+        peers = [(means[(domain, p)], p) for p in PEERS if (domain, p) in means]
+        best_peer = max(peers) if peers else None
+        stsb_reference = stsb.get((domain, REFERENCE))
+        stsb_own = stsb[(domain, config)]
+        rows.append([
+            domain, _seeds(runs), fmt(main),
+            _verdict(main - reference, goals.over_checkpoint) if reference is not None else "-",
+            (_verdict(main - best_peer[0], goals.over_best_peer) + f" ({best_peer[1]} {best_peer[0]:.2f})")
+            if best_peer is not None else "-",
+            _verdict(main - larger, goals.over_larger) + f" ({larger:.2f})" if larger is not None else "-",
+            (f"{stsb_own:.2f}: " + _verdict(stsb_own - stsb_reference, -goals.stsb_loss))
+            if stsb_reference is not None else fmt(stsb_own),
+        ])
+    if not rows:
+        return f"_No `{configuration}` run recorded yet._"
+    return "\n".join(markdown_table(header, rows))
+
+
 def domains_report(records: Sequence[dict[str, Any]]) -> str:
     """Both tables, as the ``<!-- cselab:domains -->`` block of docs/adapt.md holds them."""
     return "\n".join([
         "**The domain suite** (`benchmarks/run_domains.py`; each cell the mean over the seeds shown)", "",
         domains_table(records), "",
+        f"**The goals**, for `{DEFAULT_CONFIGURATION}` ({CONFIGURATION[DEFAULT_CONFIGURATION].label}, what `cselab "
+        "adapt` runs by default): each difference of seed means, with the goal it is held to", "",
+        goals_table(records), "",
         "**Selection without labels**: regret = the domain's main score at the step a criterion selects minus the "
         "best evaluated step's (0 is perfect); ρ = Spearman over the evaluated steps between the criterion "
         "(oriented so that higher is better; for the fixed budget, the step number) and the domain's main score. "
