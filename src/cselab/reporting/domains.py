@@ -207,6 +207,15 @@ def _budget(record: dict[str, Any]) -> str:
     return out + " (reduced)" if record.get("budget_note") else out
 
 
+def _wall(runs: Sequence[dict[str, Any]]) -> str:
+    """The mean wall time, with the torch threads it ran on (times are comparable only at equal threads)."""
+    wall = _mean([r["wall_s"] for r in runs])
+    threads = sorted({int(r["threads"]) for r in runs if isinstance(r.get("threads"), int)})
+    if wall is None or not threads:
+        return fmt(wall, 0)
+    return f"{wall:.0f} ({'/'.join(map(str, threads))} thr.)"
+
+
 def domains_table(records: Sequence[dict[str, Any]]) -> str:
     """Rows domain x configuration: the seed means of the main score, its difference to the checkpoint, STS-B
     test and the wall time (seconds of adaptation: model load, teacher pass, training, selection)."""
@@ -225,7 +234,7 @@ def domains_table(records: Sequence[dict[str, Any]]) -> str:
         commits = sorted({short_commit(str(r.get("provenance", {}).get("git", "?"))) for r in runs})
         rows.append([f"{domain} ({task})", label, _trained_on(runs[-1]), _budget(runs[-1]), _seeds(runs),
                      fmt(main), delta, fmt(_mean([r["stsb_test"] for r in runs])),
-                     fmt(_mean([r["wall_s"] for r in runs]), 0), ", ".join(commits)])
+                     _wall(runs), ", ".join(commits)])
     notes = sorted({f"{r['domain']}: {r['budget_note']}" for r in records if r.get("budget_note")})
     lines = markdown_table(header, rows)
     if notes:
