@@ -51,9 +51,10 @@ install: install-torch
 install-dev: install-torch
 	$(PIP) install -e ".[dev,bench,mteb,export]"
 
-demo: install
+# the domain scoring before/after is mteb's: the demo installs that extra
+demo: install-torch
+	$(PIP) install -e ".[mteb]"
 	$(PYTHON) -m cselab.cli data fetch models
-	$(PYTHON) -m cselab.cli data fetch models-mpnet
 	$(PYTHON) -m cselab.cli data fetch domains
 	rm -rf $(DEMO_DIR)
 	$(PYTHON) -m cselab.cli adapt "$$($(PYTHON) -c 'from cselab.paths import cselab_home; print(cselab_home())')/domains/$(DEMO_DOMAIN)/train.txt" \

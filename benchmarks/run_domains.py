@@ -3,12 +3,12 @@
 Configurations (docs/adapt.md, "Your own domain"; ``cselab.reporting.domains.CONFIGURATIONS``):
 
 * ``checkpoint``: all-MiniLM-L6-v2 untouched, its own mean pooling;
-* ``mpnet``: all-mpnet-base-v2 untouched (the default teacher, five times larger);
+* ``mpnet``: all-mpnet-base-v2 untouched (the teacher of ``cselab-adapt``, five times larger);
 * ``st-tsdae``, ``st-ct``, ``st-mnrl``: sentence-transformers' own recipes through its trainer
   (``benchmarks/domain_peers.py``), on the domain's whole ``train.txt``;
-* ``cselab-simcse``: ``cselab adapt --no-teacher`` (SimCSE, fixed budget);
-* ``cselab-adapt``: ``cselab adapt`` (all-mpnet-base-v2's neighbour-pair cosines distilled; selection by agreement
-  with the teacher on 5% of ``train.txt`` held out).
+* ``cselab-simcse``: ``cselab adapt`` as it runs by default (SimCSE, fixed budget);
+* ``cselab-adapt``: ``cselab adapt --teacher all-mpnet-base-v2`` (its neighbour-pair cosines distilled; selection
+  by agreement with the teacher on 5% of ``train.txt`` held out).
 
 Every trained configuration starts from the same checkpoint and runs the same budget: the steps ``cselab adapt``
 sets for the domain's text (``--steps`` overrides it for ALL configurations of a run; the record then says so),

@@ -83,8 +83,12 @@ def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
     with pytest.raises(CselabError, match="at least 200"):
         plan_adapt(small, tmp_path / "out", model=str(tiny_bert_dir), no_teacher=True)
     text = write_text(tmp_path / "text.txt")
-    with pytest.raises(CselabError, match="not fetched"):
-        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir))  # empty home: no default teacher
+    with pytest.raises(CselabError, match="cselab data fetch models-mpnet"):
+        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir), teacher="all-mpnet-base-v2")  # empty home
+    with pytest.raises(CselabError, match="teacher not found: nope"):
+        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir), teacher="nope")
+    default = plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir))  # no teacher named: SimCSE
+    assert (default.teacher, default.selection, default.config.method) == (None, "fixed-budget", "simcse")
     with pytest.raises(CselabError, match="not both"):
         plan_adapt(text, tmp_path / "out", teacher="x", no_teacher=True)
     assert not (tmp_path / "out").exists()
@@ -123,3 +127,25 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     # a second run into the finished directory is refused, the resume reports it again without training
     code, _, err = run_cli(args, capsys)
     assert code == 2 and "finished adaptation" in err
+
+
+def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                            capsys):
+    from cselab.analysis.held_out import HeldOutScores
+
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps", "3",
+                            "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)  # exact scores
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["teacher"], summary["selection"], summary["best_step"]) == (None, "fixed-budget", 3)
+    config = json.loads((out / "best" / "cselab.json").read_text())
+    assert config["training"]["method"] == "simcse"
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    assert list(scores) == [3]  # one evaluation: the last step, which a fixed budget keeps
+    held = (out / "held-out.txt").read_text().splitlines()
+    expected = -HeldOutScores(held)(load_model(out / "best"))["infonce"]
+    assert scores[3] == pytest.approx(expected, abs=1e-4)

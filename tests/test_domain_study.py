@@ -223,13 +223,13 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
     ]
     table = domains_table(records)
     rows = {tuple(c.strip() for c in line.strip("|").split("|"))[:2]: line for line in table.splitlines()[2:]}
-    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt` (teacher all-mpnet-base-v2)")]
+    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt --teacher all-mpnet-base-v2`")]
              .strip("|").split("|")]
     mean = (81.0 + 82.5) / 2
     assert adapt[4] == "2 (1, 2)" and adapt[5] == f"{mean:.2f}" and adapt[6] == f"{mean - 80.0:+.2f}"
     assert adapt[7] == f"{(82.5 + 82.0) / 2:.2f}" and adapt[8] == f"{(100 + 140) / 2:.0f}"
     with_threads = [{**r, "threads": 2} for r in records]
-    cells = [line for line in domains_table(with_threads).splitlines() if "cselab adapt" in line][0].split("|")
+    cells = [line for line in domains_table(with_threads).splitlines() if "--teacher" in line][0].split("|")
     assert cells[9].strip() == "120 (2 thr.)"  # wall time with the threads it ran on
     # domains in the suite's order, the checkpoint first in each (the record's main task is shown as recorded)
     assert [k[0].split()[0] for k in rows] == ["bbc-news"] * 3 + ["linux-man"]

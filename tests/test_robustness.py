@@ -207,8 +207,8 @@ for option, value in (("--steps", "0"), ("--batch-size", "1"), ("--max-length", 
     case(f"adapt{option}-{value}", [*ADAPT, option, value], expect=option)
 case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="at least 200")
 case("adapt-teacher-and-no-teacher", [*ADAPT, "--teacher", M], expect="not both")
-case("adapt-default-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--output", "{T}/a"],
-     expect="not fetched")
+case("adapt-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--teacher", "all-mpnet-base-v2",
+                                    "--output", "{T}/a"], expect="not fetched")
 case("adapt-output-under-file", ["adapt", "{W}/big.txt", "--model", M, "--no-teacher", "--output", "{W}/afile/x"])
 case("adapt-output-holds-users-file", ADAPT, write("adapted/notes.txt", "mine"), expect="did not write")
 case("adapt-labels-missing", [*ADAPT, "--labels", "{T}/nope.tsv"], expect="nope.tsv")

@@ -403,8 +403,9 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @cli.command("adapt", context_settings={"ignore_unknown_options": True})
 @click.argument("text", type=click.Path(path_type=Path))
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
-@click.option("--teacher", help="a larger encoder whose cosines are distilled (default: all-mpnet-base-v2, fetched)")
-@click.option("--no-teacher", is_flag=True, help="adapt without a teacher (SimCSE, a fixed budget)")
+@click.option("--teacher", help="distil this larger encoder's cosines instead of SimCSE (e.g. all-mpnet-base-v2, "
+              "after `cselab data fetch models-mpnet`); selects by agreement with it on held-out text")
+@click.option("--no-teacher", is_flag=True, help="SimCSE on a fixed budget: the default, kept for scripts that name it")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
               help="the run directory; the adapted model is OUTPUT/best")
 @click.option("--steps", type=POSITIVE, help="training steps (default: three passes over the text, 100 to 1500)")
@@ -427,8 +428,9 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
                   overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
 
-    Distils a larger teacher's cosines of neighbour pairs of your sentences into MODEL and keeps the step that
-    agrees best with the teacher on a held-out part of your text (no labels needed). With --labels/--pairs/
+    Trains MODEL with SimCSE (its own mean pooling, temperature 0.2) on a budget set from the text's size; with
+    --teacher it distils the teacher's cosines of neighbour pairs of your sentences instead and keeps the step
+    that agrees best with the teacher on a held-out part of your text. No labels needed. With --labels/--pairs/
     --retrieval/--domain it scores MODEL before and after on your labelled data."""
     from cselab.adapt import plan_adapt
 

@@ -45,15 +45,15 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("st-tsdae", "sentence-transformers TSDAE"),
     Configuration("st-ct", "sentence-transformers CT (in-batch negatives)"),
     Configuration("st-mnrl", "sentence-transformers SimCSE (MNRL)"),
-    Configuration("cselab-simcse", "`cselab adapt --no-teacher` (SimCSE)"),
-    Configuration("cselab-adapt", "`cselab adapt` (teacher all-mpnet-base-v2)"),
+    Configuration("cselab-simcse", "`cselab adapt` (SimCSE, the default)"),
+    Configuration("cselab-adapt", "`cselab adapt --teacher all-mpnet-base-v2`"),
 )
 CONFIGURATION = {c.key: c for c in CONFIGURATIONS}
 REFERENCE = "checkpoint"
 LARGER = "mpnet"
 PEERS = tuple(c.key for c in CONFIGURATIONS if c.key.startswith("st-"))
 # the recipe `cselab adapt` runs when no option says otherwise (judged by the goals below)
-DEFAULT_CONFIGURATION = "cselab-adapt"
+DEFAULT_CONFIGURATION = "cselab-simcse"
 
 
 @dataclass(frozen=True)
