@@ -325,8 +325,8 @@ def domains_report(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join([
         "**The domain suite** (`benchmarks/run_domains.py`; each cell the mean over the seeds shown)", "",
         domains_table(records), "",
-        f"**The goals** of what `cselab adapt` runs by default ({CONFIGURATION[DEFAULT_CONFIGURATION].label}): "
-        "each difference of seed means, with the goal it is held to", "",
+        f"**The goals**, for {CONFIGURATION[DEFAULT_CONFIGURATION].label}: each difference of seed means, with the "
+        "goal it is held to", "",
         goals_table(records), "",
         "**Selection without labels**: regret = the domain's main score at the step a criterion selects minus the "
         "best evaluated step's (0 is perfect); ρ = Spearman over the evaluated steps between the criterion "
