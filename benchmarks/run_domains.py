@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from cselab.reporting.domains import CONFIGURATION
+    from cselab.reporting.domains import CONFIGURATION, PEERS
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [c for c in configurations if c not in CONFIGURATION]
     if unknown:
         raise SystemExit(f"unknown configuration(s): {', '.join(unknown)}")
-    assert set(RECIPES) == {c[3:] for c in CONFIGURATION if c.startswith("st-")}
+    assert set(RECIPES) == {key[3:] for key in PEERS}
     seeds = [int(s) for s in args.seeds.split(",") if s]
     done = recorded_runs(args.results)
     todo = [(d, c, s) for d in domains for c in configurations for s in seeds]

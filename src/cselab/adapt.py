@@ -46,7 +46,6 @@ from cselab.fileio import write_atomic, write_json_atomic
 from cselab.paths import MODEL_NAMES, resolve_model_path
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-SUGGESTED_TEACHER = "all-mpnet-base-v2"  # what the docs name for --teacher (`cselab data fetch models-mpnet`)
 HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
 MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours mean anything
 TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
@@ -113,8 +112,9 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
     if Path(resolve_model_path(teacher)).is_dir():
         return teacher
     fetch = next((t for t, name in MODEL_NAMES.items() if name == teacher), None)
-    hint = f": run `cselab data fetch {fetch}`" if fetch else " (a saved model directory or a fetched model's name)"
-    raise CselabError(f"the teacher {teacher} is not fetched{hint}" if fetch else f"teacher not found: {teacher}{hint}")
+    if fetch is not None:
+        raise CselabError(f"the teacher {teacher} is not fetched: run `cselab data fetch {fetch}`")
+    raise CselabError(f"teacher not found: {teacher} (a saved model directory or a fetched model's name)")
 
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
@@ -223,9 +223,11 @@ class HeldOutLoss:
 
 def estimate_seconds(plan: AdaptPlan) -> float:
     """A rough wall-time estimate before training: one timed fp32 forward of 64 held-out sentences through the
-    student (and the teacher) extrapolated to the steps (a training step of n rows took about 1.3 timed encodes of n
-    rows: `make demo` on a 2-core EPYC, 2.94 s per step of 2 x 64 rows against 1.16 s per encode of 64; a pairs batch encodes
-    three rows per example, SimCSE two), the teacher's pass over the text and the selection evaluations."""
+    student (and the teacher) extrapolated to the steps, the teacher's pass over the text and the evaluations.
+    A pairs batch encodes three rows per example, SimCSE two; a training step of n rows costs about
+    ``TRAIN_STEP_PER_ENCODE`` timed encodes of n rows (`make demo` on a 2-core EPYC: 2.94 s per step of 2 x 64
+    rows against 1.16 s per timed encode of 64). An evaluation encodes four rows per held-out sentence with a
+    teacher (two pairs) and two without (the sentence and its deletion view)."""
     from cselab.models.sentence_model import load_model
 
     sample = list(plan.held_out[:64])
@@ -233,18 +235,16 @@ def estimate_seconds(plan: AdaptPlan) -> float:
 
     def forward_seconds(name: str, **kwargs: Any) -> float:
         model = load_model(name, **kwargs)
-        times = []
-        for _ in range(2):  # the first call of a batch shape carries one-time kernel set-up: keep the faster
-            start = time.perf_counter()
-            model.encode(sample, batch_size=len(sample))
-            times.append(time.perf_counter() - start)
-        return min(times) * 64 / max(1, len(sample))
+        model.encode(sample[:8], batch_size=8)  # warm-up
+        start = time.perf_counter()
+        model.encode(sample, batch_size=len(sample))
+        return (time.perf_counter() - start) * 64 / max(1, len(sample))
 
     student = forward_seconds(plan.model, pooler="mean", max_length=plan.config.model.max_length)
     batch = plan.config.train.batch_size
     total = plan.steps * TRAIN_STEP_PER_ENCODE * rows * student * batch / 64
     evaluations = plan.steps // plan.config.train.eval_every + 1
-    total += evaluations * student * 4 * len(plan.held_out) / 64  # two pairs per held-out sentence
+    total += evaluations * student * (4 if plan.teacher is not None else 2) * len(plan.held_out) / 64
     if plan.teacher is not None:
         total += forward_seconds(plan.teacher) * (plan.train_sentences + len(plan.held_out)) / 64
     return total
@@ -285,13 +285,15 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             raise CselabError(f"{plan.output_dir} holds a finished adaptation; choose another --output")
         run_dir.mark()
         write_texts(plan, train_text)
-        selector: Any = HeldOutLoss(plan.held_out)
+        selector: Any
         if plan.teacher is not None:
             echo(f"adapt: the teacher {plan.teacher} encodes the {len(plan.held_out)} held-out sentences")
             task = teacher_agreement_task(plan.held_out, load_model(plan.teacher),
                                           batch_size=plan.config.train.eval_batch_size)
             selector = StsEvaluator([task], batch_size=plan.config.train.eval_batch_size,
                                     primary="teacher-agreement/dev")
+        else:
+            selector = HeldOutLoss(plan.held_out)
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
         trainer = Trainer(plan.config, progress=progress, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps))
