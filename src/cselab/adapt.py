@@ -223,15 +223,10 @@ class HeldOutLoss:
 
 def estimate_seconds(plan: AdaptPlan) -> float:
     """A rough wall-time estimate before training: one timed fp32 forward of 64 held-out sentences through the
-    student (and the teacher) extrapolated to the steps, the teacher's pass over the text and the evaluations.
-    A pairs batch encodes three rows per example, SimCSE two; a training step of n rows costs about
-    ``TRAIN_STEP_PER_ENCODE`` timed encodes of n rows (`make demo` on a 2-core EPYC: 2.94 s per step of 2 x 64
-    rows against 1.16 s per timed encode of 64). An evaluation encodes four rows per held-out sentence with a
-    teacher (two pairs) and two without (the sentence and its deletion view)."""
+    student (and the teacher), extrapolated by :func:`extrapolate_seconds`."""
     from cselab.models.sentence_model import load_model
 
     sample = list(plan.held_out[:64])
-    rows = 3 if plan.teacher is not None else 2
 
     def forward_seconds(name: str, **kwargs: Any) -> float:
         model = load_model(name, **kwargs)
@@ -241,12 +236,27 @@ def estimate_seconds(plan: AdaptPlan) -> float:
         return (time.perf_counter() - start) * 64 / max(1, len(sample))
 
     student = forward_seconds(plan.model, pooler="mean", max_length=plan.config.model.max_length)
-    batch = plan.config.train.batch_size
-    total = plan.steps * TRAIN_STEP_PER_ENCODE * rows * student * batch / 64
-    evaluations = plan.steps // plan.config.train.eval_every + 1
-    total += evaluations * student * (4 if plan.teacher is not None else 2) * len(plan.held_out) / 64
-    if plan.teacher is not None:
-        total += forward_seconds(plan.teacher) * (plan.train_sentences + len(plan.held_out)) / 64
+    teacher = forward_seconds(plan.teacher) if plan.teacher is not None else None
+    return extrapolate_seconds(plan, student, teacher)
+
+
+def extrapolate_seconds(plan: AdaptPlan, student_s: float, teacher_s: float | None = None) -> float:
+    """The plan's wall time from the seconds one forward of 64 sentences takes through the student and the
+    teacher: the steps, the evaluations and the teacher's pass over the text.
+
+    A pairs batch encodes three rows per example, SimCSE two; a training step of n rows costs about
+    ``TRAIN_STEP_PER_ENCODE`` forwards of n rows (`make demo` on a 2-core EPYC: 2.94 s per step of 2 x 64 rows
+    against 1.16 s per timed forward of 64). An evaluation encodes four rows per held-out sentence with a teacher
+    (two pairs) and two without (the sentence and its deletion view)."""
+    with_teacher = plan.teacher is not None
+    rows = 3 if with_teacher else 2
+    total = plan.steps * TRAIN_STEP_PER_ENCODE * rows * student_s * plan.config.train.batch_size / 64
+    evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
+    total += evaluations * student_s * (4 if with_teacher else 2) * len(plan.held_out) / 64
+    if with_teacher:
+        if teacher_s is None:
+            raise ValueError("a plan with a teacher needs the teacher's forward time")
+        total += teacher_s * (plan.train_sentences + len(plan.held_out)) / 64
     return total
 
 
