@@ -8,7 +8,9 @@ Configurations (docs/adapt.md, "Your own domain"; ``cselab.reporting.domains.CON
   (``benchmarks/domain_peers.py``), on the domain's whole ``train.txt``;
 * ``cselab-simcse``: ``cselab adapt`` as it runs by default (SimCSE, fixed budget);
 * ``cselab-adapt``: ``cselab adapt --teacher all-mpnet-base-v2`` (its neighbour-pair cosines distilled; selection
-  by agreement with the teacher on 5% of ``train.txt`` held out).
+  by agreement with the teacher on 5% of ``train.txt`` held out);
+* ``cselab-simcse-transductive``: the default on ``train-transductive.txt``, the text WITH the test items' text
+  (what a user clustering or searching their own text would run), reported apart from the held-out rows.
 
 Every trained configuration starts from the same checkpoint and runs the same budget: the steps ``cselab adapt``
 sets for the domain's text (``--steps`` overrides it for ALL configurations of a run; the record then says so),
@@ -170,11 +172,11 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.data.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
-    from cselab.reporting.domains import selection_agreement
+    from cselab.reporting.domains import TRANSDUCTIVE, selection_agreement
     from cselab.runtime.precision import resolve_precision, training_shape
 
     spec = get_domain(domain)
-    text = train_text(domain)
+    text = train_text(domain, transductive=configuration == TRANSDUCTIVE)
     inputs = load_inputs(domain=domain)
     student, teacher = model_path(args.model), model_path(args.teacher)
     run_dir = args.runs / domain / f"{configuration}-s{seed}"
@@ -227,7 +229,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     else:
         train, held = split_held_out(sentences)
         teacher_task = None
-        if configuration == "cselab-simcse":  # the agreement a teacher would give, for the study only
+        if configuration != "cselab-adapt":  # the agreement a teacher would give, for the study only
             teacher_task = teacher_agreement_task(held, load_model(teacher), batch_size=64)
         clock = Clock()
         observer = make_observer(inputs, spec.main_task, held, teacher_task, args.eval_max_length, clock, echo)

@@ -296,6 +296,7 @@ def test_the_goals_table_by_hand():
         _record("linux-man", "cselab-simcse", 1, 81.00, 81.50, 10.0),
         _record("linux-man", "cselab-simcse", 2, 81.66, 81.90, 10.0),
         _record("tweets", "cselab-simcse", 1, 70.0, 82.0, 10.0),  # nothing to compare with
+        _record("linux-man", "cselab-simcse-transductive", 1, 82.00, 82.0, 10.0),
     ]
     rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
                                           for line in goals_table(records, "cselab-simcse").splitlines()[2:])}
@@ -308,5 +309,6 @@ def test_the_goals_table_by_hand():
     assert cells[4] == "+1.33 (met) (st-ct 80.00)"
     assert cells[5] == "-1.78 (missed by 1.78) (83.11)"
     assert cells[6] == "81.70: -0.33 (missed by 0.03)"
-    assert rows["tweets"][3:] == ["-", "-", "-", "82.00"]
+    assert cells[7] == "+3.61 (82.00, 1 seed)"  # 82.00 - 78.39, held to no goal
+    assert rows["tweets"][3:] == ["-", "-", "-", "82.00", "-"]
     assert goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
