@@ -156,6 +156,9 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["teacher"], summary["selection"], summary["best_step"]) == (None, "fixed-budget", 3)
+    assert 0 < summary["train_s"] <= summary["wall_s"] and summary["evaluate_s"] >= 0
+    assert {"git", "machine", "date"} <= set(summary["provenance"]) and summary["provenance"]["machine"]["cpu"]
+    assert f"({summary['train_s']:.0f} s training" in (out / "adapt-report.md").read_text()
     config = json.loads((out / "best" / "cselab.json").read_text())
     assert config["training"]["method"] == "simcse"
     dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

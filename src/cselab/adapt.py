@@ -44,6 +44,7 @@ from cselab.data.sts import StsSubset, StsTask
 from cselab.errors import CselabError
 from cselab.fileio import write_atomic, write_json_atomic
 from cselab.paths import MODEL_NAMES, resolve_model_path
+from cselab.provenance import provenance
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
@@ -304,18 +305,25 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                                     primary="teacher-agreement/dev")
         else:
             selector = HeldOutLoss(plan.held_out)
+        clock = time.perf_counter()
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
+        evaluate_s = time.perf_counter() - clock
         trainer = Trainer(plan.config, progress=progress, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps))
+        clock = time.perf_counter()
         result = trainer.run(resume=resume)
+        train_s = time.perf_counter() - clock  # with a teacher, its pass over the text is part of it
         model_dir = plan.output_dir / BEST_DIR
+        clock = time.perf_counter()
         after = evaluate(load_model(model_dir)) if evaluate else {}
+        evaluate_s += time.perf_counter() - clock
         wall = time.perf_counter() - start
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
                    "selection": plan.selection, "steps": plan.steps, "best_step": result.best_step,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
-                   "before": before, "after": after, "wall_s": round(wall, 1)}
+                   "before": before, "after": after, "wall_s": round(wall, 1), "train_s": round(train_s, 1),
+                   "evaluate_s": round(evaluate_s, 1), "provenance": provenance()}
         _annotate_model(model_dir, summary)
         report = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
@@ -350,7 +358,8 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
              f"{summary['held_out']} held out for selection)", f"- model: {summary['model']}",
              f"- teacher: {summary['teacher'] or 'none'}", f"- selection: {summary['selection']}, "
-             f"best step {summary['best_step']} of {summary['steps']}", f"- wall time: {summary['wall_s']:.0f} s", ""]
+             f"best step {summary['best_step']} of {summary['steps']}",
+             f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
     if summary.get("before"):
         lines += ["| score | before | after | change |", "|---|---|---|---|"]
         for key, old in summary["before"].items():
@@ -361,6 +370,12 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     lines += [f"![before/after and selection]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
+
+
+def _time_split(summary: dict[str, Any]) -> str:
+    if "train_s" not in summary:  # written before the split was recorded
+        return ""
+    return f" ({summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring before/after)"
 
 
 def summary_of(result: AdaptResult) -> str:
