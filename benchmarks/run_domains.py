@@ -51,11 +51,11 @@ from record import append_record  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "domains.jsonl"
 RUNS = Path(__file__).resolve().parents[1] / "runs" / "domains"
-STUDENT, TEACHER = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
+STUDENT = "all-MiniLM-L6-v2"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from cselab.reporting.domains import CONFIGURATIONS
+    from cselab.reporting.domains import CONFIGURATIONS, LARGER_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="observe the criteria every N-th evaluation of cselab adapt (1: every one)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every configuration (0: torch's)")
     parser.add_argument("--model", default=STUDENT, help="the start checkpoint (a name in $CSELAB_HOME/models or a dir)")
-    parser.add_argument("--teacher", default=TEACHER, help="cselab adapt's teacher and the `mpnet` row")
+    parser.add_argument("--teacher", default=LARGER_MODEL, help="cselab adapt's teacher and the `mpnet` row")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--runs", type=Path, default=RUNS, help="run directories")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

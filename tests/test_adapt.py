@@ -151,12 +151,14 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps", "3",
-                            "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)  # exact scores
-    assert code == 0, err
+    code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps",
+                                 "3", "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)
+    assert code == 0, err  # fp32 above: exact scores
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["teacher"], summary["selection"], summary["best_step"]) == (None, "fixed-budget", 3)
     assert 0 < summary["train_s"] <= summary["wall_s"] and summary["evaluate_s"] >= 0
+    # the estimate shown before training is the one recorded beside the measured times
+    assert summary["estimate_s"] is not None and f"estimated {summary['estimate_s'] / 60:.0f} min" in stdout
     assert {"git", "machine", "date"} <= set(summary["provenance"]) and summary["provenance"]["machine"]["cpu"]
     assert f"({summary['train_s']:.0f} s training" in (out / "adapt-report.md").read_text()
     config = json.loads((out / "best" / "cselab.json").read_text())

@@ -276,9 +276,10 @@ class AdaptResult:
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
               progress: bool = True, echo: Callable[[str], None] = print,
               observe: Callable[[Any, int], dict[str, float]] | None = None,
-              observe_every: int | None = None) -> AdaptResult:
+              observe_every: int | None = None, estimate_s: float | None = None) -> AdaptResult:
     """Split the text, train with the plan's selection, score before/after with ``evaluate`` (the user's
-    labelled files), and write the model card's figures and the report.
+    labelled files), and write the model card's figures and the report. ``estimate_s``, the time estimate shown
+    before training, is recorded beside the measured times in ``adapt.json``.
 
     ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
     ``observe_every`` steps (default :func:`evaluation_every` of the budget, with or without a teacher) and at the
@@ -323,7 +324,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "selection": plan.selection, "steps": plan.steps, "best_step": result.best_step,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after, "wall_s": round(wall, 1), "train_s": round(train_s, 1),
-                   "evaluate_s": round(evaluate_s, 1), "provenance": provenance()}
+                   "evaluate_s": round(evaluate_s, 1), "estimate_s": None if estimate_s is None else round(estimate_s, 1),
+                   "provenance": provenance()}
         _annotate_model(model_dir, summary)
         report = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)

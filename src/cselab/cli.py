@@ -453,8 +453,9 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
         RunDirectory(output_dir).claim()  # a directory holding the user's files is refused before models load
     click.echo(plan.describe())
 
-    click.echo(f"adapt: estimated {estimate_seconds(plan) / 60:.0f} min on this machine (models load, teacher pass, steps)")
-    click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo)))
+    estimate = estimate_seconds(plan)
+    click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (models load, teacher pass, steps)")
+    click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo, estimate_s=estimate)))
 
 
 @cli.command("ensemble")
