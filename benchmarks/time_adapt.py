@@ -33,6 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--domain", required=True, help="a suite domain: its train.txt is the text, its task is scored")
     parser.add_argument("--max-sentences", type=int, help="the first N distinct sentences of the text")
     parser.add_argument("--steps", type=int, help="the budget (default: cselab adapt's, from the text's size)")
+    parser.add_argument("--model", help="cselab adapt --model (default: cselab adapt's)")
     parser.add_argument("--teacher", help="cselab adapt --teacher")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads in training (0: torch's default)")
@@ -45,7 +46,7 @@ def adapt_command(args: argparse.Namespace, text: Path) -> list[str]:
     command = [sys.executable, "-m", "cselab.cli", "adapt", str(text), "--domain", args.domain,
                "--output", str(args.output), "--seed", str(args.seed)]
     for option, value in (("--max-sentences", args.max_sentences), ("--steps", args.steps),
-                          ("--teacher", args.teacher)):
+                          ("--model", args.model), ("--teacher", args.teacher)):
         if value is not None:
             command += [option, str(value)]
     if args.threads:
@@ -67,13 +68,15 @@ def main(argv: list[str] | None = None) -> None:
     command = adapt_command(args, text)
     print("$ " + " ".join(command), flush=True)
     start = time.perf_counter()
-    subprocess.run(command, check=True)
+    code = subprocess.run(command).returncode
+    if code:
+        sys.exit(f"error: cselab adapt exited with {code} (its message is above); nothing recorded")
     command_s = time.perf_counter() - start
     summary = json.loads((args.output / "adapt.json").read_text(encoding="utf-8"))
     record = {
         "domain": args.domain, "sentences": summary["sentences"], "train_sentences": summary["train_sentences"],
         "held_out": summary["held_out"], "teacher": summary["teacher"], "selection": summary["selection"],
-        "steps": summary["steps"], "seed": args.seed, "threads": args.threads or None, "cpu_count": os.cpu_count(),
+        "model": summary["model"], "steps": summary["steps"], "seed": args.seed, "threads": args.threads or None, "cpu_count": os.cpu_count(),
         "command_s": round(command_s, 1), "adapt_wall_s": summary["wall_s"], "train_s": summary["train_s"],
         "evaluate_s": summary["evaluate_s"], "estimate_s": summary.get("estimate_s"),
         "before": summary["before"], "after": summary["after"], "adapt_command": " ".join(command[1:]),

@@ -312,3 +312,26 @@ def test_the_goals_table_by_hand():
     assert cells[7] == "+3.61 (82.00, 1 seed)"  # 82.00 - 78.39, held to no goal
     assert rows["tweets"][3:] == ["-", "-", "-", "82.00", "-"]
     assert goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
+
+
+def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypatch):
+    """benchmarks/time_adapt.py runs `cselab adapt` as a user would and records the command's time beside
+    adapt.json's; the recorded scores are those of the untouched and the saved model, scored again here."""
+    pytest.importorskip("mteb")
+    from cselab.evaluation.domain import evaluate_domain
+    from cselab.models.sentence_model import load_model
+
+    home = write_domain_home(tmp_path / "home")
+    student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    results, out = tmp_path / "time.jsonl", tmp_path / "run"
+    _script("time_adapt").main(["--domain", "bbc-news", "--model", str(student), "--max-sentences", "200",
+                                "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results)])
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    # 200 sentences: 5% held out, but at least 20
+    assert (record["sentences"], record["held_out"], record["train_sentences"], record["steps"]) == (200, 20, 180, 2)
+    assert record["command_s"] >= record["adapt_wall_s"] >= record["train_s"] > 0
+    assert record["estimate_s"] is not None and record["threads"] == 1
+    assert "train.threads=1" in record["adapt_command"] and record["command"].startswith("python benchmarks/time_adapt")
+    assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
+    assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
