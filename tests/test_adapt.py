@@ -12,7 +12,14 @@ import torch
 from scipy.stats import spearmanr
 
 from conftest import WORDS, build_tiny_model_dir, run_cli
-from cselab.adapt import default_steps, extrapolate_seconds, held_out_pairs, plan_adapt, split_held_out
+from cselab.adapt import (
+    ForwardCost,
+    default_steps,
+    extrapolate_seconds,
+    held_out_pairs,
+    plan_adapt,
+    split_held_out,
+)
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.models.sentence_model import load_model
@@ -81,15 +88,17 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     text = write_text(tmp_path / "text.txt")  # 240 sentences: 220 to train on, 20 held out (the minimum)
     simcse = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), steps=150, batch_size=32)
     assert (simcse.train_sentences, len(simcse.held_out), simcse.config.train.eval_every) == (220, 20, 150)
-    # 150 steps x 1.3 x 2 rows x 0.5 s x 32/64 = 97.5 s; one evaluation (the last step) x 0.5 s x 2 rows x 20/64
-    assert extrapolate_seconds(simcse, 0.5) == pytest.approx(97.5 + 0.3125)
+    student = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20)  # 0.02 s a sentence
+    # 150 steps x 2.2 x 2 rows x 32 sentences x 0.02 s = 422.4 s; one evaluation (the last step) x 2 rows x 20 x 0.02
+    assert extrapolate_seconds(simcse, student) == pytest.approx(422.4 + 0.8)
     distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
                         overrides=["train.eval_every=25"])
-    # 100 x 1.3 x 3 rows x 0.5 s x 64/64 = 195 s; 5 evaluations (step 0 and every 25) x 0.5 s x 4 rows x 20/64 = 3.125 s;
-    # the teacher's pass: 2 s x 240/64 = 7.5 s
-    assert extrapolate_seconds(distil, 0.5, 2.0) == pytest.approx(195 + 3.125 + 7.5)
+    teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
+    # 100 x 2.2 x 3 rows x 64 x 0.02 s = 844.8 s; 5 evaluations (step 0 and every 25) x 4 rows x 20 x 0.02 = 8 s;
+    # the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
+    assert extrapolate_seconds(distil, student, teacher) == pytest.approx(844.8 + 8 + 24)
     with pytest.raises(ValueError, match="teacher"):
-        extrapolate_seconds(distil, 0.5)
+        extrapolate_seconds(distil, student)
 
 
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):

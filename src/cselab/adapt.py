@@ -52,7 +52,10 @@ MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours m
 TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
     "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
 SPLIT_SEED = 0
-TRAIN_STEP_PER_ENCODE = 1.3  # a training step's seconds per timed inference encode of as many rows
+# a training step's seconds per second of timed inference over as many tokens, on a 2-core AMD EPYC in fp32:
+# 2.3 for the 10,000-sentence stsb run (1.57 s per step, 15.1 tokens per sentence, 0.355 ms per token in
+# inference), 2.0 for `make demo` on linux-man (2.94 s per step, 27.5 tokens, 0.41 ms)
+TRAIN_STEP_PER_FORWARD = 2.2
 
 
 @dataclass
@@ -222,42 +225,58 @@ class HeldOutLoss:
         return -float(result["infonce"])
 
 
+@dataclass(frozen=True)
+class ForwardCost:
+    """What one timed inference pass over held-out sentences measured: seconds per token and tokens per sentence."""
+
+    seconds_per_token: float
+    tokens_per_sentence: float
+
+
 def estimate_seconds(plan: AdaptPlan) -> float:
-    """A rough wall-time estimate before training: one timed fp32 forward of 64 held-out sentences through the
-    student (and the teacher), extrapolated by :func:`extrapolate_seconds`."""
+    """A rough wall-time estimate before training: a timed fp32 inference pass over up to 256 held-out sentences
+    through the student (and the teacher), extrapolated by :func:`extrapolate_seconds`. The held-out sentences are
+    a random 5% of the text, so their token lengths stand for the text's."""
     from cselab.models.sentence_model import load_model
 
-    sample = list(plan.held_out[:64])
+    sample = list(plan.held_out[:256])
 
-    def forward_seconds(name: str, **kwargs: Any) -> float:
+    def forward_cost(name: str, **kwargs: Any) -> ForwardCost:
         model = load_model(name, **kwargs)
-        model.encode(sample[:8], batch_size=8)  # warm-up
-        start = time.perf_counter()
-        model.encode(sample, batch_size=len(sample))
-        return (time.perf_counter() - start) * 64 / max(1, len(sample))
+        model.encode(sample[:64], batch_size=64)  # warm-up: the first call of a shape is slower
+        tokens = sum(len(row) for row in model.token_rows(sample))
+        seconds = []
+        for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
+            start = time.perf_counter()
+            model.encode(sample, batch_size=64)
+            seconds.append(time.perf_counter() - start)
+        return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)))
 
-    student = forward_seconds(plan.model, pooler="mean", max_length=plan.config.model.max_length)
-    teacher = forward_seconds(plan.teacher) if plan.teacher is not None else None
+    student = forward_cost(plan.model, pooler="mean", max_length=plan.config.model.max_length)
+    teacher = forward_cost(plan.teacher) if plan.teacher is not None else None
     return extrapolate_seconds(plan, student, teacher)
 
 
-def extrapolate_seconds(plan: AdaptPlan, student_s: float, teacher_s: float | None = None) -> float:
-    """The plan's wall time from the seconds one forward of 64 sentences takes through the student and the
-    teacher: the steps, the evaluations and the teacher's pass over the text.
+def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardCost | None = None) -> float:
+    """The plan's wall time from what an inference pass costs per token through the student and the teacher: the
+    steps, the evaluations and the teacher's pass over the text.
 
-    A pairs batch encodes three rows per example, SimCSE two; a training step of n rows costs about
-    ``TRAIN_STEP_PER_ENCODE`` forwards of n rows (`make demo` on a 2-core EPYC: 2.94 s per step of 2 x 64 rows
-    against 1.16 s per timed forward of 64). An evaluation encodes four rows per held-out sentence with a teacher
-    (two pairs) and two without (the sentence and its deletion view)."""
+    A pairs batch encodes three rows per example, SimCSE two; a training step of n tokens costs about
+    ``TRAIN_STEP_PER_FORWARD`` inference passes over n tokens. An evaluation encodes four rows per held-out
+    sentence with a teacher (two pairs) and two without (the sentence and its deletion view). Time is counted
+    per token, not per sentence, because training batches sentences of similar length and a text of short
+    sentences trains several times faster per step than one of long ones."""
     with_teacher = plan.teacher is not None
     rows = 3 if with_teacher else 2
-    total = plan.steps * TRAIN_STEP_PER_ENCODE * rows * student_s * plan.config.train.batch_size / 64
+    per_sentence = student.seconds_per_token * student.tokens_per_sentence
+    total = plan.steps * TRAIN_STEP_PER_FORWARD * rows * plan.config.train.batch_size * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
-    total += evaluations * student_s * (4 if with_teacher else 2) * len(plan.held_out) / 64
+    total += evaluations * (4 if with_teacher else 2) * len(plan.held_out) * per_sentence
     if with_teacher:
-        if teacher_s is None:
-            raise ValueError("a plan with a teacher needs the teacher's forward time")
-        total += teacher_s * (plan.train_sentences + len(plan.held_out)) / 64
+        if teacher is None:
+            raise ValueError("a plan with a teacher needs the teacher's forward cost")
+        total += (teacher.seconds_per_token * teacher.tokens_per_sentence
+                  * (plan.train_sentences + len(plan.held_out)))
     return total
 
 
