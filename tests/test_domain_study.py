@@ -234,7 +234,12 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
     # domains in the suite's order, the checkpoint first in each (the record's main task is shown as recorded)
     assert [k[0].split()[0] for k in rows] == ["bbc-news"] * 3 + ["linux-man"]
     assert list(rows)[0][1].startswith("all-MiniLM-L6-v2 untouched")
-    agreement = selection_table(records)
+    # a transductive run is listed but kept out of the means: there the teacher agreement picks the worst step
+    curve_t = [{**point, "domain": d} for point, d in zip(curve_a, (71.0, 70.0, 72.0), strict=True)]
+    agreement = selection_table([*records, _record("bbc-news", "cselab-simcse-transductive", 1, 72.0, 82.0, 90.0,
+                                                   curve_t)])
+    assert "| bbc-news | `cselab adapt` (SimCSE) on the text with the test items | 1 |" in agreement
+    assert "| -2.00 / -0.50 (step 5) |" in agreement  # 70 at step 5 against 72 at step 10; ranks (1,3,2) vs (2,1,3)
     last = agreement.splitlines()[-2]  # the mean row
     teacher_cell = last.strip("|").split("|")[5].strip()
     assert teacher_cell == "**+0.00 / 1.00**"  # teacher agreement peaks where the domain peaks

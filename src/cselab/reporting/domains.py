@@ -248,8 +248,9 @@ def domains_table(records: Sequence[dict[str, Any]]) -> str:
 
 
 def selection_table(records: Sequence[dict[str, Any]]) -> str:
-    """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the runs and
-    how often each criterion selected the best step."""
+    """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the held-out
+    runs and how often each criterion selected the best step. The transductive runs are listed but kept out of
+    the means: they answer another question (the text includes the test items)."""
     runs = [r for runs in group_runs(records).values() for r in runs if r.get("selection_study")]
     if not runs:
         return "_No run recorded a selection curve yet._"
@@ -261,16 +262,18 @@ def selection_table(records: Sequence[dict[str, Any]]) -> str:
     hits: dict[str, int] = {c.key: 0 for c in CRITERIA}
     for record in runs:
         study = record["selection_study"]
+        counted = record["configuration"] != TRANSDUCTIVE
         cells = []
         for c in CRITERIA:
             result = study["criteria"].get(c.key)
             if result is None:
                 cells.append("-")
                 continue
-            regrets[c.key].append(float(result["regret"]))
-            hits[c.key] += int(result["regret"] == 0)
-            if result["spearman"] is not None:
-                rhos[c.key].append(float(result["spearman"]))
+            if counted:
+                regrets[c.key].append(float(result["regret"]))
+                hits[c.key] += int(result["regret"] == 0)
+                if result["spearman"] is not None:
+                    rhos[c.key].append(float(result["spearman"]))
             rho = fmt(result["spearman"])
             cells.append(f"{result['regret']:+.2f} / {rho} (step {result['selected_step']})")
         config = record["configuration"]
@@ -279,7 +282,7 @@ def selection_table(records: Sequence[dict[str, Any]]) -> str:
                      f"{study['best_step']} ({study['best_score']:.2f})", *cells])
     mean_cells = [f"**{_mean(regrets[c.key]):+.2f} / {fmt(_mean(rhos[c.key]))}**" if regrets[c.key] else "-"
                   for c in CRITERIA]
-    rows.append(["**mean over runs**", "", "", "", "", *mean_cells])
+    rows.append(["**mean over the held-out runs**", "", "", "", "", *mean_cells])
     rows.append(["**best step selected**", "", "", "", "",
                  *(f"{hits[c.key]} of {len(regrets[c.key])}" if regrets[c.key] else "-" for c in CRITERIA)])
     return "\n".join(markdown_table(header, rows))
