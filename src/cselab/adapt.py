@@ -52,9 +52,10 @@ MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours m
 TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
     "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
 SPLIT_SEED = 0
-# a training step's seconds per second of timed inference over as many tokens, on a 2-core AMD EPYC in fp32:
-# 2.3 for the 10,000-sentence stsb run (1.57 s per step, 15.1 tokens per sentence, 0.355 ms per token in
-# inference), 2.0 for `make demo` on linux-man (2.94 s per step, 27.5 tokens, 0.41 ms)
+# a training step's seconds per second of timed inference over as many tokens, on a 2-core AMD EPYC in fp32
+# (benchmarks/results/adapt_time.jsonl): 2.3 for the 10,000-sentence stsb run (1.57 s per step, 15.1 tokens per
+# sentence, 0.355 ms per token in inference); with 2.2, `make demo` on linux-man (27 tokens per sentence) was
+# estimated at 5.7 min and took 6.4
 TRAIN_STEP_PER_FORWARD = 2.2
 
 
