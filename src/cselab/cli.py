@@ -454,7 +454,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
     click.echo(plan.describe())
 
     estimate = estimate_seconds(plan)
-    click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (models load, teacher pass, steps)")
+    click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (training, its evaluations, the teacher pass; not loading models)")
     click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo, estimate_s=estimate)))
 
 
