@@ -29,7 +29,7 @@ DEMO_SENTENCES ?= 2000
 DEMO_STEPS ?= 150
 RESULTS ?= benchmarks/results
 
-.PHONY: install install-dev install-torch demo test lint report
+.PHONY: install install-dev install-torch demo demo-timed test lint report
 .DEFAULT_GOAL := install
 
 ifneq ($(VENV_PYTHON),)
@@ -59,6 +59,15 @@ demo: install-torch
 	rm -rf $(DEMO_DIR)
 	$(PYTHON) -m cselab.cli adapt "$$($(PYTHON) -c 'from cselab.paths import cselab_home; print(cselab_home())')/domains/$(DEMO_DOMAIN)/train.txt" \
 	  --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) --steps $(DEMO_STEPS) --output $(DEMO_DIR)
+
+# the demo's run timed as one command and appended to benchmarks/results/adapt_time.jsonl (the same variables)
+demo-timed: install-torch
+	$(PIP) install -e ".[mteb]"
+	$(PYTHON) -m cselab.cli data fetch models
+	$(PYTHON) -m cselab.cli data fetch domains
+	rm -rf $(DEMO_DIR)
+	$(PYTHON) benchmarks/time_adapt.py --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) \
+	  --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 
 test: install-dev
 	$(PYTHON) -m ruff check src tests benchmarks

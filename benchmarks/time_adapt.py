@@ -6,7 +6,7 @@ before/after scoring of the domain's task) and records the command's wall time b
 the estimate printed before training, the training and scoring seconds, the steps and the scores.
 
     python benchmarks/time_adapt.py --domain stsb --max-sentences 10000            # the 10k goal, default budget
-    python benchmarks/time_adapt.py --domain linux-man --max-sentences 2000 --steps 150   # what `make demo` runs
+    make demo-timed    # what `make demo` runs, with the Makefile's DEMO_* values
 """
 
 from __future__ import annotations
