@@ -340,3 +340,47 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
     assert "train.threads=1" in record["adapt_command"] and record["command"].startswith("python benchmarks/time_adapt")
     assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
     assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
+
+
+def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, monkeypatch, capsys):
+    """benchmarks/score_suite.py finds a study run's saved model (cselab's `best`, a peer's `model`) and scores it as
+    the study scored it: the same main score as the study's own record; a second call skips recorded models."""
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    script = _script("score_suite")
+    results = tmp_path / "suite.jsonl"
+    argv = ["--domain-run", "bbc-news/cselab-simcse-s1", "--domain-run", "bbc-news/st-ct-s1", "--domains", "bbc-news",
+            "--eval-max-length", "24", "--domain-runs", str(study["root"] / "runs"), "--results", str(results)]
+    script.main(argv)
+    first = results.read_text()
+    script.main(argv)
+    assert results.read_text() == first
+    records = [json.loads(line) for line in first.splitlines()]
+    by_config = {r["configuration"]: r for r in study["records"]}
+    assert [r["origin"]["configuration"] for r in records] == ["cselab-simcse", "st-ct"]
+    for r in records:
+        assert r["scores"] == {"bbc-news": by_config[r["origin"]["configuration"]]["main_score"]}
+        assert r["tasks"] == {"bbc-news": "clustering"} and {"git", "machine"} <= set(r["provenance"])
+    with pytest.raises(SystemExit, match="expected DOMAIN/CONFIGURATION-sSEED"):
+        script.main(["--domain-run", "bbc-news/cselab-simcse", "--results", str(results)])
+    with pytest.raises(SystemExit, match="no model at"):
+        script.main(["--domain-run", "bbc-news/st-mnrl-s9", "--domain-runs", str(study["root"] / "runs"),
+                     "--results", str(tmp_path / "other.jsonl")])
+
+
+def test_score_suite_table_by_hand():
+    """The table's differences from the checkpoint and the mean over the domains a model was not trained on."""
+    script = _script("score_suite")
+    checkpoint = {"stsb": 82.0, "bbc-news": 86.0, "tweets": 68.0, "linux-man": 78.0}
+    records = [
+        {"model": "bbc-news/cselab-simcse-s1", "origin": {"kind": "domain-run", "domain": "bbc-news"},
+         "scores": {"stsb": 83.0, "bbc-news": 84.0, "tweets": 67.0, "linux-man": 79.5}},
+        {"model": "protocol/simcse", "origin": {"kind": "protocol-row", "row": "simcse"},
+         "scores": {"stsb": 82.5, "bbc-news": 85.0, "tweets": 68.5, "linux-man": 78.0}},
+    ]
+    table = script.render_table(records, checkpoint).splitlines()
+    assert table[2] == "| all-MiniLM-L6-v2 untouched | - | 82.00 | 86.00 | 68.00 | 78.00 | - |"
+    # bbc-news is its own domain (marked, left out of the mean): (+1.0 - 1.0 + 1.5) / 3 = +0.50
+    assert table[3] == ("| bbc-news/cselab-simcse-s1 | bbc-news | 83.00 (+1.00) | 84.00* (-2.00) | 67.00 (-1.00) "
+                        "| 79.50 (+1.50) | +0.50 (3) |")
+    # the protocol trained on STS-B's text: stsb is its own; (-1.0 + 0.5 + 0.0) / 3 = -0.17
+    assert table[4].endswith("| 82.50* (+0.50) | 85.00 (-1.00) | 68.50 (+0.50) | 78.00 (+0.00) | -0.17 (3) |")

@@ -1,0 +1,183 @@
+"""Trained models scored on every domain of the suite, not only the one they were trained or selected for.
+
+The domain study (`run_domains.py`) scores a model adapted on one domain on that domain's task and on STS-B test.
+That cannot say whether a method generalises. This script scores a model on the main task of all four domains
+(`cselab data fetch domains`), one record per model in ``benchmarks/results/suite.jsonl``:
+
+- ``--domain-run DOMAIN/CONFIGURATION-sSEED``: a run of the domain study, read from its run directory
+  (``runs/domains/...``): the model adapted on one domain, scored on the other three as well;
+- ``--protocol-row ROW``: a row of the adaptation protocol (`benchmarks/run_adapt.sh`, trained on STS-B's text and
+  selected on STS-B dev); it is trained again into ``runs/adapt/ROW`` when that directory has no model, and the
+  rebuilt run's own record goes to ``benchmarks/results/protocol_rebuilt.jsonl`` (not the protocol's table);
+- ``--model NAME=PATH``: any other model directory.
+
+Every model is scored as the study scores it: mteb through cselab's domain evaluation, fp32, at 256 tokens per text
+(the checkpoint's own; ``--eval-max-length``). Scores of the untouched checkpoint come from the study's records,
+which were made the same way. Resumable: a model name already in the results file is skipped.
+
+    python benchmarks/score_suite.py --domain-run bbc-news/cselab-simcse-s1 --protocol-row simcse-indomain-auto
+    python benchmarks/score_suite.py --table          # the Markdown table of the records
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from record import append_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
+STUDY = ROOT / "benchmarks" / "results" / "domains.jsonl"
+REBUILT = ROOT / "benchmarks" / "results" / "protocol_rebuilt.jsonl"
+DOMAIN_RUNS = ROOT / "runs" / "domains"
+PROTOCOL_RUNS = ROOT / "runs" / "adapt"
+SUITE = ("stsb", "bbc-news", "tweets", "linux-man")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain-run", action="append", default=[], metavar="DOMAIN/CONFIGURATION-sSEED")
+    parser.add_argument("--protocol-row", action="append", default=[], metavar="ROW")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH")
+    parser.add_argument("--domains", default=",".join(SUITE), help="comma-separated (default: the whole suite)")
+    parser.add_argument("--eval-max-length", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--study", type=Path, default=STUDY, help="the domain study's records (the checkpoint row)")
+    parser.add_argument("--domain-runs", type=Path, default=DOMAIN_RUNS)
+    parser.add_argument("--protocol-runs", type=Path, default=PROTOCOL_RUNS)
+    parser.add_argument("--table", action="store_true", help="print the records as a Markdown table and exit")
+    return parser.parse_args(argv)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
+    """``DOMAIN/CONFIGURATION-sSEED`` -> (name, model directory, origin)."""
+    domain, _, run = spec.partition("/")
+    configuration, _, seed = run.rpartition("-s")
+    if not domain or not configuration or not seed.isdigit():
+        raise SystemExit(f"--domain-run {spec!r}: expected DOMAIN/CONFIGURATION-sSEED, e.g. bbc-news/cselab-simcse-s1")
+    run_dir = runs / domain / run
+    path = run_dir / ("model" if configuration.startswith("st-") else "best")
+    if not path.is_dir():
+        raise SystemExit(f"--domain-run {spec!r}: no model at {path}")
+    return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}
+
+
+def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str, Any]]:
+    """A protocol row's selected model, trained again by ``run_adapt.sh`` when its run directory has none."""
+    path = runs / row / "best"
+    if not path.is_dir():
+        echo(f"{row}: no model at {path}; training the row again (benchmarks/run_adapt.sh {row})")
+        env = {**os.environ, "RESULTS": str(REBUILT)}
+        done = subprocess.run(["bash", str(ROOT / "benchmarks" / "run_adapt.sh"), row], cwd=ROOT, env=env)
+        if done.returncode != 0 or not path.is_dir():
+            raise SystemExit(f"{row}: run_adapt.sh failed (exit {done.returncode}) or left no model at {path}")
+    return f"protocol/{row}", path, {"kind": "protocol-row", "row": row}
+
+
+def score_on_suite(model_dir: Path, eval_max_length: int, domains: tuple[str, ...] = SUITE
+                   ) -> tuple[dict[str, float], dict[str, str]]:
+    """Each domain's main score for one model directory, and the task it comes from."""
+    from cselab.data.domains import get_domain
+    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.models.sentence_model import load_model
+
+    model = load_model(str(model_dir), max_length=eval_max_length)
+    scores, tasks = {}, {}
+    for domain in domains:
+        task = get_domain(domain).main_task
+        scores[domain] = score_inputs(model, load_inputs(domain=domain), tasks=[task])[task]
+        tasks[domain] = task
+    return scores, tasks
+
+
+def checkpoint_scores(study: list[dict[str, Any]]) -> dict[str, float]:
+    return {r["domain"]: float(r["main_score"]) for r in study if r["configuration"] == "checkpoint"}
+
+
+def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float]) -> str:
+    """One row per model: each domain's main score and its difference from the checkpoint's (the domain the model
+    was trained on is marked *), and the mean difference over the domains it was NOT trained on."""
+    from cselab.data.domains import get_domain
+
+    domains = [d for d in SUITE if any(d in r["scores"] for r in records)]
+    head = ["model", "trained on", *(f"{d} ({get_domain(d).main_task})" for d in domains),
+            "mean vs checkpoint, other domains (n)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+             "| all-MiniLM-L6-v2 untouched | - | "
+             + " | ".join(f"{checkpoint[d]:.2f}" if d in checkpoint else "-" for d in domains) + " | - |"]
+    for r in records:
+        kind = r["origin"]["kind"]
+        own = {"domain-run": r["origin"].get("domain"), "protocol-row": "stsb"}.get(kind)
+        cells, deltas = [], []
+        for d in domains:
+            if d not in r["scores"]:
+                cells.append("-")
+                continue
+            score = r["scores"][d]
+            delta = score - checkpoint[d] if d in checkpoint else None
+            cells.append(f"{score:.2f}{'*' if d == own else ''}" + (f" ({delta:+.2f})" if delta is not None else ""))
+            if delta is not None and d != own:
+                deltas.append(delta)
+        mean = f"{sum(deltas) / len(deltas):+.2f} ({len(deltas)})" if deltas else "-"
+        trained = {"domain-run": own, "protocol-row": "STS-B train text, selected on STS-B dev"}.get(kind, "-")
+        lines.append(f"| {r['model']} | {trained} | " + " | ".join(cells) + f" | {mean} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    if args.table:
+        print(render_table(read_jsonl(args.results), checkpoint_scores(read_jsonl(args.study))))
+        return
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    echo = lambda line: print(line, flush=True)  # noqa: E731
+    models: list[tuple[str, Any]] = []
+    for spec in args.domain_run:
+        models.append((spec, lambda s=spec: domain_run_model(s, args.domain_runs)))
+    for row in args.protocol_row:
+        models.append((f"protocol/{row}", lambda r=row: protocol_model(r, args.protocol_runs, echo)))
+    for spec in args.model:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not Path(path).is_dir():
+            raise SystemExit(f"--model {spec!r}: expected NAME=PATH with PATH a model directory")
+        models.append((name, lambda n=name, p=path: (n, Path(p), {"kind": "path"})))
+    domains = tuple(d for d in args.domains.split(",") if d)
+    done = {r["model"] for r in read_jsonl(args.results)}
+    for i, (name, resolve) in enumerate(models, 1):
+        if name in done:
+            echo(f"[{i}/{len(models)}] {name}: recorded, skipped")
+            continue
+        name, path, origin = resolve()
+        start = time.perf_counter()
+        scores, tasks = score_on_suite(path, args.eval_max_length, domains)
+        record = {"model": name, "path": str(path), "origin": origin, "scores": scores, "tasks": tasks,
+                  "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
+                  "eval_s": round(time.perf_counter() - start, 1)}
+        append_record(args.results, record, "score_suite.py", argv)
+        echo(f"[{i}/{len(models)}] {name}: " + ", ".join(f"{d} {s:.2f}" for d, s in scores.items())
+             + f" ({record['eval_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
