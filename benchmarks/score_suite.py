@@ -16,7 +16,7 @@ Every model is scored as the study scores it: mteb through cselab's domain evalu
 which were made the same way. Resumable: a model name already in the results file is skipped.
 
     python benchmarks/score_suite.py --domain-run bbc-news/cselab-simcse-s1 --protocol-row simcse-indomain-auto
-    python benchmarks/score_suite.py --table          # the Markdown table of the records
+    python benchmarks/score_suite.py --table --update-doc docs/adapt.md   # the table of the records, into the doc
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--domain-runs", type=Path, default=DOMAIN_RUNS)
     parser.add_argument("--protocol-runs", type=Path, default=PROTOCOL_RUNS)
     parser.add_argument("--table", action="store_true", help="print the records as a Markdown table and exit")
+    parser.add_argument("--update-doc", type=Path, metavar="FILE",
+                        help="with --table: write it into FILE's <!-- cselab:suite --> block instead of printing it")
     return parser.parse_args(argv)
 
 
@@ -145,7 +147,15 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if args.table:
-        print(render_table(read_jsonl(args.results), checkpoint_scores(read_jsonl(args.study))))
+        table = render_table(read_jsonl(args.results), checkpoint_scores(read_jsonl(args.study)))
+        if args.update_doc is None:
+            print(table)
+        else:
+            from cselab.fileio import write_atomic
+            from cselab.reporting.tables import replace_block
+
+            write_atomic(args.update_doc, replace_block(args.update_doc.read_text(encoding="utf-8"), "suite", table))
+            print(f"updated {args.update_doc}")
         return
     import torch
 

@@ -384,3 +384,17 @@ def test_score_suite_table_by_hand():
                         "| 79.50 (+1.50) | +0.50 (3) |")
     # the protocol trained on STS-B's text: stsb is its own; (-1.0 + 0.5 + 0.0) / 3 = -0.17
     assert table[4].endswith("| 82.50* (+0.50) | 85.00 (-1.00) | 68.50 (+0.50) | 78.00 (+0.00) | -0.17 (3) |")
+
+
+def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
+    script = _script("score_suite")
+    study = tmp_path / "domains.jsonl"
+    study.write_text(json.dumps({"domain": "tweets", "configuration": "checkpoint", "seed": 1, "main_score": 68.0}) + "\n")
+    results = tmp_path / "suite.jsonl"
+    results.write_text(json.dumps({"model": "m", "origin": {"kind": "path"}, "scores": {"tweets": 69.25}}) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- cselab:suite -->\nold\n<!-- /cselab:suite -->\nafter\n")
+    script.main(["--table", "--update-doc", str(doc), "--results", str(results), "--study", str(study)])
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
+    assert "| m | - | 69.25 (+1.25) | +1.25 (1) |" in text
