@@ -109,13 +109,16 @@ def score_on_suite(model_dir: Path, eval_max_length: int, domains: tuple[str, ..
     return scores, tasks
 
 
-def checkpoint_scores(study: list[dict[str, Any]]) -> dict[str, float]:
-    return {r["domain"]: float(r["main_score"]) for r in study if r["configuration"] == "checkpoint"}
+def untouched_scores(study: list[dict[str, Any]], configuration: str = "checkpoint") -> dict[str, float]:
+    """Each domain's main score of an untouched model (``checkpoint`` or ``mpnet``) from the study's records."""
+    return {r["domain"]: float(r["main_score"]) for r in study if r["configuration"] == configuration}
 
 
-def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float]) -> str:
+def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float],
+                 larger: dict[str, float] | None = None) -> str:
     """One row per model: each domain's main score and its difference from the checkpoint's (the domain the model
-    was trained on is marked *), and the mean difference over the domains it was NOT trained on."""
+    was trained on is marked *), and the mean difference over the domains it was NOT trained on; ``larger``, the
+    untouched all-mpnet-base-v2's scores, is shown for scale."""
     from cselab.data.domains import get_domain
 
     domains = [d for d in SUITE if any(d in r["scores"] for r in records)]
@@ -124,6 +127,11 @@ def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float]) ->
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
              "| all-MiniLM-L6-v2 untouched | - | "
              + " | ".join(f"{checkpoint[d]:.2f}" if d in checkpoint else "-" for d in domains) + " | - |"]
+    if larger:
+        deltas = [larger[d] - checkpoint[d] for d in domains if d in larger and d in checkpoint]
+        lines.append("| all-mpnet-base-v2 untouched (5x larger) | - | " + " | ".join(
+            f"{larger[d]:.2f} ({larger[d] - checkpoint[d]:+.2f})" if d in larger and d in checkpoint else "-"
+            for d in domains) + (f" | {sum(deltas) / len(deltas):+.2f} ({len(deltas)}) |" if deltas else " | - |"))
     for r in records:
         kind = r["origin"]["kind"]
         own = {"domain-run": r["origin"].get("domain"), "protocol-row": "stsb"}.get(kind)
@@ -147,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if args.table:
-        table = render_table(read_jsonl(args.results), checkpoint_scores(read_jsonl(args.study)))
+        study = read_jsonl(args.study)
+        table = render_table(read_jsonl(args.results), untouched_scores(study), untouched_scores(study, "mpnet"))
         if args.update_doc is None:
             print(table)
         else:

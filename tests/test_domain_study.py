@@ -398,3 +398,4 @@ def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
     text = doc.read_text()
     assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
     assert "| m | - | 69.25 (+1.25) | +1.25 (1) |" in text
+    assert "| all-mpnet-base-v2 untouched (5x larger) |" not in text  # no such record: no row
