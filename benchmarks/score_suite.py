@@ -86,7 +86,7 @@ def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str
     path = runs / row / "best"
     if not path.is_dir():
         echo(f"{row}: no model at {path}; training the row again (benchmarks/run_adapt.sh {row})")
-        env = {**os.environ, "RESULTS": str(REBUILT)}
+        env = {**os.environ, "RESULTS": str(REBUILT), "FORCE": "1"}  # the model is gone even if a record is not
         done = subprocess.run(["bash", str(ROOT / "benchmarks" / "run_adapt.sh"), row], cwd=ROOT, env=env)
         if done.returncode != 0 or not path.is_dir():
             raise SystemExit(f"{row}: run_adapt.sh failed (exit {done.returncode}) or left no model at {path}")
@@ -171,9 +171,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     echo = lambda line: print(line, flush=True)  # noqa: E731
+    from cselab.data.domains import DOMAINS
+
+    domains = tuple(d for d in args.domains.split(",") if d)
+    unknown = [d for d in domains if d not in DOMAINS]
+    if unknown:
+        raise SystemExit(f"--domains: unknown {', '.join(unknown)}; the suite's domains: {', '.join(DOMAINS)}")
     models: list[tuple[str, Any]] = []
     for spec in args.domain_run:
-        models.append((spec, lambda s=spec: domain_run_model(s, args.domain_runs)))
+        found = domain_run_model(spec, args.domain_runs)  # every spec is checked before anything is scored
+        models.append((spec, lambda f=found: f))
     for row in args.protocol_row:
         models.append((f"protocol/{row}", lambda r=row: protocol_model(r, args.protocol_runs, echo)))
     for spec in args.model:
@@ -181,7 +188,6 @@ def main(argv: list[str] | None = None) -> None:
         if not sep or not name or not Path(path).is_dir():
             raise SystemExit(f"--model {spec!r}: expected NAME=PATH with PATH a model directory")
         models.append((name, lambda n=name, p=path: (n, Path(p), {"kind": "path"})))
-    domains = tuple(d for d in args.domains.split(",") if d)
     done = {r["model"] for r in read_jsonl(args.results)}
     for i, (name, resolve) in enumerate(models, 1):
         if name in done:

@@ -362,6 +362,8 @@ def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, m
         assert r["tasks"] == {"bbc-news": "clustering"} and {"git", "machine"} <= set(r["provenance"])
     with pytest.raises(SystemExit, match="expected DOMAIN/CONFIGURATION-sSEED"):
         script.main(["--domain-run", "bbc-news/cselab-simcse", "--results", str(results)])
+    with pytest.raises(SystemExit, match="unknown news"):
+        script.main(["--domains", "news", "--results", str(results)])
     with pytest.raises(SystemExit, match="no model at"):
         script.main(["--domain-run", "bbc-news/st-mnrl-s9", "--domain-runs", str(study["root"] / "runs"),
                      "--results", str(tmp_path / "other.jsonl")])
