@@ -29,7 +29,7 @@ DEMO_SENTENCES ?= 2000
 DEMO_STEPS ?= 150
 RESULTS ?= benchmarks/results
 
-.PHONY: install install-dev install-torch demo demo-timed test lint report
+.PHONY: install install-dev install-torch demo-setup demo demo-timed test lint report
 .DEFAULT_GOAL := install
 
 ifneq ($(VENV_PYTHON),)
@@ -52,20 +52,18 @@ install-dev: install-torch
 	$(PIP) install -e ".[dev,bench,mteb,export]"
 
 # the domain scoring before/after is mteb's: the demo installs that extra
-demo: install-torch
+demo-setup: install-torch
 	$(PIP) install -e ".[mteb]"
 	$(PYTHON) -m cselab.cli data fetch models
 	$(PYTHON) -m cselab.cli data fetch domains
+
+demo: demo-setup
 	rm -rf $(DEMO_DIR)
 	$(PYTHON) -m cselab.cli adapt "$$($(PYTHON) -c 'from cselab.paths import cselab_home; print(cselab_home())')/domains/$(DEMO_DOMAIN)/train.txt" \
 	  --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 
 # the demo's run timed as one command and appended to benchmarks/results/adapt_time.jsonl (the same variables)
-demo-timed: install-torch
-	$(PIP) install -e ".[mteb]"
-	$(PYTHON) -m cselab.cli data fetch models
-	$(PYTHON) -m cselab.cli data fetch domains
-	rm -rf $(DEMO_DIR)
+demo-timed: demo-setup
 	$(PYTHON) benchmarks/time_adapt.py --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) \
 	  --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 

@@ -22,7 +22,6 @@ which were made the same way. Resumable: a model name already in the results fil
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -34,13 +33,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record import append_record  # noqa: E402
 
+from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
+from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
+from cselab.reporting.domains import CONFIGURATION, LARGER, REFERENCE, read_domain_records  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
 STUDY = ROOT / "benchmarks" / "results" / "domains.jsonl"
 REBUILT = ROOT / "benchmarks" / "results" / "protocol_rebuilt.jsonl"
 DOMAIN_RUNS = ROOT / "runs" / "domains"
 PROTOCOL_RUNS = ROOT / "runs" / "adapt"
-SUITE = ("stsb", "bbc-news", "tweets", "linux-man")
+SUITE = tuple(DOMAINS)
+SUITE_RECORD = Schema("suite", {"model": text(empty=False), "scores": mapping(number())},
+                      required=("model", "origin", "scores"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,10 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def read_suite_records(path: Path) -> list[dict[str, Any]]:
+    return read_jsonl(path, SUITE_RECORD) if path.is_file() else []
 
 
 def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
@@ -93,61 +96,58 @@ def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str
     return f"protocol/{row}", path, {"kind": "protocol-row", "row": row}
 
 
-def score_on_suite(model_dir: Path, eval_max_length: int, domains: tuple[str, ...] = SUITE
-                   ) -> tuple[dict[str, float], dict[str, str]]:
-    """Each domain's main score for one model directory, and the task it comes from."""
-    from cselab.data.domains import get_domain
-    from cselab.evaluation.domain import load_inputs, score_inputs
+def score_on_suite(model_dir: Path, eval_max_length: int, inputs: dict[str, Any]) -> dict[str, float]:
+    """Each domain's main score for one model directory (``inputs``: domain -> its loaded task inputs)."""
+    from cselab.evaluation.domain import score_inputs
     from cselab.models.sentence_model import load_model
 
     model = load_model(str(model_dir), max_length=eval_max_length)
-    scores, tasks = {}, {}
-    for domain in domains:
+    scores = {}
+    for domain, domain_inputs in inputs.items():
         task = get_domain(domain).main_task
-        scores[domain] = score_inputs(model, load_inputs(domain=domain), tasks=[task])[task]
-        tasks[domain] = task
-    return scores, tasks
+        scores[domain] = score_inputs(model, domain_inputs, tasks=[task])[task]
+    return scores
 
 
-def untouched_scores(study: list[dict[str, Any]], configuration: str = "checkpoint") -> dict[str, float]:
-    """Each domain's main score of an untouched model (``checkpoint`` or ``mpnet``) from the study's records."""
+def untouched_scores(study: list[dict[str, Any]], configuration: str = REFERENCE) -> dict[str, float]:
+    """Each domain's main score of an untouched model (the checkpoint or the larger model) from the study's records."""
     return {r["domain"]: float(r["main_score"]) for r in study if r["configuration"] == configuration}
+
+
+def _row(name: str, trained: str, scores: dict[str, float], checkpoint: dict[str, float], domains: list[str],
+         own: str | None, compare: bool = True) -> str:
+    """One table row: each score (own domain marked *), its difference from the checkpoint's, and the mean of the
+    differences over the domains that are not the model's own."""
+    cells, deltas = [], []
+    for d in domains:
+        if d not in scores:
+            cells.append("-")
+            continue
+        delta = scores[d] - checkpoint[d] if compare and d in checkpoint else None
+        cells.append(f"{scores[d]:.2f}{'*' if d == own else ''}" + (f" ({delta:+.2f})" if delta is not None else ""))
+        if delta is not None and d != own:
+            deltas.append(delta)
+    mean = f"{sum(deltas) / len(deltas):+.2f} ({len(deltas)})" if deltas else "-"
+    return f"| {name} | {trained} | " + " | ".join(cells) + f" | {mean} |"
 
 
 def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float],
                  larger: dict[str, float] | None = None) -> str:
     """One row per model: each domain's main score and its difference from the checkpoint's (the domain the model
     was trained on is marked *), and the mean difference over the domains it was NOT trained on; ``larger``, the
-    untouched all-mpnet-base-v2's scores, is shown for scale."""
-    from cselab.data.domains import get_domain
-
+    untouched larger model's scores, is shown for scale."""
     domains = [d for d in SUITE if any(d in r["scores"] for r in records)]
     head = ["model", "trained on", *(f"{d} ({get_domain(d).main_task})" for d in domains),
             "mean vs checkpoint, other domains (n)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-             "| all-MiniLM-L6-v2 untouched | - | "
-             + " | ".join(f"{checkpoint[d]:.2f}" if d in checkpoint else "-" for d in domains) + " | - |"]
+             _row(CONFIGURATION[REFERENCE].label, "-", checkpoint, checkpoint, domains, None, compare=False)]
     if larger:
-        deltas = [larger[d] - checkpoint[d] for d in domains if d in larger and d in checkpoint]
-        lines.append("| all-mpnet-base-v2 untouched (5x larger) | - | " + " | ".join(
-            f"{larger[d]:.2f} ({larger[d] - checkpoint[d]:+.2f})" if d in larger and d in checkpoint else "-"
-            for d in domains) + (f" | {sum(deltas) / len(deltas):+.2f} ({len(deltas)}) |" if deltas else " | - |"))
+        lines.append(_row(CONFIGURATION[LARGER].label, "-", larger, checkpoint, domains, None))
     for r in records:
         kind = r["origin"]["kind"]
         own = {"domain-run": r["origin"].get("domain"), "protocol-row": "stsb"}.get(kind)
-        cells, deltas = [], []
-        for d in domains:
-            if d not in r["scores"]:
-                cells.append("-")
-                continue
-            score = r["scores"][d]
-            delta = score - checkpoint[d] if d in checkpoint else None
-            cells.append(f"{score:.2f}{'*' if d == own else ''}" + (f" ({delta:+.2f})" if delta is not None else ""))
-            if delta is not None and d != own:
-                deltas.append(delta)
-        mean = f"{sum(deltas) / len(deltas):+.2f} ({len(deltas)})" if deltas else "-"
         trained = {"domain-run": own, "protocol-row": "STS-B train text, selected on STS-B dev"}.get(kind, "-")
-        lines.append(f"| {r['model']} | {trained} | " + " | ".join(cells) + f" | {mean} |")
+        lines.append(_row(r["model"], trained, r["scores"], checkpoint, domains, own))
     return "\n".join(lines)
 
 
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if args.table:
-        study = read_jsonl(args.study)
-        table = render_table(read_jsonl(args.results), untouched_scores(study), untouched_scores(study, "mpnet"))
+        study = read_domain_records(args.study)
+        table = render_table(read_suite_records(args.results), untouched_scores(study), untouched_scores(study, LARGER))
         if args.update_doc is None:
             print(table)
         else:
@@ -168,11 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     import torch
 
+    from cselab.evaluation.domain import load_inputs
+
     if args.threads:
         torch.set_num_threads(args.threads)
     echo = lambda line: print(line, flush=True)  # noqa: E731
-    from cselab.data.domains import DOMAINS
-
     domains = tuple(d for d in args.domains.split(",") if d)
     unknown = [d for d in domains if d not in DOMAINS]
     if unknown:
@@ -188,15 +188,17 @@ def main(argv: list[str] | None = None) -> None:
         if not sep or not name or not Path(path).is_dir():
             raise SystemExit(f"--model {spec!r}: expected NAME=PATH with PATH a model directory")
         models.append((name, lambda n=name, p=path: (n, Path(p), {"kind": "path"})))
-    done = {r["model"] for r in read_jsonl(args.results)}
+    done = {r["model"] for r in read_suite_records(args.results)}
+    inputs = {domain: load_inputs(domain=domain) for domain in domains}  # read once, not once per model
     for i, (name, resolve) in enumerate(models, 1):
         if name in done:
             echo(f"[{i}/{len(models)}] {name}: recorded, skipped")
             continue
         name, path, origin = resolve()
         start = time.perf_counter()
-        scores, tasks = score_on_suite(path, args.eval_max_length, domains)
-        record = {"model": name, "path": str(path), "origin": origin, "scores": scores, "tasks": tasks,
+        scores = score_on_suite(path, args.eval_max_length, inputs)
+        record = {"model": name, "path": str(path), "origin": origin, "scores": scores,
+                  "tasks": {domain: get_domain(domain).main_task for domain in scores},
                   "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
                   "eval_s": round(time.perf_counter() - start, 1)}
         append_record(args.results, record, "score_suite.py", argv)

@@ -380,7 +380,7 @@ def test_score_suite_table_by_hand():
          "scores": {"stsb": 82.5, "bbc-news": 85.0, "tweets": 68.5, "linux-man": 78.0}},
     ]
     table = script.render_table(records, checkpoint).splitlines()
-    assert table[2] == "| all-MiniLM-L6-v2 untouched | - | 82.00 | 86.00 | 68.00 | 78.00 | - |"
+    assert table[2] == "| all-MiniLM-L6-v2 untouched (mean pooling) | - | 82.00 | 86.00 | 68.00 | 78.00 | - |"
     # bbc-news is its own domain (marked, left out of the mean): (+1.0 - 1.0 + 1.5) / 3 = +0.50
     assert table[3] == ("| bbc-news/cselab-simcse-s1 | bbc-news | 83.00 (+1.00) | 84.00* (-2.00) | 67.00 (-1.00) "
                         "| 79.50 (+1.50) | +0.50 (3) |")
@@ -391,7 +391,9 @@ def test_score_suite_table_by_hand():
 def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
     script = _script("score_suite")
     study = tmp_path / "domains.jsonl"
-    study.write_text(json.dumps({"domain": "tweets", "configuration": "checkpoint", "seed": 1, "main_score": 68.0}) + "\n")
+    study.write_text("".join(json.dumps({"domain": "tweets", "configuration": c, "seed": 1, "main_score": v,
+                                         "stsb_test": 80.0, "wall_s": None}) + "\n"
+                             for c, v in (("checkpoint", 68.0), ("mpnet", 71.0))))
     results = tmp_path / "suite.jsonl"
     results.write_text(json.dumps({"model": "m", "origin": {"kind": "path"}, "scores": {"tweets": 69.25}}) + "\n")
     doc = tmp_path / "doc.md"
@@ -400,4 +402,4 @@ def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
     text = doc.read_text()
     assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
     assert "| m | - | 69.25 (+1.25) | +1.25 (1) |" in text
-    assert "| all-mpnet-base-v2 untouched (5x larger) |" not in text  # no such record: no row
+    assert "| all-mpnet-base-v2 untouched (5x larger) | - | 71.00 (+3.00) | +3.00 (1) |" in text
