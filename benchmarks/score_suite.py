@@ -31,11 +31,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from domain_peers import MODEL_DIR  # noqa: E402
 from record import append_record  # noqa: E402
 
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
 from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
 from cselab.reporting.domains import CONFIGURATION, LARGER, REFERENCE, read_domain_records  # noqa: E402
+from cselab.training.run_directory import BEST_DIR  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
@@ -78,7 +80,7 @@ def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
     if not domain or not configuration or not seed.isdigit():
         raise SystemExit(f"--domain-run {spec!r}: expected DOMAIN/CONFIGURATION-sSEED, e.g. bbc-news/cselab-simcse-s1")
     run_dir = runs / domain / run
-    path = run_dir / ("model" if configuration.startswith("st-") else "best")
+    path = run_dir / (MODEL_DIR if configuration.startswith("st-") else BEST_DIR)  # a peer's layout, or cselab's
     if not path.is_dir():
         raise SystemExit(f"--domain-run {spec!r}: no model at {path}")
     return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}
@@ -86,7 +88,7 @@ def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
 
 def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str, Any]]:
     """A protocol row's selected model, trained again by ``run_adapt.sh`` when its run directory has none."""
-    path = runs / row / "best"
+    path = runs / row / BEST_DIR
     if not path.is_dir():
         echo(f"{row}: no model at {path}; training the row again (benchmarks/run_adapt.sh {row})")
         env = {**os.environ, "RESULTS": str(REBUILT), "FORCE": "1"}  # the model is gone even if a record is not

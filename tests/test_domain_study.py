@@ -360,6 +360,19 @@ def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, m
     for r in records:
         assert r["scores"] == {"bbc-news": by_config[r["origin"]["configuration"]]["main_score"]}
         assert r["tasks"] == {"bbc-news": "clustering"} and {"git", "machine"} <= set(r["provenance"])
+    # the fixture's texts fit in 24 tokens, so the records above cannot tell whether --eval-max-length is used;
+    # at 4 tokens every text is cut, and the score must be that of the model loaded at 4 tokens
+    from cselab.evaluation.domain import evaluate_domain
+    from cselab.models.sentence_model import load_model
+
+    short = tmp_path / "short.jsonl"
+    script.main([*argv[:2], "--domains", "bbc-news", "--eval-max-length", "4", "--domain-runs",
+                 str(study["root"] / "runs"), "--results", str(short)])
+    (cut,) = [json.loads(line) for line in short.read_text().splitlines()]
+    best = study["root"] / "runs" / "bbc-news" / "cselab-simcse-s1" / "best"
+    expected = evaluate_domain(load_model(best, max_length=4), domain="bbc-news")
+    assert cut["scores"] == {"bbc-news": expected["clustering"]}
+    assert cut["scores"] != records[0]["scores"]
     with pytest.raises(SystemExit, match="expected DOMAIN/CONFIGURATION-sSEED"):
         script.main(["--domain-run", "bbc-news/cselab-simcse", "--results", str(results)])
     with pytest.raises(SystemExit, match="unknown news"):

@@ -307,8 +307,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     ``benchmarks/run_domains.py`` records the candidate selection criteria and the domain's score this way."""
     from cselab.evaluation.sts_evaluator import StsEvaluator
     from cselab.models.sentence_model import load_model
-    from cselab.training.run_directory import RunDirectory
-    from cselab.training.trainer import BEST_DIR, Trainer
+    from cselab.training.run_directory import BEST_DIR, RunDirectory
+    from cselab.training.trainer import Trainer
 
     start = time.perf_counter()
     train_text, _ = split_held_out(read_text(plan.text, plan.max_sentences))

@@ -160,7 +160,7 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
 
     from cselab.config.run_config import RunConfig, apply_overrides, load_config, validate
     from cselab.experiments.runs import train_and_record
-    from cselab.training.trainer import BEST_DIR
+    from cselab.training.run_directory import BEST_DIR
 
     if isinstance(config, Mapping):
         raw = apply_overrides(copy.deepcopy(dict(config)), list(overrides))  # the caller's mapping is never changed

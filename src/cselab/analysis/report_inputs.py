@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from cselab.errors import CselabError
+from cselab.training.run_directory import BEST_DIR, LAST_DIR
 
 ModelRef = str | Path | nn.Module
 DEFAULT_ATTENTION_SENTENCES = 256
@@ -26,7 +27,7 @@ def model_label(model: ModelRef) -> str:
     if isinstance(model, nn.Module):
         return type(model).__name__
     path = Path(str(model).rstrip("/"))
-    if path.name in ("best", "last") and path.parent.name:
+    if path.name in (BEST_DIR, LAST_DIR) and path.parent.name:
         return f"{path.parent.name}/{path.name}"
     return path.name or str(model)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from cselab.errors import CselabError
 from cselab.runtime.precision import precision_agrees
+from cselab.training.run_directory import LAST_DIR
 
 # Effective-config keys that do not change what a run computes (skipped when matching records).
 _IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
@@ -110,7 +111,7 @@ def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *,
         echo(f"{config.method}{f' {variant}' if variant else ''} seed {seed}: already recorded, skipped")
         return previous, False
     output_dir = Path(config.train.output_dir)
-    resume = (output_dir / "last").exists()
+    resume = (output_dir / LAST_DIR).exists()
     summary = train_and_record(config, resume=resume, results_file=results_file, variant=variant,
                                config_source=str(config_path) if config_path else None, overrides=overrides,
                                progress=progress)

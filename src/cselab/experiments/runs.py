@@ -13,8 +13,14 @@ from cselab.experiments.results import append_record, results_record, score_test
 from cselab.fileio import check_writable_file, write_atomic
 from cselab.models.model_card import record_test_scores
 from cselab.runtime.launch import is_main_process
-from cselab.training.run_directory import RESULTS_FILE, RunDirectory, check_resume_config, check_run_options
-from cselab.training.trainer import BEST_DIR, Trainer
+from cselab.training.run_directory import (
+    BEST_DIR,
+    RESULTS_FILE,
+    RunDirectory,
+    check_resume_config,
+    check_run_options,
+)
+from cselab.training.trainer import Trainer
 
 
 def _recorded(output_dir: Path) -> dict[str, Any] | None:

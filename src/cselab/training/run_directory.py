@@ -28,6 +28,7 @@ from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_ato
 from cselab.runtime.launch import is_main_process
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
+BEST_DIR, LAST_DIR = "best", "last"  # the selected model, and the state a --resume continues from
 # settings that change neither the maths nor the data: they may differ on --resume without a word
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
                           "train.tensorboard", "train.output_dir"})
@@ -37,7 +38,7 @@ CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train
 _RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE)
 RUN_MARKER = ".cselab-run"  # written when a run first opens its directory: the directory is cselab's
 # what only a cselab run leaves behind: a directory holding one of these (and no marker) predates the marker
-_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, "last", "best", "stage1", "stage2")
+_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, LAST_DIR, BEST_DIR, "stage1", "stage2")
 
 
 class RunDirectory:

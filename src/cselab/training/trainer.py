@@ -38,9 +38,7 @@ from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
 from cselab.training.length_grouping import group_window
-from cselab.training.run_directory import RunDirectory, check_run_options
-
-BEST_DIR, LAST_DIR = "best", "last"
+from cselab.training.run_directory import BEST_DIR, LAST_DIR, RunDirectory, check_run_options
 
 
 @dataclass
