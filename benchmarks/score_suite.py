@@ -45,7 +45,6 @@ STUDY = ROOT / "benchmarks" / "results" / "domains.jsonl"
 REBUILT = ROOT / "benchmarks" / "results" / "protocol_rebuilt.jsonl"
 DOMAIN_RUNS = ROOT / "runs" / "domains"
 PROTOCOL_RUNS = ROOT / "runs" / "adapt"
-SUITE = tuple(DOMAINS)
 SUITE_RECORD = Schema("suite", {"model": text(empty=False), "scores": mapping(number())},
                       required=("model", "origin", "scores"))
 
@@ -56,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--domain-run", action="append", default=[], metavar="DOMAIN/CONFIGURATION-sSEED")
     parser.add_argument("--protocol-row", action="append", default=[], metavar="ROW")
     parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH")
-    parser.add_argument("--domains", default=",".join(SUITE), help="comma-separated (default: the whole suite)")
+    parser.add_argument("--domains", default=",".join(DOMAINS), help="comma-separated (default: the whole suite)")
     parser.add_argument("--eval-max-length", type=int, default=256)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -138,7 +137,7 @@ def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float],
     """One row per model: each domain's main score and its difference from the checkpoint's (the domain the model
     was trained on is marked *), and the mean difference over the domains it was NOT trained on; ``larger``, the
     untouched larger model's scores, is shown for scale."""
-    domains = [d for d in SUITE if any(d in r["scores"] for r in records)]
+    domains = [d for d in DOMAINS if any(d in r["scores"] for r in records)]
     head = ["model", "trained on", *(f"{d} ({get_domain(d).main_task})" for d in domains),
             "mean vs checkpoint, other domains (n)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
@@ -191,11 +190,12 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--model {spec!r}: expected NAME=PATH with PATH a model directory")
         models.append((name, lambda n=name, p=path: (n, Path(p), {"kind": "path"})))
     done = {r["model"] for r in read_suite_records(args.results)}
-    inputs = {domain: load_inputs(domain=domain) for domain in domains}  # read once, not once per model
+    inputs: dict[str, Any] = {}
     for i, (name, resolve) in enumerate(models, 1):
         if name in done:
             echo(f"[{i}/{len(models)}] {name}: recorded, skipped")
             continue
+        inputs = inputs or {domain: load_inputs(domain=domain) for domain in domains}  # once, and only if scoring
         name, path, origin = resolve()
         start = time.perf_counter()
         scores = score_on_suite(path, args.eval_max_length, inputs)
