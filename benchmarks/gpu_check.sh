@@ -11,6 +11,9 @@
 # the machine has 2 GPUs or more, a 2-process torchrun of SimCSE (NCCL, global negatives). Nothing depends
 # on this script; the scores are meaningless (random weights, synthetic data), the run is the check.
 #
+# Then the serving paths of the SimCSE model (benchmarks/gpu_export_check.py: sentence-transformers on the GPU,
+# cselab's ONNX export fp32/int8). A failed run is reported and the check goes on; the exit status is 1 if any failed.
+#
 # Environment: STEPS (50), PRECISIONS ("bf16 fp16"), PRESETS (all below), WORK (a temporary directory),
 # EXTRA (more KEY=VALUE overrides for every run, e.g. "train.chunk_size=16"), DEVICE (cuda; "cpu" for a
 # smoke run of the script itself: STEPS=2 PRECISIONS=bf16 DEVICE=cpu EXTRA="train.batch_size=4").
@@ -33,6 +36,7 @@ EOF
 [ -d "$WORK/bert-base" ] || python benchmarks/gpu_check_setup.py "$WORK"
 export CSELAB_HOME=$WORK/home
 mkdir -p "$WORK/runs"
+failures=0  # a failed run is reported and the check goes on, so one start of a lent GPU sees every preset
 mkdir -p "$(dirname "$RESULTS")"
 
 for preset in $PRESETS; do
@@ -49,7 +53,8 @@ for preset in $PRESETS; do
     start=$(date +%s.%N)
     python -m cselab.cli train --config configs/$preset.yaml "${model[@]}" data.corpus=$WORK/corpus.txt \
       train.max_steps=$STEPS train.eval_every=$((STEPS / 2)) train.precision=$precision train.device=$DEVICE \
-      train.output_dir=$out ${EXTRA:-} > "$out.log" 2>&1 || { echo "FAILED $preset $precision:"; tail -20 "$out.log"; exit 1; }
+      train.output_dir=$out ${EXTRA:-} > "$out.log" 2>&1 || {
+      echo "FAILED $preset $precision:"; tail -20 "$out.log"; failures=$((failures + 1)); continue; }
     python - "$out" "$preset" "$precision" "$start" "$RESULTS" "$STEPS" <<'EOF'
 import json, sys, time
 from pathlib import Path
@@ -74,13 +79,24 @@ done
 gpus=$(python -c "import torch; print(torch.cuda.device_count() if '$DEVICE' != 'cpu' else 0)")
 if [ "$gpus" -ge 2 ]; then
   out=$WORK/runs/torchrun-simcse
-  python -m torch.distributed.run --standalone --nproc_per_node 2 -m cselab.cli train \
-    --config configs/simcse/paper-bert-base.yaml model.backbone=$WORK/bert-base data.corpus=$WORK/corpus.txt \
-    train.max_steps=$STEPS train.eval_every=$((STEPS / 2)) train.precision=bf16 train.output_dir=$out ${EXTRA:-} \
-    > "$out.log" 2>&1 || { echo "FAILED torchrun:"; tail -20 "$out.log"; exit 1; }
-  echo "torchrun 2 processes: $(python -c "import json; s=json.load(open('$out/summary.json')); print(f\"{s['train_sentences_per_s']:.0f} sentences/s, peak {s['peak_mem_mb']:.0f} MB on rank 0\")")"
+  if python -m torch.distributed.run --standalone --nproc_per_node 2 -m cselab.cli train \
+      --config configs/simcse/paper-bert-base.yaml model.backbone=$WORK/bert-base data.corpus=$WORK/corpus.txt \
+      train.max_steps=$STEPS train.eval_every=$((STEPS / 2)) train.precision=bf16 train.output_dir=$out ${EXTRA:-} \
+      > "$out.log" 2>&1; then
+    echo "torchrun 2 processes: $(python -c "import json; s=json.load(open('$out/summary.json')); print(f\"{s['train_sentences_per_s']:.0f} sentences/s, peak {s['peak_mem_mb']:.0f} MB on rank 0\")")"
+  else
+    echo "FAILED torchrun:"; tail -20 "$out.log"; failures=$((failures + 1))
+  fi
 else
   # NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), so one GPU gets no 2-process run
   echo "torchrun: skipped ($gpus GPU; NCCL needs one GPU per process)"
 fi
-echo "results appended to $RESULTS"
+
+# the serving paths of a SimCSE model saved above (sentence-transformers on the GPU, cselab's ONNX export);
+# EXPORT=0 skips them. CoT-BERT's prompt models and the twins of TNCSE/JTCSE are not exported (export refuses them).
+exported=$WORK/runs/simcse-paper-bert-base-${PRECISIONS%% *}/best
+if [ "${EXPORT:-1}" = 1 ] && [ "$DEVICE" != cpu ] && [ -d "$exported" ]; then
+  python benchmarks/gpu_export_check.py "$exported" "$WORK/corpus.txt" "$RESULTS" || failures=$((failures + 1))
+fi
+echo "results appended to $RESULTS; $failures failed"
+[ "$failures" = 0 ]
