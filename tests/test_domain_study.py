@@ -254,6 +254,16 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
     assert code == 0, err
     text = doc.read_text()
     assert "old" not in text and f"| {mean:.2f} |" in text and text.endswith("after\n")
+    # the README's brief goals block is written where a file has it, and demanded of none (above: doc alone)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- cselab:domain-goals -->\nstale\n<!-- /cselab:domain-goals -->\nend\n")
+    code, out, err = run_cli(["report", "--domains", str(results), "--update-readme", str(doc),
+                              "--update-readme", str(readme)], capsys)
+    assert code == 0, err
+    assert "README.md (domain-goals)" in out and "stale" not in readme.read_text()
+    assert "<!-- cselab:domains -->" not in readme.read_text()
+    code, out, err = run_cli(["report", "--domains", str(results)], capsys)
+    assert code == 0 and "vs untouched (goal" not in out  # printed: the full tables only
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"domain": "x"}) + "\n")
     code, _, err = run_cli(["report", "--domains", str(bad)], capsys)
@@ -291,7 +301,7 @@ def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_pat
 
 
 def test_the_goals_table_by_hand():
-    from cselab.reporting.domains import goals_table
+    from cselab.reporting.domains import brief_goals_table, goals_table
 
     records = [
         _record("linux-man", "checkpoint", 1, 78.39, 82.03, None),
@@ -317,6 +327,14 @@ def test_the_goals_table_by_hand():
     assert cells[7] == "+3.61 (82.00, 1 seed)"  # 82.00 - 78.39, held to no goal
     assert rows["tweets"][3:] == ["-", "-", "-", "82.00", "-"]
     assert goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
+    # the README's view of the same margins, bold where met
+    brief = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                           for line in brief_goals_table(records).splitlines()[2:])}
+    assert brief["linux-man (retrieval, nDCG@10)"] == [
+        "linux-man (retrieval, nDCG@10)", "78.39", "81.33", "1, 2", "**+2.94**", "**+1.33** (CT)",
+        "-1.78, missed by 1.78", "81.70: -0.33, missed by 0.03"]
+    assert brief["tweets (classification, accuracy)"][1:] == ["-", "70.00", "1", "-", "-", "-", "82.00"]
+    assert brief_goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
 
 
 def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypatch):

@@ -649,6 +649,11 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 
 
 # -- reporting -------------------------------------------------------------------------------------------
+# shorter views of a table kept elsewhere in full (the README's domain goals): written into a file that has
+# their block, never demanded of one, and not printed
+OPTIONAL_BLOCKS = frozenset({"domain-goals"})
+
+
 @cli.command("report")
 @click.option("--results", "results_file", type=click.Path(path_type=Path), help="results records of `cselab train --results`")
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
@@ -699,11 +704,13 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         tables["adapt"] = adapt_table(adapt_records)
         tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)
     if domains_file:
-        from cselab.reporting.domains import domains_report, read_domain_records
+        from cselab.reporting.domains import brief_goals_table, domains_report, read_domain_records
 
-        tables["domains"] = domains_report(read_domain_records(domains_file))
+        domain_records = read_domain_records(domains_file)
+        tables["domains"] = domains_report(domain_records)
+        tables["domain-goals"] = brief_goals_table(domain_records)
     if not update_readme:
-        click.echo("\n\n".join(tables.values()))
+        click.echo("\n\n".join(table for name, table in tables.items() if name not in OPTIONAL_BLOCKS))
         return
     texts = {}
     for path in update_readme:
@@ -714,6 +721,8 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
     placed: dict[Path, list[str]] = {path: [] for path in update_readme}
     for name, table in tables.items():  # every table asked for must have its block in one of the files
         holders = [path for path in update_readme if has_block(texts[path], name)]
+        if not holders and name in OPTIONAL_BLOCKS:
+            continue
         if not holders:
             raise missing_block(name)
         for path in holders:

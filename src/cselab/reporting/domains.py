@@ -7,7 +7,8 @@ One record per (domain, configuration, seed), written by ``benchmarks/run_domain
   and the wall time of the adaptation on the recording machine.
 * :func:`goals_table`: per domain, the default recipe's seed mean against what it must reach (:class:`Goals`):
   over the checkpoint, over the best sentence-transformers recipe, against the untouched larger model, and the
-  STS-B test it may lose; each difference says "met" or by how much it is missed.
+  STS-B test it may lose; each difference says "met" or by how much it is missed. :func:`brief_goals_table` is
+  the README's shorter view of the same margins (:func:`goal_margins`).
 * :func:`selection_table`: for the runs that recorded a curve (the score of each candidate selection criterion
   and the domain's main score at the same evaluated steps), each criterion's **regret** (the domain score at the
   step the criterion selects minus the best step's; 0 is perfect, always <= 0) and the **Spearman** correlation
@@ -300,39 +301,94 @@ def _transductive(runs: Sequence[dict[str, Any]] | None, reference: float | None
     return f"{delta}({fmt(main)}, {len(runs)} seed{'s' if len(runs) > 1 else ''})"
 
 
+@dataclass(frozen=True)
+class GoalMargins:
+    """One domain's seed means that the goals compare (None where that side is not recorded)."""
+
+    domain: str
+    runs: list[dict[str, Any]]
+    main: float
+    reference: float | None
+    best_peer: tuple[float, str] | None  # (mean, configuration key)
+    larger: float | None
+    stsb: float | None
+    stsb_reference: float | None
+    transductive: list[dict[str, Any]] | None
+
+
+def goal_margins(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION) -> list[GoalMargins]:
+    """Per domain with a ``configuration`` record (in the suite's order), the means its goals compare."""
+    groups = group_runs(records)
+    means = {key: _mean([r["main_score"] for r in runs]) for key, runs in groups.items()}
+    stsb = {key: _mean([r["stsb_test"] for r in runs]) for key, runs in groups.items()}
+    out = []
+    for (domain, config), runs in groups.items():
+        if config != configuration:
+            continue
+        peers = [(means[(domain, p)], p) for p in PEERS if (domain, p) in means]
+        out.append(GoalMargins(domain, runs, means[(domain, config)], means.get((domain, REFERENCE)),
+                               max(peers) if peers else None, means.get((domain, LARGER)), stsb[(domain, config)],
+                               stsb.get((domain, REFERENCE)), groups.get((domain, TRANSDUCTIVE))))
+    return out
+
+
 def goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
                 goals: Goals = GOALS) -> str:
     """Per domain with a ``configuration`` record: its seed-mean main score against the goals (:class:`Goals`),
     each difference with "met" or "missed by". A comparison whose other side is not recorded is "-". The last
     column, held to no goal, is the transductive run (the text with the test items) against the checkpoint."""
-    groups = group_runs(records)
-    means = {key: _mean([r["main_score"] for r in runs]) for key, runs in groups.items()}
-    stsb = {key: _mean([r["stsb_test"] for r in runs]) for key, runs in groups.items()}
     header = ["domain", "seeds", "main score", f"vs checkpoint (goal >= +{goals.over_checkpoint:.1f})",
               f"vs best sentence-transformers recipe (goal >= +{goals.over_best_peer:.1f})",
               f"vs {LARGER_MODEL} (goal >= +{goals.over_larger:.1f})",
               f"STS-B test (goal >= checkpoint - {goals.stsb_loss:.1f})",
               "transductive: vs checkpoint (no goal)"]
     rows = []
-    for (domain, config), runs in groups.items():
-        if config != configuration:
-            continue
-        main = means[(domain, config)]
-        reference = means.get((domain, REFERENCE))
-        larger = means.get((domain, LARGER))
-        peers = [(means[(domain, p)], p) for p in PEERS if (domain, p) in means]
-        best_peer = max(peers) if peers else None
-        stsb_reference = stsb.get((domain, REFERENCE))
-        stsb_own = stsb[(domain, config)]
+    for m in goal_margins(records, configuration):
         rows.append([
-            domain, _seeds(runs), fmt(main),
-            _verdict(main - reference, goals.over_checkpoint) if reference is not None else "-",
-            (_verdict(main - best_peer[0], goals.over_best_peer) + f" ({best_peer[1]} {best_peer[0]:.2f})")
-            if best_peer is not None else "-",
-            _verdict(main - larger, goals.over_larger) + f" ({larger:.2f})" if larger is not None else "-",
-            (f"{stsb_own:.2f}: " + _verdict(stsb_own - stsb_reference, -goals.stsb_loss))
-            if stsb_reference is not None else fmt(stsb_own),
-            _transductive(groups.get((domain, TRANSDUCTIVE)), reference),
+            m.domain, _seeds(m.runs), fmt(m.main),
+            _verdict(m.main - m.reference, goals.over_checkpoint) if m.reference is not None else "-",
+            (_verdict(m.main - m.best_peer[0], goals.over_best_peer) + f" ({m.best_peer[1]} {m.best_peer[0]:.2f})")
+            if m.best_peer is not None else "-",
+            _verdict(m.main - m.larger, goals.over_larger) + f" ({m.larger:.2f})" if m.larger is not None else "-",
+            (f"{m.stsb:.2f}: " + _verdict(m.stsb - m.stsb_reference, -goals.stsb_loss))
+            if m.stsb_reference is not None else fmt(m.stsb),
+            _transductive(m.transductive, m.reference),
+        ])
+    if not rows:
+        return f"_No `{configuration}` run recorded yet._"
+    return "\n".join(markdown_table(header, rows))
+
+
+MAIN_SCORE_NAMES = {"v_measure": "V-measure", "accuracy": "accuracy", "cosine_spearman": "Spearman",
+                    "ndcg_at_10": "nDCG@10"}
+
+
+def _brief(value: float, goal: float) -> str:
+    return f"**{value:+.2f}**" if value >= goal - 1e-9 else f"{value:+.2f}, missed by {goal - value:.2f}"
+
+
+def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
+                      goals: Goals = GOALS) -> str:
+    """The README's view of :func:`goals_table` (the ``<!-- cselab:domain-goals -->`` block): per domain, its
+    main score's name, the untouched checkpoint, the recipe's seed mean, and each margin, bold where its goal is
+    met, else with the amount it is missed by."""
+    header = ["domain (main score)", "untouched", f"{CONFIGURATION[configuration].label.split(' (')[0]}", "seeds",
+              f"vs untouched (goal +{goals.over_checkpoint:.1f})",
+              f"vs best sentence-transformers recipe (goal +{goals.over_best_peer:.1f})",
+              f"vs {LARGER_MODEL} (goal {goals.over_larger:+.1f})",
+              f"STS-B test (goal: untouched - {goals.stsb_loss:.1f})"]
+    rows = []
+    for m in goal_margins(records, configuration):
+        domain = DOMAINS.get(m.domain)
+        name = f"{m.domain} ({domain.main_task}, {MAIN_SCORE_NAMES[domain.main_metric]})" if domain else m.domain
+        rows.append([
+            name, fmt(m.reference), fmt(m.main), ", ".join(str(r["seed"]) for r in m.runs),
+            _brief(m.main - m.reference, goals.over_checkpoint) if m.reference is not None else "-",
+            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} ({m.best_peer[1].removeprefix('st-').upper()})"
+            if m.best_peer is not None else "-",
+            _brief(m.main - m.larger, goals.over_larger) if m.larger is not None else "-",
+            f"{fmt(m.stsb)}: {_brief(m.stsb - m.stsb_reference, -goals.stsb_loss)}"
+            if m.stsb_reference is not None else fmt(m.stsb),
         ])
     if not rows:
         return f"_No `{configuration}` run recorded yet._"
