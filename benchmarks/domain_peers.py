@@ -59,6 +59,16 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 )}
 
 
+def saved_model(run_dir: str | Path, configuration: str) -> Path:
+    """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`, or the
+    selected checkpoint of cselab's run directory."""
+    from cselab.reporting.domains import CONFIGURATION
+    from cselab.training.run_directory import BEST_DIR
+
+    recipe = CONFIGURATION[configuration].recipe if configuration in CONFIGURATION else None
+    return Path(run_dir) / (MODEL_DIR if recipe else BEST_DIR)
+
+
 def delete_words(text: str, ratio: float = TSDAE_DELETION, rng: Any = random) -> str:
     """TSDAE's deletion noise on whitespace-separated words: each word deleted with probability ``ratio``, at
     least one kept."""

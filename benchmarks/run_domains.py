@@ -172,7 +172,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.data.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
-    from cselab.reporting.domains import TRANSDUCTIVE, selection_agreement
+    from cselab.reporting.domains import CONFIGURATION, TRANSDUCTIVE, selection_agreement
     from cselab.runtime.precision import resolve_precision, training_shape
 
     spec = get_domain(domain)
@@ -212,8 +212,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["model"] = name
         record["config"] = {"pooler": "mean", "max_length": getattr(model, "max_length", None)}
         record["eval_max_length"] = getattr(model, "max_length", None)
-    elif configuration.startswith("st-"):
-        recipe = configuration[3:]
+    elif CONFIGURATION[configuration].recipe:
+        recipe = CONFIGURATION[configuration].recipe
         shape = training_shape(_hf_config(student), args.batch_size, args.max_length)
         precision = resolve_precision("auto", torch.device("cpu"), shape).precision
         info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [c for c in configurations if c not in CONFIGURATION]
     if unknown:
         raise SystemExit(f"unknown configuration(s): {', '.join(unknown)}")
-    assert set(RECIPES) == {key[3:] for key in PEERS}
+    assert set(RECIPES) == {CONFIGURATION[key].recipe for key in PEERS}
     seeds = [int(s) for s in args.seeds.split(",") if s]
     done = recorded_runs(args.results)
     todo = [(d, c, s) for d in domains for c in configurations for s in seeds]

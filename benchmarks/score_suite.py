@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from domain_peers import MODEL_DIR  # noqa: E402
+from domain_peers import saved_model  # noqa: E402
 from record import append_record  # noqa: E402
 
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
@@ -79,7 +79,7 @@ def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
     if not domain or not configuration or not seed.isdigit():
         raise SystemExit(f"--domain-run {spec!r}: expected DOMAIN/CONFIGURATION-sSEED, e.g. bbc-news/cselab-simcse-s1")
     run_dir = runs / domain / run
-    path = run_dir / (MODEL_DIR if configuration.startswith("st-") else BEST_DIR)  # a peer's layout, or cselab's
+    path = saved_model(run_dir, configuration)
     if not path.is_dir():
         raise SystemExit(f"--domain-run {spec!r}: no model at {path}")
     return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}

@@ -38,15 +38,16 @@ class Configuration:
     key: str
     label: str
     trains: bool = True
+    recipe: str | None = None  # a sentence-transformers recipe (benchmarks/domain_peers.py), None for cselab's runs
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
-    Configuration("st-tsdae", "sentence-transformers TSDAE"),
-    Configuration("st-ct", "sentence-transformers CT (in-batch negatives)"),
-    Configuration("st-mnrl", "sentence-transformers SimCSE (MNRL)"),
+    Configuration("st-tsdae", "sentence-transformers TSDAE", recipe="tsdae"),
+    Configuration("st-ct", "sentence-transformers CT (in-batch negatives)", recipe="ct"),
+    Configuration("st-mnrl", "sentence-transformers SimCSE (MNRL)", recipe="mnrl"),
     Configuration("cselab-simcse", "`cselab adapt` (SimCSE, the default)"),
     Configuration("cselab-adapt", f"`cselab adapt --teacher {LARGER_MODEL}`"),
     # the default on the text WITH the test items' text: what a user who clusters or searches their own text
@@ -56,7 +57,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
 CONFIGURATION = {c.key: c for c in CONFIGURATIONS}
 REFERENCE = "checkpoint"
 LARGER = "mpnet"
-PEERS = tuple(c.key for c in CONFIGURATIONS if c.key.startswith("st-"))
+PEERS = tuple(c.key for c in CONFIGURATIONS if c.recipe)
 # the recipe `cselab adapt` runs when no option says otherwise (judged by the goals below)
 DEFAULT_CONFIGURATION = "cselab-simcse"
 TRANSDUCTIVE = "cselab-simcse-transductive"
