@@ -301,7 +301,7 @@ def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_pat
 
 
 def test_the_goals_table_by_hand():
-    from cselab.reporting.domains import brief_goals_table, goals_table
+    from cselab.reporting.domains import brief_goals_table, goals_table, peers_table
 
     records = [
         _record("linux-man", "checkpoint", 1, 78.39, 82.03, None),
@@ -335,6 +335,11 @@ def test_the_goals_table_by_hand():
         "-1.78, missed by 1.78", "81.70: -0.33, missed by 0.03"]
     assert brief["tweets (classification, accuracy)"][1:] == ["-", "70.00", "1", "-", "-", "-", "82.00"]
     assert brief_goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
+    # the recipes side by side: differences to the checkpoint (78.39), the row's best bold; tweets has no checkpoint
+    peers = peers_table(records).splitlines()
+    assert len(peers) == 3
+    assert [c.strip() for c in peers[2].strip("|").split("|")] == [
+        "linux-man", "not run", "+1.61 (82.00), 1 seed", "-0.77 (82.79), 1 seed", "**+2.94** (81.70), 2 seeds"]
 
 
 def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypatch):

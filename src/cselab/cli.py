@@ -649,9 +649,9 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 
 
 # -- reporting -------------------------------------------------------------------------------------------
-# shorter views of a table kept elsewhere in full (the README's domain goals): written into a file that has
-# their block, never demanded of one, and not printed
-OPTIONAL_BLOCKS = frozenset({"domain-goals"})
+# shorter views of a table kept elsewhere in full (the README's domain goals, the docs' recipes side by side):
+# written into a file that has their block, never demanded of one, and not printed
+OPTIONAL_BLOCKS = frozenset({"domain-goals", "domain-peers"})
 
 
 @cli.command("report")
@@ -704,11 +704,17 @@ def report_command(results_file: Path | None, seeds_file: Path | None, ablation_
         tables["adapt"] = adapt_table(adapt_records)
         tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)
     if domains_file:
-        from cselab.reporting.domains import brief_goals_table, domains_report, read_domain_records
+        from cselab.reporting.domains import (
+            brief_goals_table,
+            domains_report,
+            peers_table,
+            read_domain_records,
+        )
 
         domain_records = read_domain_records(domains_file)
         tables["domains"] = domains_report(domain_records)
         tables["domain-goals"] = brief_goals_table(domain_records)
+        tables["domain-peers"] = peers_table(domain_records)
     if not update_readme:
         click.echo("\n\n".join(table for name, table in tables.items() if name not in OPTIONAL_BLOCKS))
         return

@@ -360,6 +360,38 @@ def goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_
     return "\n".join(markdown_table(header, rows))
 
 
+SEEDS_ASKED = 3  # a study cell is the mean of seeds 1-3; a cell with fewer says so
+
+
+def peers_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION) -> str:
+    """Rows domain; columns the sentence-transformers recipes and ``configuration``: each cell the seed-mean main
+    score minus the checkpoint's, STS-B test in brackets, the row's best in bold (the docs' "recipes side by
+    side", the ``<!-- cselab:domain-peers -->`` block)."""
+    groups = group_runs(records)
+    columns = [*PEERS, configuration]
+    header = ["domain", *(CONFIGURATION[c].label.removeprefix("sentence-transformers ") for c in columns)]
+    rows = []
+    for domain in sorted({d for d, _ in groups}, key=_domain_order):
+        reference = groups.get((domain, REFERENCE))
+        if not reference:
+            continue
+        ref = _mean([r["main_score"] for r in reference])
+        deltas = {c: _mean([r["main_score"] for r in groups[(domain, c)]]) - ref
+                  for c in columns if (domain, c) in groups}
+        best = max(deltas.values(), default=None)
+        cells = []
+        for c in columns:
+            if c not in deltas:
+                cells.append("not run")
+                continue
+            runs = groups[(domain, c)]
+            delta = f"**{deltas[c]:+.2f}**" if deltas[c] == best else f"{deltas[c]:+.2f}"
+            seeds = "" if len(runs) >= SEEDS_ASKED else f", {len(runs)} seed{'s' if len(runs) > 1 else ''}"
+            cells.append(f"{delta} ({fmt(_mean([r['stsb_test'] for r in runs]))}){seeds}")
+        rows.append([domain, *cells])
+    return "\n".join(markdown_table(header, rows))
+
+
 MAIN_SCORE_NAMES = {"v_measure": "V-measure", "accuracy": "accuracy", "cosine_spearman": "Spearman",
                     "ndcg_at_10": "nDCG@10"}
 
