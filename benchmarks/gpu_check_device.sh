@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# benchmarks/gpu_check.sh on a lent GPU machine whose image has torch but neither pydantic nor a `python`
-# command that reaches its torch (a symlink to the venv's python3 loses the venv, so a wrapper is written).
+# benchmarks/gpu_check.sh on a lent GPU machine whose image has torch, but no `python` command that reaches it
+# (a symlink to the venv's python3 loses the venv, so a wrapper is written) and, by its package list, no pydantic.
 # Carry the wheels of the packages it lacks in .whl/ (pydantic, pydantic-core, annotated-types,
 # typing-inspection, typing-extensions) and run, from the repository root, inside the machine's time limit:
 #
