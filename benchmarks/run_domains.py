@@ -212,8 +212,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["model"] = name
         record["config"] = {"pooler": "mean", "max_length": getattr(model, "max_length", None)}
         record["eval_max_length"] = getattr(model, "max_length", None)
-    elif CONFIGURATION[configuration].recipe:
-        recipe = CONFIGURATION[configuration].recipe
+    elif recipe := CONFIGURATION[configuration].recipe:
         shape = training_shape(_hf_config(student), args.batch_size, args.max_length)
         precision = resolve_precision("auto", torch.device("cpu"), shape).precision
         info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,

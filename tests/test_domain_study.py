@@ -340,6 +340,12 @@ def test_the_goals_table_by_hand():
     assert len(peers) == 3
     assert [c.strip() for c in peers[2].strip("|").split("|")] == [
         "linux-man", "not run", "+1.61 (82.00), 1 seed", "-0.77 (82.79), 1 seed", "**+2.94** (81.70), 2 seeds"]
+    # a recipe that beats the default gets the bold; three seeds need no note
+    stsb = [_record("stsb", "checkpoint", 1, 82.03, 82.03, None),
+            *(_record("stsb", "st-tsdae", seed, 85.0 + seed, 80.0, 10.0) for seed in (1, 2, 3)),
+            _record("stsb", "cselab-simcse", 1, 83.03, 83.0, 10.0)]
+    assert [c.strip() for c in peers_table(stsb).splitlines()[2].strip("|").split("|")] == [
+        "stsb", "**+4.97** (80.00)", "not run", "not run", "+1.00 (83.00), 1 seed"]  # 87.00 - 82.03
 
 
 def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypatch):

@@ -290,8 +290,12 @@ def selection_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(markdown_table(header, rows))
 
 
+def _met(value: float, goal: float) -> bool:
+    return value >= goal - 1e-9  # a margin printed as equal to its goal meets it
+
+
 def _verdict(value: float, goal: float) -> str:
-    return f"{value:+.2f} (met)" if value >= goal - 1e-9 else f"{value:+.2f} (missed by {goal - value:.2f})"
+    return f"{value:+.2f} (met)" if _met(value, goal) else f"{value:+.2f} (missed by {goal - value:.2f})"
 
 
 def _transductive(runs: Sequence[dict[str, Any]] | None, reference: float | None) -> str:
@@ -397,7 +401,7 @@ MAIN_SCORE_NAMES = {"v_measure": "V-measure", "accuracy": "accuracy", "cosine_sp
 
 
 def _brief(value: float, goal: float) -> str:
-    return f"**{value:+.2f}**" if value >= goal - 1e-9 else f"{value:+.2f}, missed by {goal - value:.2f}"
+    return f"**{value:+.2f}**" if _met(value, goal) else f"{value:+.2f}, missed by {goal - value:.2f}"
 
 
 def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
@@ -405,7 +409,7 @@ def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DE
     """The README's view of :func:`goals_table` (the ``<!-- cselab:domain-goals -->`` block): per domain, its
     main score's name, the untouched checkpoint, the recipe's seed mean, and each margin, bold where its goal is
     met, else with the amount it is missed by."""
-    header = ["domain (main score)", "untouched", f"{CONFIGURATION[configuration].label.split(' (')[0]}", "seeds",
+    header = ["domain (main score)", "untouched", CONFIGURATION[configuration].label, "seeds",
               f"vs untouched (goal +{goals.over_checkpoint:.1f})",
               f"vs best sentence-transformers recipe (goal +{goals.over_best_peer:.1f})",
               f"vs {LARGER_MODEL} (goal {goals.over_larger:+.1f})",
@@ -417,7 +421,7 @@ def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DE
         rows.append([
             name, fmt(m.reference), fmt(m.main), ", ".join(str(r["seed"]) for r in m.runs),
             _brief(m.main - m.reference, goals.over_checkpoint) if m.reference is not None else "-",
-            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} ({m.best_peer[1].removeprefix('st-').upper()})"
+            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} ({CONFIGURATION[m.best_peer[1]].recipe.upper()})"
             if m.best_peer is not None else "-",
             _brief(m.main - m.larger, goals.over_larger) if m.larger is not None else "-",
             f"{fmt(m.stsb)}: {_brief(m.stsb - m.stsb_reference, -goals.stsb_loss)}"
