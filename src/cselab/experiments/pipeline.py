@@ -42,10 +42,10 @@ from cselab.data.augment import augmented_corpus_path, prepare_augmented_corpus
 from cselab.errors import CselabError
 from cselab.methods import METHODS
 from cselab.runtime.launch import is_main_process
-from cselab.training.run_directory import BEST_DIR
+from cselab.training.run_directory import BEST_DIR, STAGE1_DIR, STAGE2_DIR
 from cselab.training.trainer import Trainer, TrainResult
 
-STAGE1_DIR, STAGE2_DIR, AUGMENTED_DIR = "stage1", "stage2", "augmented"
+AUGMENTED_DIR = "augmented"
 
 
 @dataclass

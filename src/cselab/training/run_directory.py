@@ -29,6 +29,7 @@ from cselab.runtime.launch import is_main_process
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 BEST_DIR, LAST_DIR = "best", "last"  # the selected model, and the state a --resume continues from
+STAGE1_DIR, STAGE2_DIR = "stage1", "stage2"  # a two-stage run's stages (cselab.experiments.pipeline)
 # settings that change neither the maths nor the data: they may differ on --resume without a word
 RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
                           "train.tensorboard", "train.output_dir"})
@@ -38,7 +39,7 @@ CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train
 _RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE)
 RUN_MARKER = ".cselab-run"  # written when a run first opens its directory: the directory is cselab's
 # what only a cselab run leaves behind: a directory holding one of these (and no marker) predates the marker
-_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, LAST_DIR, BEST_DIR, "stage1", "stage2")
+_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, LAST_DIR, BEST_DIR, STAGE1_DIR, STAGE2_DIR)
 
 
 class RunDirectory:
