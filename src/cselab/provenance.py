@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import platform
 import subprocess
@@ -10,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 
+@functools.cache
 def git_commit() -> str:
-    """The commit of the source tree cselab runs from ('+dirty' if it has uncommitted changes), or 'unknown'."""
+    """The commit of the source tree cselab runs from ('+dirty' if it has uncommitted changes), or cselab's version
+    outside a git checkout. Read once per process: a long run that calls this when it starts (``cselab.cli.main``,
+    ``benchmarks/record.py``) records the code it ran, even if a commit lands before it writes its record."""
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
