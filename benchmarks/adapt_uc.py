@@ -30,8 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _model_name(model: str) -> str:
     """A short name for the outside model: its directory, or for a run's ``.../NAME/best`` (``stage2/best``) NAME."""
+    from cselab.training.run_directory import BEST_DIR, STAGE2_DIR
+
     path = Path(model)
-    while path.name in ("best", "stage2") and path.parent != path:
+    while path.name in (BEST_DIR, STAGE2_DIR) and path.parent != path:
         path = path.parent
     return path.name
 
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from cselab.models.sentence_model import COMBINE_MODES
     from cselab.provenance import provenance
     from cselab.reporting.adapt import training_text_of
+    from cselab.training.run_directory import selected_model_dir
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("row", help="a row of the results file (its model is combined)")
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name} seed {source.get('seed')}: already recorded")
         return 0
     out = Path(source["config"]["effective"]["train"]["output_dir"])
-    model = out / "stage2" / "best" if (out / "stage2" / "best").is_dir() else out / "best"
+    model = selected_model_dir(out)
     if not model.is_dir():
         raise CselabError(f"{model} is missing: train the row {args.row!r} first (benchmarks/run_adapt.sh)")
     target = out.with_name(f"{out.name}-uc-{suffix}")

@@ -6,13 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cselab.provenance import git_commit
-
-git_commit()  # read when the script starts: its records name the code that ran, not the code at writing time
-
 
 def append_record(results: Path, record: dict[str, Any], script: str, argv: list[str]) -> None:
-    from cselab.provenance import provenance  # the machine part imports torch: only when writing
+    from cselab.provenance import provenance
 
     record = {**record, "command": " ".join(["python", f"benchmarks/{script}", *argv]), "provenance": provenance()}
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from record import append_record  # noqa: E402
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
 from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
 from cselab.reporting.domains import CONFIGURATION, LARGER, REFERENCE, read_domain_records  # noqa: E402
-from cselab.training.run_directory import BEST_DIR, STAGE2_DIR  # noqa: E402
+from cselab.training.run_directory import selected_model_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
@@ -85,21 +85,14 @@ def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
     return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}
 
 
-def protocol_model_dir(row_dir: Path) -> Path:
-    """Where a protocol row's selected model is: ``best`` of the row's run, or of its stage 2 for the two-stage
-    methods (TNCSE, JTCSE), whose row directory holds the stages."""
-    staged = row_dir / STAGE2_DIR / BEST_DIR
-    return staged if staged.is_dir() else row_dir / BEST_DIR
-
-
 def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str, Any]]:
     """A protocol row's selected model, trained again by ``run_adapt.sh`` when its run directory has none."""
-    path = protocol_model_dir(runs / row)
+    path = selected_model_dir(runs / row)
     if not path.is_dir():
         echo(f"{row}: no model at {path}; training the row again (benchmarks/run_adapt.sh {row})")
         env = {**os.environ, "RESULTS": str(REBUILT), "FORCE": "1"}  # the model is gone even if a record is not
         done = subprocess.run(["bash", str(ROOT / "benchmarks" / "run_adapt.sh"), row], cwd=ROOT, env=env)
-        path = protocol_model_dir(runs / row)
+        path = selected_model_dir(runs / row)
         if done.returncode != 0 or not path.is_dir():
             raise SystemExit(f"{row}: run_adapt.sh failed (exit {done.returncode}) or left no model at {path}")
     return f"protocol/{row}", path, {"kind": "protocol-row", "row": row}

@@ -413,13 +413,15 @@ def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, m
 
 def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
     """A TNCSE/JTCSE protocol row keeps its selected model under stage2/best, a one-stage row under best."""
+    from cselab.training.run_directory import selected_model_dir
+
     script = _script("score_suite")
     one, two = tmp_path / "simcse-indomain", tmp_path / "tncse-indomain"
     (one / "best").mkdir(parents=True)
     (two / "stage1" / "encoder_1" / "best").mkdir(parents=True)
     (two / "stage2" / "best").mkdir(parents=True)
-    assert script.protocol_model_dir(one) == one / "best"
-    assert script.protocol_model_dir(two) == two / "stage2" / "best"
+    assert selected_model_dir(one) == one / "best"
+    assert selected_model_dir(two) == two / "stage2" / "best"
     name, path, origin = script.protocol_model("tncse-indomain", tmp_path, print)
     assert (name, path, origin) == ("protocol/tncse-indomain", two / "stage2" / "best",
                                     {"kind": "protocol-row", "row": "tncse-indomain"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from types import SimpleNamespace
 
 from cselab import provenance
@@ -24,3 +25,11 @@ def test_git_commit_is_read_once_per_process(monkeypatch):
         assert provenance.provenance()["git"] == "a" * 40
     finally:
         provenance.git_commit.cache_clear()
+
+
+def test_importing_cselab_pins_the_commit():
+    """Every entry point (the CLI, the benchmark scripts, a notebook) imports the package before it can train, and
+    the import reads the commit; a fresh interpreter shows it cached right after `import cselab`."""
+    probe = "import cselab, cselab.provenance as p; print(p.git_commit.cache_info().currsize)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "1"

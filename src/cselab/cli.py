@@ -19,7 +19,6 @@ import click
 
 from cselab.errors import CselabError, UsageError, check_names, check_number
 from cselab.fileio import check_writable_dir, check_writable_file, write_atomic
-from cselab.provenance import git_commit
 from cselab.training.run_directory import RunDirectory, check_run_options
 
 EXIT_USAGE = 2
@@ -793,7 +792,6 @@ def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
     debug = debug or os.environ.get("CSELAB_DEBUG", "") not in ("", "0")
-    git_commit()  # the code version this process's records will name, read before any of them can take minutes
     try:
         return cli.main(args=args, prog_name="cselab", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:

@@ -14,8 +14,8 @@ from typing import Any
 @functools.cache
 def git_commit() -> str:
     """The commit of the source tree cselab runs from ('+dirty' if it has uncommitted changes), or cselab's version
-    outside a git checkout. Read once per process: a long run that calls this when it starts (``cselab.cli.main``,
-    ``benchmarks/record.py``) records the code it ran, even if a commit lands before it writes its record."""
+    outside a git checkout. Read once per process, when ``cselab`` is first imported (``cselab/__init__.py``): a
+    long run records the code it ran, even if a commit lands before it writes its record."""
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,

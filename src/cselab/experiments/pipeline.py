@@ -204,10 +204,10 @@ def run_twin_pipeline(
         result, was_skipped = run_stage(stage_config, progress=progress)
         stage1_results.append(result)
         if was_skipped:
-            skipped.append(f"stage1/encoder_{k}")
+            skipped.append(f"{STAGE1_DIR}/encoder_{k}")
     stage2, was_skipped = run_stage(plan.stage2, progress=progress)
     if was_skipped:
-        skipped.append("stage2")
+        skipped.append(STAGE2_DIR)
     outcome = PipelineResult(stage1_results, stage2, skipped)
     if evaluate_test and is_main_process():
         outcome.scores = _test_and_record(plan, outcome, results_file=results_file, variant=variant, row=row,

@@ -42,6 +42,13 @@ RUN_MARKER = ".cselab-run"  # written when a run first opens its directory: the 
 _RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, LAST_DIR, BEST_DIR, STAGE1_DIR, STAGE2_DIR)
 
 
+def selected_model_dir(run_dir: str | Path) -> Path:
+    """Where a finished run keeps its selected model: ``stage2/best`` for a two-stage run (TNCSE, JTCSE), whose
+    directory holds the stages, else ``best``."""
+    staged = Path(run_dir) / STAGE2_DIR / BEST_DIR
+    return staged if staged.is_dir() else Path(run_dir) / BEST_DIR
+
+
 class RunDirectory:
     """The owner of one run directory: its writer lock (taken by the main process only, nesting), the check
     that it is cselab's to write, and the recovery of a checkpoint swap that a kill cut short.
