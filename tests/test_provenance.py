@@ -33,21 +33,3 @@ def test_importing_cselab_pins_the_commit():
     probe = "import cselab, cselab.provenance as p; print(p.git_commit.cache_info().currsize)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "1"
-
-
-def test_a_copy_without_git_names_the_commit_it_was_given(monkeypatch, tmp_path):
-    """Outside a git checkout the commit comes from CSELAB_SOURCE_COMMIT, marked as not read by git; without it,
-    the package version."""
-    def no_git(cmd, **kwargs):
-        raise subprocess.CalledProcessError(128, cmd)  # what `git rev-parse` does outside a repository
-
-    monkeypatch.setattr(subprocess, "run", no_git)
-    provenance.git_commit.cache_clear()
-    try:
-        monkeypatch.setenv("CSELAB_SOURCE_COMMIT", "c" * 40)
-        assert provenance.git_commit() == "c" * 40 + "+copy"
-        provenance.git_commit.cache_clear()
-        monkeypatch.delenv("CSELAB_SOURCE_COMMIT")
-        assert provenance.git_commit().startswith("cselab-")
-    finally:
-        provenance.git_commit.cache_clear()

@@ -15,9 +15,7 @@ from typing import Any
 def git_commit() -> str:
     """The commit of the source tree cselab runs from ('+dirty' if it has uncommitted changes), or cselab's version
     outside a git checkout. Read once per process, when ``cselab`` is first imported (``cselab/__init__.py``): a
-    long run records the code it ran, even if a commit lands before it writes its record. A copy of a checkout
-    without its .git folder (a lent GPU machine gets one) names its commit in CSELAB_SOURCE_COMMIT, recorded with
-    '+copy' so a reader knows git did not read it."""
+    long run records the code it ran, even if a commit lands before it writes its record."""
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -25,9 +23,6 @@ def git_commit() -> str:
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        commit = os.environ.get("CSELAB_SOURCE_COMMIT", "").strip()
-        if commit:
-            return commit + "+copy"
         from cselab.version import __version__
 
         return f"cselab-{__version__}"
