@@ -81,3 +81,5 @@ report: install
 	$(PYTHON) -m cselab.cli report --adapt $(RESULTS)/adapt.jsonl \
 	  --adapt-baseline "simcse/T 0.2, lr 1e-5, precision auto" --update-readme docs/adapt.md
 	$(PYTHON) -m cselab.cli report --domains $(RESULTS)/domains.jsonl --update-readme docs/adapt.md --update-readme README.md
+	$(PYTHON) benchmarks/score_suite.py --table --results $(RESULTS)/suite.jsonl --study $(RESULTS)/domains.jsonl --update-doc docs/adapt.md
+	$(PYTHON) benchmarks/gpu_check_table.py --results $(RESULTS)/gpu_check.jsonl --update-doc docs/results.md

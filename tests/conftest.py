@@ -6,12 +6,27 @@ the models from small configs, so every code path runs in seconds on a CPU.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
 WORDS = ["a", "an", "the", "this", "that", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "for", "with", "as", "at", "by", "from", "and", "or", "but", "not", "no", "it", "he", "she", "they", "we", "you", "i", "his", "her", "their", "our", "my", "your", "man", "woman", "men", "women", "child", "dog", "cat", "bird", "horse", "car", "plays", "playing", "play", "runs", "running", "run", "eats", "eating", "eat", "sits", "sitting", "sit", "walks", "walking", "walk", "rides", "riding", "guitar", "piano", "ball", "food", "grass", "road", "street", "house", "park", "water", "table", "chair", "bed", "book", "phone", "music", "song", "red", "blue", "green", "big", "small", "old", "young", "new", "good", "bad", "happy", "sad", "fast", "slow", "two", "three", "one", "some", "many", "all", "sentence", "means", "summarized", "can", "cannot", "does", "mean", "so", ":", '"', "'", ",", ".", "!", "?", "-", "(", ")"]
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """A script of benchmarks/ as a module (with benchmarks/ on the path for the helpers it imports)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _wordpiece_tokenizer():

@@ -6,7 +6,6 @@ over the STS-B CSVs, not with cselab's evaluator."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,11 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import build_tiny_model_dir, write_distinct_sts_home
+from conftest import benchmark_script, build_tiny_model_dir, write_distinct_sts_home
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import save_model
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _spearman_on(model, csv_path: Path) -> float:
@@ -36,9 +33,7 @@ def test_the_checkpoint_row_is_scored_once_with_its_own_pooling(tmp_path, monkey
     monkeypatch.delenv("FORCE", raising=False)
     model = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf", "bert", seed=4), pooler="mean", max_length=32)
     path = save_model(model, tmp_path / "checkpoint")
-    spec = importlib.util.spec_from_file_location("adapt_checkpoint", REPO / "benchmarks" / "adapt_checkpoint.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = benchmark_script("adapt_checkpoint")
     results = tmp_path / "adapt.jsonl"
 
     assert script.main(["--model", str(path), "--results", str(results)]) == 0

@@ -7,7 +7,6 @@ scipy's Spearman over the dev CSV), never with the ensemble's own helpers.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,7 +15,14 @@ import pytest
 import torch
 from scipy import stats
 
-from conftest import build_tiny_model_dir, run_cli, tiny_distill_config, write_corpus, write_distinct_sts_home
+from conftest import (
+    benchmark_script,
+    build_tiny_model_dir,
+    run_cli,
+    tiny_distill_config,
+    write_corpus,
+    write_distinct_sts_home,
+)
 from cselab.errors import CselabError
 from cselab.experiments.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
 from cselab.models.encoder import Encoder
@@ -26,7 +32,6 @@ PAIRS = [("a man plays the guitar .", "a woman plays the piano"),
          ("the dog runs on the road", "two cats sit in the old house"),
          ("a", "the big red ball")]
 FIRST, SECOND = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _cos(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -221,9 +226,7 @@ def test_adapt_uc_records_the_combine_and_combines_other_seeds(members, dev_home
                       "config": {"effective": {"train": {"output_dir": str(run)}}}, "scores": {"stsb_dev_best": 1.0},
                       **({"row": "row"} if seed == 1 else {})})
     results.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    spec = importlib.util.spec_from_file_location("adapt_uc", REPO / "benchmarks" / "adapt_uc.py")
-    adapt_uc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(adapt_uc)
+    adapt_uc = benchmark_script("adapt_uc")
     args = ["row", "--outside", str(path_b), "--combine", "concat", "--grid", "0,0.5", "--results", str(results)]
     assert adapt_uc.main(args) == 0
     record = json.loads(results.read_text().splitlines()[-1])
@@ -326,9 +329,7 @@ def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_
 
 
 def test_adapt_uc_names_a_trained_outside_model_by_its_run():
-    spec = importlib.util.spec_from_file_location("adapt_uc", REPO / "benchmarks" / "adapt_uc.py")
-    adapt_uc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(adapt_uc)
+    adapt_uc = benchmark_script("adapt_uc")
     assert adapt_uc._model_name("all-mpnet-base-v2") == "all-mpnet-base-v2"
     assert adapt_uc._model_name("runs/adapt/simcse-mpnet-b1/best") == "simcse-mpnet-b1"
     assert adapt_uc._model_name("runs/adapt/jtcse-indomain/stage2/best") == "jtcse-indomain"

@@ -5,7 +5,6 @@ computations)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
@@ -15,23 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import WORDS, build_tiny_model_dir, run_cli, write_sts_home
+from conftest import WORDS, benchmark_script, build_tiny_model_dir, run_cli, write_sts_home
 from cselab.analysis.held_out import HeldOutScores, deletion_view
 from cselab.reporting.domains import CRITERIA, domains_table, selection_agreement, selection_table
 
-REPO = Path(__file__).resolve().parents[1]
 TOPICS = {"sport": ["ball", "run", "horse", "fast"], "music": ["guitar", "piano", "song", "music"],
           "home": ["house", "chair", "table", "bed"]}
-
-
-def _script(name: str):
-    import sys
-
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _topic_sentence(rng: random.Random, topic: str) -> str:
@@ -77,7 +65,7 @@ def study(tmp_path_factory):
             "--results", str(results), "--runs", str(root / "runs"), "--quiet"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CSELAB_HOME", str(home))
-        script = _script("run_domains")
+        script = benchmark_script("run_domains")
         script.main(argv)
         first = results.read_text()
         script.main(argv)
@@ -359,7 +347,7 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
     student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
     monkeypatch.setenv("CSELAB_HOME", str(home))
     results, out = tmp_path / "time.jsonl", tmp_path / "run"
-    _script("time_adapt").main(["--domain", "bbc-news", "--model", str(student), "--max-sentences", "200",
+    benchmark_script("time_adapt").main(["--domain", "bbc-news", "--model", str(student), "--max-sentences", "200",
                                 "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results)])
     (record,) = [json.loads(line) for line in results.read_text().splitlines()]
     # 200 sentences: 5% held out, but at least 20
@@ -375,7 +363,7 @@ def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, m
     """benchmarks/score_suite.py finds a study run's saved model (cselab's `best`, a peer's `model`) and scores it as
     the study scored it: the same main score as the study's own record; a second call skips recorded models."""
     monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
-    script = _script("score_suite")
+    script = benchmark_script("score_suite")
     results = tmp_path / "suite.jsonl"
     argv = ["--domain-run", "bbc-news/cselab-simcse-s1", "--domain-run", "bbc-news/st-ct-s1", "--domains", "bbc-news",
             "--eval-max-length", "24", "--domain-runs", str(study["root"] / "runs"), "--results", str(results)]
@@ -415,7 +403,7 @@ def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
     """A TNCSE/JTCSE protocol row keeps its selected model under stage2/best, a one-stage row under best."""
     from cselab.training.run_directory import selected_model_dir
 
-    script = _script("score_suite")
+    script = benchmark_script("score_suite")
     one, two = tmp_path / "simcse-indomain", tmp_path / "tncse-indomain"
     (one / "best").mkdir(parents=True)
     (two / "stage1" / "encoder_1" / "best").mkdir(parents=True)
@@ -429,7 +417,7 @@ def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
 
 def test_score_suite_table_by_hand():
     """The table's differences from the checkpoint and the mean over the domains a model was not trained on."""
-    script = _script("score_suite")
+    script = benchmark_script("score_suite")
     checkpoint = {"stsb": 82.0, "bbc-news": 86.0, "tweets": 68.0, "linux-man": 78.0}
     records = [
         {"model": "bbc-news/cselab-simcse-s1", "origin": {"kind": "domain-run", "domain": "bbc-news"},
@@ -447,7 +435,7 @@ def test_score_suite_table_by_hand():
 
 
 def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
-    script = _script("score_suite")
+    script = benchmark_script("score_suite")
     study = tmp_path / "domains.jsonl"
     study.write_text("".join(json.dumps({"domain": "tweets", "configuration": c, "seed": 1, "main_score": v,
                                          "stsb_test": 80.0, "wall_s": None}) + "\n"
