@@ -51,7 +51,7 @@ def render_tables(records: list[dict[str, Any]]) -> str:
         for precision in PRECISIONS:
             r = runs[precision]
             cells += ["not run", "-"] if r is None else [f"{r['steps_per_s']:.2f}", f"{r['peak_gpu_mem_mb']:,}"]
-        gpus, commits, dates = zip(*(_where(r) for r in runs.values() if r is not None))
+        gpus, commits, dates = zip(*(_where(r) for r in runs.values() if r is not None), strict=True)
         cells += [", ".join(dict.fromkeys(x)) for x in (gpus, commits, dates)]
         rows.append(cells)
     header = ["preset", "batch", "max len", "steps", *(f"{p} {what}" for p in PRECISIONS
