@@ -219,6 +219,11 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
     with_threads = [{**r, "threads": 2} for r in records]
     cells = [line for line in domains_table(with_threads).splitlines() if "--teacher" in line][0].split("|")
     assert cells[9].strip() == "120 (2 thr.)"  # wall time with the threads it ran on
+    machines = [{**r, "provenance": {"machine": {"cpu": cpu}}}
+                for r, cpu in zip(with_threads, ["AMD EPYC", "AMD EPYC", "Intel(R) Xeon(R) Processor", "AMD EPYC",
+                                                 "AMD EPYC"], strict=True)]
+    cells = [line for line in domains_table(machines).splitlines() if "--teacher" in line][0].split("|")
+    assert cells[9].strip() == "100 (2 thr., AMD EPYC); 140 (2 thr., Intel Xeon)"  # one mean per CPU, named
     # domains in the suite's order, the checkpoint first in each (the record's main task is shown as recorded)
     assert [k[0].split()[0] for k in rows] == ["bbc-news"] * 3 + ["linux-man"]
     assert list(rows)[0][1].startswith("all-MiniLM-L6-v2 untouched")

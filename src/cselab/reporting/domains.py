@@ -214,13 +214,25 @@ def _budget(record: dict[str, Any]) -> str:
     return out + " (reduced)" if record.get("budget_note") else out
 
 
+def _cpu(record: dict[str, Any]) -> str:
+    cpu = str(record.get("provenance", {}).get("machine", {}).get("cpu", "?"))
+    return " ".join(cpu.replace("(R)", "").replace("(TM)", "").replace(" Processor", "").split())
+
+
 def _wall(runs: Sequence[dict[str, Any]]) -> str:
-    """The mean wall time, with the torch threads it ran on (times are comparable only at equal threads)."""
-    wall = _mean([r["wall_s"] for r in runs])
-    threads = sorted({int(r["threads"]) for r in runs if isinstance(r.get("threads"), int)})
-    if wall is None or not threads:
-        return fmt(wall, 0)
-    return f"{wall:.0f} ({'/'.join(map(str, threads))} thr.)"
+    """The mean wall time, with the torch threads it ran on; where the seeds ran on different CPUs, one mean per
+    CPU, named (times are comparable only on one machine at equal threads)."""
+    by_cpu: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_cpu.setdefault(_cpu(r), []).append(r)
+    cells = []
+    for cpu, group in by_cpu.items():
+        wall = _mean([r["wall_s"] for r in group])
+        threads = sorted({int(r["threads"]) for r in group if isinstance(r.get("threads"), int)})
+        where = [f"{'/'.join(map(str, threads))} thr."] if threads else []
+        where += [cpu] if len(by_cpu) > 1 else []
+        cells.append(f"{fmt(wall, 0)} ({', '.join(where)})" if where and wall is not None else fmt(wall, 0))
+    return "; ".join(cells)
 
 
 def domains_table(records: Sequence[dict[str, Any]]) -> str:
