@@ -101,6 +101,21 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
         extrapolate_seconds(distil, student)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_time_estimate_times_both_passes_in_the_runs_precision(tmp_path, tiny_bert_dir, monkeypatch, precision):
+    """The estimate times the student and the teacher as the run will run them (bf16 on a CPU where `auto` picks
+    it is several times faster than fp32)."""
+    from cselab.adapt import estimate_seconds
+    from cselab.runtime import precision as precisions
+
+    seen, real = [], precisions.autocast_context
+    monkeypatch.setattr(precisions, "autocast_context", lambda p, device: seen.append(p) or real(p, device))
+    plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "out", model=str(tiny_bert_dir),
+                      teacher=str(tiny_bert_dir), steps=10, overrides=[f"train.precision={precision}"])
+    assert estimate_seconds(plan) > 0
+    assert seen == [precision, precision]  # the student's pass, then the teacher's
+
+
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
     small = tmp_path / "small.txt"
     small.write_text("one sentence\nanother one\n")

@@ -108,6 +108,22 @@ def test_pairs_are_drawn_from_the_teachers_nearest_neighbours_and_carry_its_cosi
     assert len(drawn) > 30  # partners vary with the batch
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_teachers_pass_over_the_text_runs_in_the_runs_precision(pair_setup, tmp_path, precision):
+    """fp32 gives the teacher's own fp32 vectors; bf16 (what `auto` picks on a CPU with fast bf16) vectors that
+    differ from them by bf16's rounding (4e-5 on this tiny teacher, 1e-3 on all-MiniLM-L6-v2) and no more."""
+    from cselab.training.trainer import Trainer
+
+    trainer = Trainer(_pairs_config(pair_setup, tmp_path / precision, f"train.precision={precision}"),
+                      progress=False)
+    sentences = pair_setup[2].read_text().splitlines()
+    expected = _unit(load_model(pair_setup[0], device="cpu").encode(sentences).numpy())
+    got = trainer.method._teacher_unit.numpy()
+    assert got.dtype == np.float32
+    gap = np.abs(got - expected).max()
+    assert (gap < 1e-6 if precision == "fp32" else 1e-5 < gap < 3e-2), gap
+
+
 def test_pair_distillation_brings_the_students_pair_cosines_to_the_teachers(pair_setup, tmp_path):
     from cselab.training.trainer import Trainer
 

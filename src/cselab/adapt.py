@@ -235,26 +235,33 @@ class ForwardCost:
 
 
 def estimate_seconds(plan: AdaptPlan) -> float:
-    """A rough wall-time estimate before training: a timed fp32 inference pass over up to 256 held-out sentences
-    through the student (and the teacher), extrapolated by :func:`extrapolate_seconds`. The held-out sentences are
-    a random 5% of the text, so their token lengths stand for the text's."""
+    """A rough wall-time estimate before training: a timed inference pass over up to 256 held-out sentences
+    through the student (and the teacher), in the precision the run will use (``auto``: bf16 where the probe says
+    it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
+    :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
+    for the text's."""
     from cselab.models.sentence_model import load_model
+    from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
 
     sample = list(plan.held_out[:256])
 
-    def forward_cost(name: str, **kwargs: Any) -> ForwardCost:
+    def forward_cost(name: str, precision: str | None, **kwargs: Any) -> ForwardCost:
         model = load_model(name, **kwargs)
-        model.encode(sample[:64], batch_size=64)  # warm-up: the first call of a shape is slower
+        device = next(model.parameters()).device
+        precision = precision or inference_precision(plan.config.train.precision, model, batch_size=128).precision
         tokens = sum(len(row) for row in model.token_rows(sample))
         seconds = []
-        for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
-            start = time.perf_counter()
-            model.encode(sample, batch_size=64)
-            seconds.append(time.perf_counter() - start)
+        with autocast_context(precision, device):
+            model.encode(sample[:64], batch_size=64)  # warm-up: the first call of a shape is slower
+            for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
+                start = time.perf_counter()
+                model.encode(sample, batch_size=64)
+                seconds.append(time.perf_counter() - start)
         return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)))
 
-    student = forward_cost(plan.model, pooler="mean", max_length=plan.config.model.max_length)
-    teacher = forward_cost(plan.teacher) if plan.teacher is not None else None
+    student = forward_cost(plan.model, planned_precision(plan.config).precision, pooler="mean",
+                           max_length=plan.config.model.max_length)
+    teacher = forward_cost(plan.teacher, None) if plan.teacher is not None else None
     return extrapolate_seconds(plan, student, teacher)
 
 
