@@ -22,6 +22,7 @@ which were made the same way. Resumable: a model name already in the results fil
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from record import append_record  # noqa: E402
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
 from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
 from cselab.reporting.domains import CONFIGURATION, LARGER, REFERENCE, read_domain_records  # noqa: E402
-from cselab.training.run_directory import selected_model_dir  # noqa: E402
+from cselab.training.run_directory import STAGE2_DIR, selected_model_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
@@ -95,7 +96,22 @@ def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str
         path = selected_model_dir(runs / row)
         if done.returncode != 0 or not path.is_dir():
             raise SystemExit(f"{row}: run_adapt.sh failed (exit {done.returncode}) or left no model at {path}")
-    return f"protocol/{row}", path, {"kind": "protocol-row", "row": row}
+    return f"protocol/{row}", path, {"kind": "protocol-row", "row": row, "corpus": _training_text(runs / row)}
+
+
+def _training_text(run_dir: Path) -> str | None:
+    """The ``data.corpus`` a protocol row trained on, from its run record (a two-stage row's under ``stage2``)."""
+    for results in (run_dir / "results.json", run_dir / STAGE2_DIR / "results.json"):
+        if results.is_file():
+            return json.loads(results.read_text(encoding="utf-8"))["config"]["effective"]["data"]["corpus"]
+    return None
+
+
+def _protocol_text(corpus: str | None) -> str:
+    """What a protocol row trained on, in words: its rows without the field trained on STS-B's train text."""
+    words = {None: "STS-B train text", "parallel-de": "English-German parallel text"}
+    text = words.get(corpus) or ("STS-B train text" if corpus.startswith("stsb-train") else corpus)
+    return f"{text}, selected on STS-B dev"
 
 
 def score_on_suite(model_dir: Path, eval_max_length: int, inputs: dict[str, Any]) -> dict[str, float]:
@@ -148,7 +164,7 @@ def render_table(records: list[dict[str, Any]], checkpoint: dict[str, float],
     for r in records:
         kind = r["origin"]["kind"]
         own = {"domain-run": r["origin"].get("domain"), "protocol-row": "stsb"}.get(kind)
-        trained = {"domain-run": own, "protocol-row": "STS-B train text, selected on STS-B dev"}.get(kind, "-")
+        trained = {"domain-run": own, "protocol-row": _protocol_text(r["origin"].get("corpus"))}.get(kind, "-")
         lines.append(_row(r["model"], trained, r["scores"], checkpoint, domains, own))
     return "\n".join(lines)
 

@@ -415,9 +415,12 @@ def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
     (two / "stage2" / "best").mkdir(parents=True)
     assert selected_model_dir(one) == one / "best"
     assert selected_model_dir(two) == two / "stage2" / "best"
+    (two / "stage2" / "results.json").write_text(json.dumps({"config": {"effective": {"data": {
+        "corpus": "stsb-train-minus-all-eval"}}}}))
     name, path, origin = script.protocol_model("tncse-indomain", tmp_path, print)
     assert (name, path, origin) == ("protocol/tncse-indomain", two / "stage2" / "best",
-                                    {"kind": "protocol-row", "row": "tncse-indomain"})
+                                    {"kind": "protocol-row", "row": "tncse-indomain",
+                                     "corpus": "stsb-train-minus-all-eval"})
 
 
 def test_score_suite_table_by_hand():
@@ -429,6 +432,8 @@ def test_score_suite_table_by_hand():
          "scores": {"stsb": 83.0, "bbc-news": 84.0, "tweets": 67.0, "linux-man": 79.5}},
         {"model": "protocol/simcse", "origin": {"kind": "protocol-row", "row": "simcse"},
          "scores": {"stsb": 82.5, "bbc-news": 85.0, "tweets": 68.5, "linux-man": 78.0}},
+        {"model": "protocol/ifcl", "origin": {"kind": "protocol-row", "row": "ifcl", "corpus": "parallel-de"},
+         "scores": {"stsb": 82.5}},
     ]
     table = script.render_table(records, checkpoint).splitlines()
     assert table[2] == "| all-MiniLM-L6-v2 untouched (mean pooling) | - | 82.00 | 86.00 | 68.00 | 78.00 | - |"
@@ -437,6 +442,8 @@ def test_score_suite_table_by_hand():
                         "| 79.50 (+1.50) | +0.50 (3) |")
     # the protocol trained on STS-B's text: stsb is its own; (-1.0 + 0.5 + 0.0) / 3 = -0.17
     assert table[4].endswith("| 82.50* (+0.50) | 85.00 (-1.00) | 68.50 (+0.50) | 78.00 (+0.00) | -0.17 (3) |")
+    assert table[4].startswith("| protocol/simcse | STS-B train text, selected on STS-B dev |")
+    assert table[5].startswith("| protocol/ifcl | English-German parallel text, selected on STS-B dev |")
 
 
 def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
