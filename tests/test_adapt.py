@@ -103,8 +103,8 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_the_time_estimate_times_both_passes_in_the_runs_precision(tmp_path, tiny_bert_dir, monkeypatch, precision):
-    """The estimate times the student and the teacher as the run will run them (bf16 on a CPU where `auto` picks
-    it is several times faster than fp32)."""
+    """The estimate times the student and the teacher as the run will run them (on a CPU where `auto` picks bf16,
+    bf16 is faster than fp32)."""
     from cselab.adapt import estimate_seconds
     from cselab.runtime import precision as precisions
 

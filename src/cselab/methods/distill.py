@@ -138,8 +138,8 @@ class Distill(Method):
 
     def _encode_text_with_teacher(self, sentences: Sequence[str]) -> Tensor:
         """The teacher's vectors of the whole training text, computed on the student's device in the run's
-        precision (``auto``: bf16 where the probe says it pays, as the training steps do): on a CPU with fast bf16
-        this pass, the larger part of a teacher run's time, is several times faster."""
+        precision (``auto``: bf16 where the probe says it pays, as the training steps do). On a 2-core Intel Xeon
+        with AMX the pass ran 1.6-1.7 times faster in bf16 (``benchmarks/teacher_pass_speed.py``)."""
         from cselab.runtime.precision import autocast_context, inference_precision
 
         self.teacher.to(self.student.device)
