@@ -80,6 +80,6 @@ report: install
 	  --compare simcse jtcse/two-stream --compare tncse/dropout-0.1 jtcse/two-stream --update-readme docs/results.md
 	$(PYTHON) -m cselab.cli report --adapt $(RESULTS)/adapt.jsonl \
 	  --adapt-baseline "simcse/T 0.2, lr 1e-5, precision auto" --update-readme docs/adapt.md
-	$(PYTHON) -m cselab.cli report --domains $(RESULTS)/domains.jsonl --update-readme docs/adapt.md --update-readme README.md
+	$(PYTHON) -m cselab.cli report --domains $(RESULTS)/domains.jsonl --update-readme docs/adapt.md
 	$(PYTHON) benchmarks/score_suite.py --table --results $(RESULTS)/suite.jsonl --study $(RESULTS)/domains.jsonl --update-doc docs/adapt.md
 	$(PYTHON) benchmarks/gpu_check_table.py --results $(RESULTS)/gpu_check.jsonl --update-doc docs/results.md

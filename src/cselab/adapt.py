@@ -240,15 +240,16 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
     :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
     for the text's."""
+    from cselab.methods.distill import teacher_pass_precision
     from cselab.models.sentence_model import load_model
-    from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
+    from cselab.runtime.precision import autocast_context, planned_precision
 
     sample = list(plan.held_out[:256])
 
     def forward_cost(name: str, precision: str | None, **kwargs: Any) -> ForwardCost:
         model = load_model(name, **kwargs)
         device = next(model.parameters()).device
-        precision = precision or inference_precision(plan.config.train.precision, model, batch_size=128).precision
+        precision = precision or teacher_pass_precision(plan.config.train.precision, model)
         tokens = sum(len(row) for row in model.token_rows(sample))
         seconds = []
         with autocast_context(precision, device):

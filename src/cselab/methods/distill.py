@@ -62,6 +62,17 @@ from cselab.methods.base import Method, MethodOptions, StepContext, register_met
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model
 
+TEACHER_BATCH = 128  # sentences per batch of the teacher's pass over the text
+
+
+def teacher_pass_precision(requested: str, teacher: nn.Module) -> str:
+    """The precision of the teacher's pass over the text: the run's ``train.precision`` (``auto``: bf16 where the
+    probe says it pays, as the training steps do). On a 2-core Intel Xeon with AMX the pass ran 1.6-1.7 times
+    faster in bf16 (``benchmarks/teacher_pass_speed.py``). ``cselab adapt``'s estimate times it the same way."""
+    from cselab.runtime.precision import inference_precision
+
+    return inference_precision(requested, teacher, batch_size=TEACHER_BATCH).precision
+
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
@@ -137,15 +148,14 @@ class Distill(Method):
                               "method_options.target=similarities to distil the in-batch similarities instead")
 
     def _encode_text_with_teacher(self, sentences: Sequence[str]) -> Tensor:
-        """The teacher's vectors of the whole training text, computed on the student's device in the run's
-        precision (``auto``: bf16 where the probe says it pays, as the training steps do). On a 2-core Intel Xeon
-        with AMX the pass ran 1.6-1.7 times faster in bf16 (``benchmarks/teacher_pass_speed.py``)."""
-        from cselab.runtime.precision import autocast_context, inference_precision
+        """The teacher's vectors of the whole training text, computed on the student's device in
+        :func:`teacher_pass_precision`."""
+        from cselab.runtime.precision import autocast_context
 
         self.teacher.to(self.student.device)
-        choice = inference_precision(self.config.train.precision, self.teacher, batch_size=128)
-        with autocast_context(choice.precision, self.student.device):
-            return self.teacher.encode(list(sentences), batch_size=128, progress=True).float()
+        precision = teacher_pass_precision(self.config.train.precision, self.teacher)
+        with autocast_context(precision, self.student.device):
+            return self.teacher.encode(list(sentences), batch_size=TEACHER_BATCH, progress=True).float()
 
     def training_examples(self) -> Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]:
         sentences = super().training_examples()
