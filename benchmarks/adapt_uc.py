@@ -28,6 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def ensemble_dir(output_dir: str | Path, suffix: str) -> Path:
+    """Where the +UC ensemble of the run whose ``train.output_dir`` is ``output_dir`` is saved: beside it, as
+    ``<output_dir>-uc-<suffix>`` (the suite's ``--protocol-row ROW+uc-OUTSIDE`` looks for it there)."""
+    output_dir = Path(output_dir)
+    return output_dir.with_name(f"{output_dir.name}-uc-{suffix}")
+
+
 def _model_name(model: str) -> str:
     """A short name for the outside model: its directory, or for a run's ``.../NAME/best`` (``stage2/best``) NAME."""
     from cselab.training.run_directory import BEST_DIR, STAGE2_DIR
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     model = selected_model_dir(out)
     if not model.is_dir():
         raise CselabError(f"{model} is missing: train the row {args.row!r} first (benchmarks/run_adapt.sh)")
-    target = out.with_name(f"{out.name}-uc-{suffix}")
+    target = ensemble_dir(out, suffix)
     if target.exists() and os.environ.get("FORCE"):
         import shutil
 

@@ -9,6 +9,9 @@ That cannot say whether a method generalises. This script scores a model on the 
 - ``--protocol-row ROW``: a row of the adaptation protocol (`benchmarks/run_adapt.sh`, trained on STS-B's text and
   selected on STS-B dev); it is trained again into ``runs/adapt/ROW`` when that directory has no model, and the
   rebuilt run's own record goes to ``benchmarks/results/protocol_rebuilt.jsonl`` (not the protocol's table);
+  ``ROW+uc-OUTSIDE`` is that row's +UC ensemble with the outside checkpoint OUTSIDE (a name in
+  ``$CSELAB_HOME/models``), built by ``adapt_uc.py`` with ``w`` chosen on STS-B dev when it is not saved yet (its
+  record goes to a scratch file beside the runs, so the protocol's table gets no second copy);
 - ``--model NAME=PATH``: any other model directory.
 
 Every model is scored as the study scores it: mteb through cselab's domain evaluation, fp32, at 256 tokens per text
@@ -32,11 +35,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from adapt_uc import ensemble_dir  # noqa: E402
 from domain_peers import saved_model  # noqa: E402
 from record import append_record  # noqa: E402
 
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
 from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
+from cselab.fileio import write_atomic  # noqa: E402
 from cselab.reporting.domains import CONFIGURATION, LARGER, REFERENCE, read_domain_records  # noqa: E402
 from cselab.training.run_directory import STAGE2_DIR, selected_model_dir  # noqa: E402
 
@@ -44,6 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
 STUDY = ROOT / "benchmarks" / "results" / "domains.jsonl"
 REBUILT = ROOT / "benchmarks" / "results" / "protocol_rebuilt.jsonl"
+PROTOCOL_RECORDS = (ROOT / "benchmarks" / "results" / "adapt.jsonl", REBUILT)  # where a row's run is recorded
+UC = "+uc-"
 DOMAIN_RUNS = ROOT / "runs" / "domains"
 PROTOCOL_RUNS = ROOT / "runs" / "adapt"
 SUITE_RECORD = Schema("suite", {"model": text(empty=False), "scores": mapping(number())},
@@ -86,8 +93,13 @@ def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
     return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}
 
 
-def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str, Any]]:
-    """A protocol row's selected model, trained again by ``run_adapt.sh`` when its run directory has none."""
+def protocol_model(row: str, runs: Path, echo: Any,
+                   records: tuple[Path, ...] = PROTOCOL_RECORDS) -> tuple[str, Path, dict[str, Any]]:
+    """A protocol row's selected model, trained again by ``run_adapt.sh`` when its run directory has none; for
+    ``ROW+uc-OUTSIDE``, that row's +UC ensemble (:func:`protocol_ensemble`)."""
+    base, uc, outside = row.partition(UC)
+    if uc:
+        return protocol_ensemble(base, outside, runs, echo, records)
     path = selected_model_dir(runs / row)
     if not path.is_dir():
         echo(f"{row}: no model at {path}; training the row again (benchmarks/run_adapt.sh {row})")
@@ -97,6 +109,28 @@ def protocol_model(row: str, runs: Path, echo: Any) -> tuple[str, Path, dict[str
         if done.returncode != 0 or not path.is_dir():
             raise SystemExit(f"{row}: run_adapt.sh failed (exit {done.returncode}) or left no model at {path}")
     return f"protocol/{row}", path, {"kind": "protocol-row", "row": row, "corpus": _training_text(runs / row)}
+
+
+def protocol_ensemble(row: str, outside: str, runs: Path, echo: Any,
+                      records: tuple[Path, ...] = PROTOCOL_RECORDS) -> tuple[str, Path, dict[str, Any]]:
+    """The row's model combined with ``outside`` as ``adapt_uc.py`` combines it (the papers' weighted sum, ``w``
+    chosen on STS-B dev), built when it is not saved beside the row's run yet. ``adapt_uc.py`` reads the row's
+    record, so it is given the protocol's records (``records``, later files winning) copied into a scratch file,
+    and the +UC record it appends stays there."""
+    _, model, origin = protocol_model(row, runs, echo, records)
+    target = ensemble_dir(model.parent, outside)  # the row's train.output_dir holds `best`
+    if not target.is_dir():
+        echo(f"{row}{UC}{outside}: no ensemble at {target}; building it (benchmarks/adapt_uc.py {row})")
+        scratch = runs / "uc-scratch.jsonl"
+        texts = [p.read_text(encoding="utf-8") for p in records if p.is_file()]
+        write_atomic(scratch, "".join(t if t.endswith("\n") else t + "\n" for t in texts if t))
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "adapt_uc.py"), row, "--outside", outside,
+                               "--results", str(scratch)], cwd=ROOT, env={**os.environ, "FORCE": "1"})
+        if done.returncode != 0 or not target.is_dir():
+            raise SystemExit(f"{row}{UC}{outside}: adapt_uc.py failed (exit {done.returncode}) or left no "
+                             f"ensemble at {target}")
+    return (f"protocol/{row}{UC}{outside}", target,
+            {**origin, "row": f"{row}{UC}{outside}", "ensemble_of": row, "outside": outside})
 
 
 def _training_text(run_dir: Path) -> str | None:
@@ -178,7 +212,6 @@ def main(argv: list[str] | None = None) -> None:
         if args.update_doc is None:
             print(table)
         else:
-            from cselab.fileio import write_atomic
             from cselab.reporting.tables import replace_block
 
             write_atomic(args.update_doc, replace_block(args.update_doc.read_text(encoding="utf-8"), "suite", table))

@@ -246,6 +246,44 @@ def test_adapt_uc_records_the_combine_and_combines_other_seeds(members, dev_home
         adapt_uc.main([*args, "--seed", "3"])
 
 
+def test_score_suite_builds_a_protocol_rows_uc_ensemble_once(members, dev_home, tmp_path):
+    """`score_suite.py --protocol-row ROW+uc-OUTSIDE`: the row's model summed with the outside checkpoint (a name in
+    $CSELAB_HOME/models) at the w that STS-B dev prefers (scipy's Spearman over the grid, computed here), saved
+    beside the row's run; the +UC record goes to a scratch file, the protocol's records are untouched, and a second
+    call finds the saved ensemble instead of building it again."""
+    import os
+
+    a, _, path_a, _ = members
+    c = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-c", "bert", seed=5), pooler="mean", max_length=16)
+    save_model(c, Path(os.environ["CSELAB_HOME"]) / "models" / "tiny-c")
+    runs = tmp_path / "runs"
+    save_model(load_model(path_a, device="cpu"), runs / "row" / "best")
+    (runs / "row" / "results.json").write_text(json.dumps({"config": {"effective": {"data": {"corpus": "parallel-de"}}}}))
+    records = tmp_path / "adapt.jsonl"
+    records.write_text(json.dumps({"protocol": "adapt", "row": "row", "method": "simcse", "seed": 1, "scores": {},
+                                   "config": {"effective": {"train": {"output_dir": str(runs / "row")}}}}))  # no \n
+    before = records.read_text()
+    script = benchmark_script("score_suite")
+    name, path, origin = script.protocol_model("row+uc-tiny-c", runs, print, (records,))
+    assert (name, path) == ("protocol/row+uc-tiny-c", runs / "row-uc-tiny-c")
+    assert origin == {"kind": "protocol-row", "row": "row+uc-tiny-c", "corpus": "parallel-de", "ensemble_of": "row",
+                      "outside": "tiny-c"}
+    first, second, gold = [r[5] for r in dev_home], [r[6] for r in dev_home], [float(r[4]) for r in dev_home]
+    a1, a2, c1, c2 = (np.asarray(m.encode(t).numpy(), dtype=np.float64) for m in (a, c) for t in (first, second))
+    grid = [round(0.1 * i, 1) for i in range(11)]
+    dev = {w: stats.spearmanr(_cos((1 - w) * a1 + w * c1, (1 - w) * a2 + w * c2), gold).statistic for w in grid}
+    ensemble_model = load_model(path, device="cpu")
+    w = ensemble_model.weights[1]
+    assert dev[round(w, 1)] == pytest.approx(max(dev.values()), abs=1e-9)
+    np.testing.assert_allclose(ensemble_model.encode(first).numpy(), (1 - w) * a1 + w * c1, atol=1e-5)
+    scratch = [json.loads(line) for line in (runs / "uc-scratch.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in scratch] == ["row", "row+uc-tiny-c"]
+    assert records.read_text() == before
+    stamp = (path / "cselab.json").stat().st_mtime_ns
+    assert script.protocol_model("row+uc-tiny-c", runs, print, (records,))[1] == path
+    assert (path / "cselab.json").stat().st_mtime_ns == stamp
+
+
 # -- distillation onto similarities ---------------------------------------------------------------------------------
 def _similarity_mse(student, teacher, texts) -> float:
     """The off-diagonal MSE of the two models' cosine-similarity matrices over ``texts``, with numpy."""
