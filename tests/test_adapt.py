@@ -92,11 +92,16 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # 150 steps x 2.2 x 2 rows x 32 sentences x 0.02 s = 422.4 s; one evaluation (the last step) x 2 rows x 20 x 0.02
     assert extrapolate_seconds(simcse, student) == pytest.approx(422.4 + 0.8)
     distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
-                        overrides=["train.eval_every=25"])
+                        select="teacher-agreement", overrides=["train.eval_every=25"])
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
     # 100 x 2.2 x 3 rows x 64 x 0.02 s = 844.8 s; 5 evaluations (step 0 and every 25) x 4 rows x 20 x 0.02 = 8 s;
     # the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(844.8 + 8 + 24)
+    # the default with a teacher, a fixed budget: one evaluation (the last step), 4 rows x 20 x 0.02 = 1.6 s
+    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100)
+    assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
+        ("fixed-budget", 100, False)
+    assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(844.8 + 1.6 + 24)
     with pytest.raises(ValueError, match="teacher"):
         extrapolate_seconds(distil, student)
 
@@ -136,6 +141,7 @@ def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
 @pytest.mark.parametrize("args, message", [
     (["--steps", "0"], "--steps"), (["--batch-size", "1"], "--batch-size"), (["--max-length", "2"], "--max-length"),
     (["--teacher", "T", "--no-teacher"], "not both"),
+    (["--select", "teacher-agreement"], "needs a --teacher"), (["--select", "best"], "--select must be one of"),
 ])
 def test_cli_refuses_bad_options_before_any_work(tmp_path, capsys, tiny_bert_dir, args, message):
     text = write_text(tmp_path / "text.txt")
@@ -149,7 +155,8 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
     args = ["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir), "--output", str(out),
-            "--steps", "4", "--batch-size", "8", "--max-length", "16", "train.eval_every=2"]
+            "--steps", "4", "--batch-size", "8", "--max-length", "16", "--select", "teacher-agreement",
+            "train.eval_every=2"]
     code, stdout, err = run_cli(args, capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
@@ -166,6 +173,21 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     # a second run into the finished directory is refused, the resume reports it again without training
     code, _, err = run_cli(args, capsys)
     assert code == 2 and "finished adaptation" in err
+
+
+def test_a_teacher_run_keeps_the_last_step_by_default(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
+    """--teacher without --select: a fixed budget, so the teacher agreement is scored once, at the last step, and
+    the last step is the model (the untouched model is no candidate)."""
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir),
+                            "--output", str(out), "--steps", "3", "--batch-size", "8", "--max-length", "16"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["selection"], summary["best_step"]) == ("fixed-budget", 3)
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in dev if "dev" in r] == [3]
+    assert json.loads((out / "best" / "cselab.json").read_text())["training"]["method"] == "distill"
 
 
 def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,

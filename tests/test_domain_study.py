@@ -211,7 +211,7 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
     ]
     table = domains_table(records)
     rows = {tuple(c.strip() for c in line.strip("|").split("|"))[:2]: line for line in table.splitlines()[2:]}
-    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt --teacher all-mpnet-base-v2`")]
+    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt --teacher all-mpnet-base-v2 --select teacher-agreement`")]
              .strip("|").split("|")]
     mean = (81.0 + 82.5) / 2
     assert adapt[4] == "2 (1, 2)" and adapt[5] == f"{mean:.2f}" and adapt[6] == f"{mean - 80.0:+.2f}"

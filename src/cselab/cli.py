@@ -404,7 +404,10 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @click.argument("text", type=click.Path(path_type=Path))
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
 @click.option("--teacher", help="distil this larger encoder's cosines instead of SimCSE (e.g. all-mpnet-base-v2, "
-              "after `cselab data fetch models-mpnet`); selects by agreement with it on held-out text")
+              "after `cselab data fetch models-mpnet`)")
+@click.option("--select", default="fixed-budget", show_default=True, metavar="fixed-budget|teacher-agreement",
+              help="the model kept: the last step, or (with --teacher) the step that agrees best with the teacher "
+              "on held-out pairs of your text (the untouched model is a candidate)")
 @click.option("--no-teacher", is_flag=True, help="SimCSE on a fixed budget: the default, kept for scripts that name it")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
               help="the run directory; the adapted model is OUTPUT/best")
@@ -421,7 +424,8 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @click.option("--device", default="auto", show_default=True, callback=_set_device,
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
-def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool, output_dir: Path, steps: int | None,
+def adapt_command(text: Path, model: str, teacher: str | None, select: str, no_teacher: bool, output_dir: Path,
+                  steps: int | None,
                   batch_size: int, max_length: int, seed: int, max_sentences: int | None, labels: Path | None,
                   pairs: Path | None,
                   retrieval: Path | None, domain: str | None, resume: bool, device: str,
@@ -429,15 +433,16 @@ def adapt_command(text: Path, model: str, teacher: str | None, no_teacher: bool,
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
 
     Trains MODEL with SimCSE (its own mean pooling, temperature 0.2) on a budget set from the text's size; with
-    --teacher it distils the teacher's cosines of neighbour pairs of your sentences instead and keeps the step
-    that agrees best with the teacher on a held-out part of your text. No labels needed. With --labels/--pairs/
+    --teacher it distils the teacher's cosines of neighbour pairs of your sentences instead. It keeps the last step
+    (--select teacher-agreement: the step that agrees best with the teacher on a held-out part of your text). No
+    labels needed. With --labels/--pairs/
     --retrieval/--domain it scores MODEL before and after on your labelled data."""
     from cselab.adapt import plan_adapt
 
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
-                      overrides=overrides)
+                      select=select, overrides=overrides)
     evaluate = None
     if labels or pairs or retrieval or domain:
         from cselab.evaluation.domain import load_inputs, score_inputs
