@@ -91,6 +91,12 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     student = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20)  # 0.02 s a sentence
     # 150 steps x 2.2 x 2 rows x 32 sentences x 0.02 s = 422.4 s; one evaluation (the last step) x 2 rows x 20 x 0.02
     assert extrapolate_seconds(simcse, student) == pytest.approx(422.4 + 0.8)
+    # timed in bf16, a training step costs 2.9 inference passes: 150 x 2.9 x 2 x 32 x 0.02 = 556.8 s; an
+    # unmeasured precision (fp16) takes fp32's 2.2
+    bf16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="bf16")
+    assert extrapolate_seconds(simcse, bf16) == pytest.approx(556.8 + 0.8)
+    fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
+    assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
     distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
                         select="teacher-agreement", overrides=["train.eval_every=25"])
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
@@ -110,15 +116,19 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
 def test_the_time_estimate_times_both_passes_in_the_runs_precision(tmp_path, tiny_bert_dir, monkeypatch, precision):
     """The estimate times the student and the teacher as the run will run them (on a CPU where `auto` picks bf16,
     bf16 is faster than fp32)."""
+    from cselab import adapt
     from cselab.adapt import estimate_seconds
     from cselab.runtime import precision as precisions
 
     seen, real = [], precisions.autocast_context
     monkeypatch.setattr(precisions, "autocast_context", lambda p, device: seen.append(p) or real(p, device))
+    costs, extrapolate = [], adapt.extrapolate_seconds
+    monkeypatch.setattr(adapt, "extrapolate_seconds", lambda plan, *c: costs.extend(c) or extrapolate(plan, *c))
     plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "out", model=str(tiny_bert_dir),
                       teacher=str(tiny_bert_dir), steps=10, overrides=[f"train.precision={precision}"])
     assert estimate_seconds(plan) > 0
     assert seen == [precision, precision]  # the student's pass, then the teacher's
+    assert [c.precision for c in costs] == [precision, precision]  # and the extrapolation knows it
 
 
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):

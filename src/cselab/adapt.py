@@ -52,11 +52,15 @@ MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours m
 TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
     "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
 SPLIT_SEED = 0
-# a training step's seconds per second of timed inference over as many tokens, on a 2-core AMD EPYC in fp32
-# (benchmarks/results/adapt_time.jsonl): 2.3 for the 10,000-sentence stsb run (1.57 s per step, 15.1 tokens per
-# sentence, 0.355 ms per token in inference); with 2.2, `make demo` on linux-man (27 tokens per sentence) was
-# estimated at 5.7 min and took 6.4, and the whole linux-man text (402 steps, 3.07 s per step) at 16.2 and took 21.8
-TRAIN_STEP_PER_FORWARD = 2.2
+# A training step's seconds per second of timed inference over as many tokens, by the precision both run in
+# (benchmarks/results/adapt_time.jsonl). fp32, on a 2-core AMD EPYC: 2.3 for the 10,000-sentence stsb run (1.57 s
+# per step, 15.1 tokens per sentence, 0.355 ms per token in inference); with 2.2, `make demo` on linux-man (27
+# tokens per sentence) was estimated at 5.7 min and took 6.4, and the whole linux-man text (402 steps, 3.07 s per
+# step) at 16.2 and took 21.8. bf16, on a 2-core Intel Xeon with AMX, from two default-budget runs estimated with
+# 2.2: bbc-news (839 steps of news sentences) trained 641 s against 411 estimated (3.4), tweets (1500 steps of
+# tweets) 1289 s against 1168 (2.4); 2.9 puts both within a fifth. bf16 speeds inference more than a training step
+# (its backward pass and fp32 optimizer gain less). Other precisions (fp16 on CUDA) are unmeasured: fp32's.
+TRAIN_STEP_PER_FORWARD = {"fp32": 2.2, "bf16": 2.9}
 
 
 @dataclass
@@ -242,10 +246,12 @@ class HeldOutLoss:
 
 @dataclass(frozen=True)
 class ForwardCost:
-    """What one timed inference pass over held-out sentences measured: seconds per token and tokens per sentence."""
+    """What one timed inference pass over held-out sentences measured: seconds per token and tokens per sentence,
+    in ``precision``."""
 
     seconds_per_token: float
     tokens_per_sentence: float
+    precision: str = "fp32"
 
 
 def estimate_seconds(plan: AdaptPlan) -> float:
@@ -272,7 +278,7 @@ def estimate_seconds(plan: AdaptPlan) -> float:
                 start = time.perf_counter()
                 model.encode(sample, batch_size=64)
                 seconds.append(time.perf_counter() - start)
-        return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)))
+        return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)), precision)
 
     student = forward_cost(plan.model, planned_precision(plan.config).precision, pooler="mean",
                            max_length=plan.config.model.max_length)
@@ -285,14 +291,15 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     steps, the evaluations and the teacher's pass over the text.
 
     A pairs batch encodes three rows per example, SimCSE two; a training step of n tokens costs about
-    ``TRAIN_STEP_PER_FORWARD`` inference passes over n tokens. An evaluation encodes four rows per held-out
+    ``TRAIN_STEP_PER_FORWARD[precision]`` inference passes over n tokens. An evaluation encodes four rows per held-out
     sentence with a teacher (two pairs) and two without (the sentence and its deletion view). Time is counted
     per token, not per sentence, because training batches sentences of similar length and a text of short
     sentences trains several times faster per step than one of long ones."""
     with_teacher = plan.teacher is not None
     rows = 3 if with_teacher else 2
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
-    total = plan.steps * TRAIN_STEP_PER_FORWARD * rows * plan.config.train.batch_size * per_sentence
+    step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
+    total = plan.steps * step * rows * plan.config.train.batch_size * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
     total += evaluations * (4 if with_teacher else 2) * len(plan.held_out) * per_sentence
     if with_teacher:
