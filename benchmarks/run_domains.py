@@ -167,7 +167,15 @@ def read_curve(run_dir: Path, *, dev_is_agreement: bool) -> list[dict[str, Any]]
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
-    from cselab.adapt import evaluation_every, plan_adapt, run_adapt, split_held_out, teacher_agreement_task
+    from cselab.adapt import (
+        FIXED_BUDGET,
+        TEACHER_AGREEMENT,
+        evaluation_every,
+        plan_adapt,
+        run_adapt,
+        split_held_out,
+        teacher_agreement_task,
+    )
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
@@ -189,7 +197,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     no_teacher = configuration != "cselab-adapt"
     plan = plan_adapt(text, run_dir, model=student, teacher=None if no_teacher else teacher, no_teacher=no_teacher,
                       steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=seed,
-                      select="fixed-budget" if no_teacher else "teacher-agreement", overrides=overrides)
+                      select=FIXED_BUDGET if no_teacher else TEACHER_AGREEMENT, overrides=overrides)
     sentences = read_corpus(text).sentences
     default = plan_adapt(text, run_dir, model=student, no_teacher=True, batch_size=args.batch_size,
                          max_length=args.max_length).steps

@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record import append_record  # noqa: E402
 
+from cselab.methods.distill import TEACHER_BATCH  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "teacher_pass.jsonl"
 
 
@@ -25,20 +27,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--domain", default="bbc-news", help="a suite domain whose train.txt is the text")
     parser.add_argument("--teacher", default="all-mpnet-base-v2")
     parser.add_argument("--sentences", type=int, default=1000, help="the first N sentences of the text")
-    parser.add_argument("--batch-size", type=int, default=128, help="the distillation's teacher batch")
+    parser.add_argument("--batch-size", type=int, default=TEACHER_BATCH, help="the distillation's teacher batch")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
     import torch
 
+    from cselab.data.corpus import read_corpus
     from cselab.data.domains import TRAIN_FILE, domain_dir
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context
 
     torch.set_num_threads(args.threads)
-    text = domain_dir(args.domain) / TRAIN_FILE
-    sentences = [line for line in text.read_text(encoding="utf-8").splitlines() if line.strip()][:args.sentences]
+    sentences = read_corpus(domain_dir(args.domain) / TRAIN_FILE).sentences[:args.sentences]
     teacher = load_model(args.teacher, device="cpu")
     teacher.encode(sentences[:args.batch_size], batch_size=args.batch_size)  # warm-up
     rates: dict[str, list[float]] = {"fp32": [], "bf16": []}

@@ -16,8 +16,13 @@ def test_it_records_both_precisions_side_by_side(tmp_path, monkeypatch, tiny_ber
     monkeypatch.setenv("CSELAB_HOME", str(home))
     results = tmp_path / "teacher_pass.jsonl"
     script = benchmark_script("teacher_pass_speed")
+    from cselab.runtime import precision as precisions
+
+    entered, real = [], precisions.autocast_context  # timing cannot show which precision ran; record what was entered
+    monkeypatch.setattr(precisions, "autocast_context", lambda p, device: entered.append(p) or real(p, device))
     script.main(["--teacher", str(tiny_bert_dir), "--sentences", "12", "--batch-size", "4", "--threads", "1",
                  "--results", str(results)])
+    assert entered == ["fp32", "bf16", "fp32", "bf16"]  # alternating, each timed twice
     (record,) = [json.loads(line) for line in results.read_text().splitlines()]
     assert record["sentences"] == 12 and set(record["sentences_per_s"]) == {"fp32", "bf16"}
     assert all(len(tries) == 2 for tries in record["tries"].values())

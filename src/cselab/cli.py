@@ -425,18 +425,16 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
 def adapt_command(text: Path, model: str, teacher: str | None, select: str, no_teacher: bool, output_dir: Path,
-                  steps: int | None,
-                  batch_size: int, max_length: int, seed: int, max_sentences: int | None, labels: Path | None,
-                  pairs: Path | None,
-                  retrieval: Path | None, domain: str | None, resume: bool, device: str,
-                  overrides: tuple[str, ...]) -> None:
+                  steps: int | None, batch_size: int, max_length: int, seed: int, max_sentences: int | None,
+                  labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, resume: bool,
+                  device: str, overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
 
     Trains MODEL with SimCSE (its own mean pooling, temperature 0.2) on a budget set from the text's size; with
     --teacher it distils the teacher's cosines of neighbour pairs of your sentences instead. It keeps the last step
     (--select teacher-agreement: the step that agrees best with the teacher on a held-out part of your text). No
-    labels needed. With --labels/--pairs/
-    --retrieval/--domain it scores MODEL before and after on your labelled data."""
+    labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and after on your labelled
+    data."""
     from cselab.adapt import plan_adapt
 
     overrides = (*overrides, f"train.device={device}")
