@@ -95,7 +95,7 @@ def data() -> None:
 @click.option("--from", "from_dir", type=click.Path(path_type=Path), help="directory holding already downloaded archives")
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
-    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains or all."""
+    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check or all."""
     from cselab.data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)

