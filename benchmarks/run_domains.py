@@ -32,6 +32,7 @@ again from scratch. One training at a time, ``--threads`` torch threads for ever
 
     python benchmarks/run_domains.py --domains linux-man,stsb,bbc-news,tweets --seeds 1
     python benchmarks/run_domains.py --domains linux-man --steps 100 --budget-note "..."   # a reduced budget
+    python benchmarks/run_domains.py --domains bbc-news --configurations cselab-simcse --text FILE  # another text
     cselab report --domains benchmarks/results/domains.jsonl --update-readme docs/adapt.md
 """
 
@@ -65,6 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="1", help="comma-separated")
     parser.add_argument("--steps", type=int, help="the budget of every configuration (default: cselab adapt's)")
     parser.add_argument("--budget-note", default="", help="why the budget is not cselab adapt's default (recorded)")
+    parser.add_argument("--text", type=Path, help="train the cselab-* configurations on this file instead of the "
+                        "domain's train.txt (recorded; e.g. whole documents instead of sentences)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=64, help="tokens per sentence in training")
     parser.add_argument("--eval-max-length", type=int, default=256,
@@ -186,6 +189,10 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
 
     spec = get_domain(domain)
     text = train_text(domain, transductive=configuration == TRANSDUCTIVE)
+    if args.text is not None:
+        if not configuration.startswith("cselab-") or configuration == TRANSDUCTIVE:
+            raise SystemExit(f"--text trains the cselab-* configurations on another text, not {configuration}")
+        text = args.text
     inputs = load_inputs(domain=domain)
     student, teacher = model_path(args.model), model_path(args.teacher)
     run_dir = args.runs / domain / f"{configuration}-s{seed}"

@@ -70,7 +70,7 @@ def study(tmp_path_factory):
         first = results.read_text()
         script.main(argv)
     records = [json.loads(line) for line in first.splitlines()]
-    return {"home": home, "student": student, "records": records, "results": results, "first": first, "root": root}
+    return {"home": home, "student": student, "teacher": teacher, "records": records, "results": results, "first": first, "root": root}
 
 
 def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
@@ -461,3 +461,36 @@ def test_score_suite_writes_its_table_into_the_doc_block(tmp_path):
     assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
     assert "| m | - | 69.25 (+1.25) | +1.25 (1) |" in text
     assert "| all-mpnet-base-v2 untouched (5x larger) | - | 71.00 (+3.00) | +3.00 (1) |" in text
+
+
+def test_run_domains_trains_on_another_text_when_given(study, tmp_path, monkeypatch):
+    text = tmp_path / "documents.txt"
+    documents = [f"document {i} " + " ".join(WORDS[(i + j) % 20] for j in range(12)) for i in range(240)]
+    text.write_text("".join(f"{d}\n" for d in documents))
+    results = tmp_path / "domains.jsonl"
+    argv = ["--domains", "bbc-news", "--configurations", "cselab-simcse", "--steps", "2", "--budget-note", "a test",
+            "--batch-size", "8", "--max-length", "16", "--eval-max-length", "24", "--model", str(study["student"]),
+            "--teacher", str(study["teacher"]), "--results", str(results), "--runs", str(tmp_path / "runs"), "--quiet", "--text", str(text)]
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    script = benchmark_script("run_domains")
+    script.main(argv)
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    held = 20  # 5% of 240 is 12, below the least held out (20)
+    assert record["training_text"] == {"file": str(text), "sentences": 240, "trained_on": 240 - held,
+                                       "held_out": held}
+    trained = (tmp_path / "runs" / "bbc-news" / "cselab-simcse-s1" / "train.txt").read_text().splitlines()
+    assert len(trained) == 240 - held and set(trained) <= set(documents)
+    with pytest.raises(SystemExit, match="not checkpoint"):
+        script.main([*argv[:3], "checkpoint", *argv[4:]])
+
+
+def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
+    script = benchmark_script("bbc_train_articles")
+    articles = ["Rates rise  again. Banks react.", "rates rise again. banks react.", "A test article here.",
+                "Another\tarticle stays."]
+    source = tmp_path / "bbc-news.jsonl"
+    source.write_text("".join(json.dumps({"text": a, "label": "x"}) + "\n" for a in articles))
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("A TEST article here.\tbusiness\n")
+    # the second is the first with other case and spacing; the third is a test item (other case)
+    assert script.train_articles(source, labels) == ["Rates rise again. Banks react.", "Another article stays."]
