@@ -169,7 +169,7 @@ _backend_opt = click.option(
               help="your s1<TAB>s2<TAB>score file: Spearman of cosine similarity (mteb STS)")
 @click.option("--retrieval", "retrieval_dir", type=click.Path(path_type=Path),
               help="your directory with queries.tsv, corpus.tsv, qrels.tsv: nDCG@10 (mteb retrieval)")
-@click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news")
+@click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news, or brown-genres (`domains-check`)")
 @_precision_opt
 @_backend_opt
 @_device_opt
