@@ -48,9 +48,10 @@ def test_split_holds_out_five_percent_of_distinct_sentences_and_is_seeded():
 
 
 def test_default_budget_is_three_passes_within_bounds():
-    assert default_steps(10_000, 64) == 469
+    assert default_steps(9_500, 64) == 446  # ceil(3 * 9500 / 64): three passes, under the cap
+    assert default_steps(10_000, 64) == 450  # three passes would be 469: the cap
     assert default_steps(100, 64) == 100
-    assert default_steps(10_000_000, 64) == 1500
+    assert default_steps(10_000_000, 64) == 450
 
 
 def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():

@@ -411,7 +411,7 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 @click.option("--no-teacher", is_flag=True, help="SimCSE on a fixed budget: the default, kept for scripts that name it")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
               help="the run directory; the adapted model is OUTPUT/best")
-@click.option("--steps", type=POSITIVE, help="training steps (default: three passes over the text, 100 to 1500)")
+@click.option("--steps", type=POSITIVE, help="training steps (default: three passes over the text, 100 to 450)")
 @click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--max-length", type=click.IntRange(min=8), default=64, show_default=True, help="tokens per sentence")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
