@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from record import ADAPT_RESULTS  # noqa: E402
+
 PROTOCOL_CHECKPOINT = "all-MiniLM-L6-v2"
 
 
@@ -29,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=PROTOCOL_CHECKPOINT, help="the checkpoint (its own pooling)")
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
+    parser.add_argument("--results", type=Path, default=ADAPT_RESULTS)
     args = parser.parse_args(argv)
 
     if (not os.environ.get("FORCE") and args.results.is_file()

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from record import ADAPT_RESULTS  # noqa: E402
 
 
 def ensemble_dir(output_dir: str | Path, suffix: str) -> Path:
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--combine", choices=COMBINE_MODES, default="sum",
                         help="sum: weighted sum of the vectors (equal sizes); concat: weighted mean of cosines (any sizes)")
     parser.add_argument("--seed", type=int, help="combine that seed's run of the row's configuration (`cselab seeds`)")
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks/results/adapt.jsonl")
+    parser.add_argument("--results", type=Path, default=ADAPT_RESULTS)
     args = parser.parse_args(argv)
 
     recorded = read_records(args.results, "adapt")

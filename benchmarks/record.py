@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ADAPT_RESULTS = RESULTS_DIR / "adapt.jsonl"  # the adaptation protocol's rows (adapt_checkpoint, adapt_uc, score_suite)
+
 
 def append_record(results: Path, record: dict[str, Any], script: str, argv: list[str]) -> None:
     from cselab.provenance import provenance

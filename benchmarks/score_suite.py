@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adapt_uc import ensemble_dir  # noqa: E402
 from domain_peers import saved_model  # noqa: E402
-from record import append_record  # noqa: E402
+from record import ADAPT_RESULTS, append_record  # noqa: E402
 
 from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
 from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"
 STUDY = ROOT / "benchmarks" / "results" / "domains.jsonl"
 REBUILT = ROOT / "benchmarks" / "results" / "protocol_rebuilt.jsonl"
-PROTOCOL_RECORDS = (ROOT / "benchmarks" / "results" / "adapt.jsonl", REBUILT)  # where a row's run is recorded
+PROTOCOL_RECORDS = (ADAPT_RESULTS, REBUILT)  # where a row's run is recorded
 UC = "+uc-"
 DOMAIN_RUNS = ROOT / "runs" / "domains"
 PROTOCOL_RUNS = ROOT / "runs" / "adapt"
