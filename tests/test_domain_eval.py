@@ -263,3 +263,24 @@ def test_a_suite_domain_is_scored_from_its_files(tiny_bert_dir, tmp_path, monkey
     monkeypatch.setenv("CSELAB_HOME", str(home))
     main(["eval", str(tiny_bert_dir), "--domain", "bbc-news", "--pooler", "mean", "--json"])
     assert json.loads(capsys.readouterr().out) == direct
+
+
+def test_a_label_never_predicted_does_not_flood_the_output_with_warnings(tmp_path):
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
+
+    from cselab.evaluation.domain_tasks import DomainClassification
+
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("".join(f"text {i}\t{'abc'[i % 3]}\n" for i in range(15)))
+    task = DomainClassification(read_labels(labels))
+    y_test, y_pred = [0, 1, 2, 2], [0, 1, 1, 1]  # label 2 is never predicted: its precision is undefined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UndefinedMetricWarning)
+        scores = task._calculate_scores(y_test, y_pred)
+    assert scores["accuracy"] == pytest.approx(2 / 4)  # 2 of 4 right, by hand
+    from sklearn.metrics import precision_score
+
+    with pytest.warns(UndefinedMetricWarning):  # what scikit-learn itself does with the same rows
+        precision_score(y_test, y_pred, average="macro")
