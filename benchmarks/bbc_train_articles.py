@@ -20,9 +20,9 @@ def train_articles(zeroshot_jsonl: Path, test_labels: Path) -> list[str]:
     """The distinct articles of ``zeroshot_jsonl`` whose text is not a line of the domain's ``labels.tsv``."""
     from cselab.data.corpus import normalize_text
     from cselab.data.indomain import sentence_key
+    from cselab.evaluation.domain_files import read_labels
 
-    test = {sentence_key(line.rsplit("\t", 1)[0]) for line in test_labels.read_text(encoding="utf-8").splitlines()
-            if line.strip()}
+    test = {sentence_key(text) for text in read_labels(test_labels).texts}
     out, seen = [], set(test)
     for line in zeroshot_jsonl.read_text(encoding="utf-8").splitlines():
         if not line.strip():

@@ -173,6 +173,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.adapt import (
         FIXED_BUDGET,
         TEACHER_AGREEMENT,
+        default_steps,
         evaluation_every,
         plan_adapt,
         run_adapt,
@@ -206,8 +207,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
                       steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=seed,
                       select=FIXED_BUDGET if no_teacher else TEACHER_AGREEMENT, overrides=overrides)
     sentences = read_corpus(text).sentences
-    default = plan_adapt(text, run_dir, model=student, no_teacher=True, batch_size=args.batch_size,
-                         max_length=args.max_length).steps
+    default = default_steps(plan.train_sentences, args.batch_size)  # what cselab adapt would run on this text
     record: dict[str, Any] = {
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
         "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),

