@@ -134,3 +134,10 @@ def test_network_brown_genres_counts_and_checksums(tmp_path):
         "82955fd2d9a7d108f4b2af8ac153885398e507d8eab9c388ba475a66b090dd58")
     assert sha256_file(out / "brown-genres" / "train.txt") == (
         "3e752e36de772033aaa7a7cf9dca0ebc7e7c33263c14be23487f7662753f18da")
+
+
+def test_genres_come_from_cats_txt_not_the_file_letters(tmp_path):
+    # cc01 is a "reviews" file by Brown's letters; this package's cats.txt files it under news, and cats.txt decides
+    docs = dm.brown_documents(_brown_tgz(tmp_path / "brown.tgz"))
+    assert {d["id"]: d["genre"] for d in docs} == GENRES
+    assert [len(d["sentences"]) for d in docs] == [11] * len(GENRES)  # 10 sentences and the shared one, not "Too short"
