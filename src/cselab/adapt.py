@@ -377,12 +377,13 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         after = evaluate(load_model(model_dir)) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
         wall = time.perf_counter() - start
+        # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
                    "selection": plan.selection, "steps": plan.steps, "best_step": result.best_step,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
-                   "before": before, "after": after, "wall_s": round(wall, 1), "train_s": round(train_s, 1),
-                   "evaluate_s": round(evaluate_s, 1), "estimate_s": None if estimate_s is None else round(estimate_s, 1),
+                   "before": before, "after": after, "wall_s": round(wall, 3), "train_s": round(train_s, 3),
+                   "evaluate_s": round(evaluate_s, 3), "estimate_s": None if estimate_s is None else round(estimate_s, 1),
                    "provenance": provenance()}
         _annotate_model(model_dir, summary)
         report = write_report(plan.output_dir, summary)
