@@ -23,7 +23,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("runtime",),
     ("models", "st_modules"),
     ("data",),
-    ("export",),  # serving: exports models, calibrates on data; evaluation runs exports
+    ("export", "teacher_pass"),  # serving: exports models, calibrates on data; evaluation runs exports
     ("losses",),
     ("evaluation",),
     ("methods",),

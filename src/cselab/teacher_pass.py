@@ -1,0 +1,241 @@
+"""The teacher's pass over a text: its unit vectors of every sentence, computed once, kept on disk and reused.
+
+:func:`teacher_vectors` fills a :class:`~cselab.data.vector_store.VectorStore` with the teacher's L2-normalised
+inference vectors of the sentences, in token-length-sorted chunks (so a kill resumes where the pass stopped). The
+store's key is the teacher's files, its truncation length and the sentences (:func:`teacher_key`): a store made
+under another key is never read. A finished store is also linked into ``$CSELAB_HOME/teacher-vectors/<key>`` (a hard
+link where the file system allows: no second copy), so the next run on the same text with the same teacher, in any
+directory, reads it instead of running the teacher again.
+
+**The fastest path that agrees.** Before the pass, each way this machine can run the teacher encodes the same
+probe of the user's sentences: torch at the precision the probe of :mod:`cselab.runtime.precision` picks (bf16
+where it pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO export of the teacher
+(fp32, written to a scratch directory). A way is eligible when its vectors of the probe agree with torch fp32's to
+a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the pass. The choice and every
+candidate's time and agreement are kept in the store's ``state.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.data.vector_store import VectorStore, content_key
+from cselab.errors import CselabError
+from cselab.paths import cselab_home, resolve_model_path
+
+AGREEMENT = 0.995  # the least mean cosine with torch fp32's vectors on the probe for a way to be eligible
+PROBE_SENTENCES = 64
+CHUNK = 512  # sentences per chunk of the pass (what a kill can lose)
+BATCH = 16  # sentences per batch: on a 2-core CPU small batches ran the teacher faster (docs)
+CACHE_DIR = "teacher-vectors"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way of running the teacher, as the probe measured it."""
+
+    backend: str  # torch, onnx or openvino
+    precision: str  # fp32 or bf16 (torch); fp32 for the exports
+    seconds: float  # the probe's encoding time
+    agreement: float  # mean cosine with torch fp32 on the probe
+
+
+def model_fingerprint(model_dir: str | Path) -> str:
+    """A sha256 of a model directory's files (names, sizes and contents), so a changed teacher is a new key."""
+    root = Path(model_dir)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = file.relative_to(root).as_posix()
+        if relative.startswith(("onnx/", "openvino/")) or relative == "README.md":
+            continue  # other backends' files and the card do not change what torch computes
+        digest.update(f"{relative}\0{file.stat().st_size}\0".encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda h=handle: h.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def teacher_key(teacher_dir: str | Path, sentences: Sequence[str], max_length: int) -> str:
+    return content_key("teacher-vectors/1", model_fingerprint(teacher_dir), str(max_length), sentences)
+
+
+def _unit(vectors: Any) -> np.ndarray:
+    array = np.asarray(vectors, dtype=np.float32)
+    return array / np.clip(np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None)
+
+
+def _probe(sentences: Sequence[str]) -> list[str]:
+    picks = random.Random(0).sample(range(len(sentences)), min(PROBE_SENTENCES, len(sentences)))
+    return [sentences[i] for i in sorted(picks)]
+
+
+class _Runner:
+    """A loaded way of running the teacher: ``encode(texts)`` gives unit vectors ``[N, d]``."""
+
+    def __init__(self, backend: str, precision: str, model: Any, device: Any = None) -> None:
+        self.backend, self.precision, self.model, self.device = backend, precision, model, device
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self.backend != "torch":
+            return _unit(self.model.encode(list(texts), batch_size=BATCH).numpy())
+        from cselab.runtime.precision import autocast_context
+
+        with autocast_context(self.precision, self.device):
+            return _unit(self.model.encode(list(texts), batch_size=BATCH).float().numpy())
+
+
+def _exports_available() -> list[str]:
+    import importlib.util
+
+    if importlib.util.find_spec("onnx") is None:
+        return []
+    runtimes = {"onnx": "onnxruntime", "openvino": "openvino"}
+    return [fmt for fmt, module in runtimes.items() if importlib.util.find_spec(module) is not None]
+
+
+def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
+    runner.encode(probe[:8])  # warm-up: the first call of a shape is slower
+    start = time.perf_counter()
+    vectors = runner.encode(probe)
+    return time.perf_counter() - start, vectors
+
+
+def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
+                  requested_precision: str = "auto", backends: Sequence[str] | None = None,
+                  say: Callable[[str], None] = lambda _m: None) -> tuple[_Runner, list[Candidate]]:
+    """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
+    (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
+    loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
+    backend, on a CPU; torch alone on a GPU)."""
+    from cselab.runtime.precision import inference_precision
+
+    device = next(model.parameters()).device
+    reference_runner = _Runner("torch", "fp32", model, device)
+    reference_seconds, reference = _timed(reference_runner, probe)
+    candidates = [Candidate("torch", "fp32", reference_seconds, 1.0)]
+    runners = {("torch", "fp32"): reference_runner}
+    allowed = set(backends) if backends is not None else {"torch", *(_exports_available() if device.type == "cpu" else [])}
+    precision = inference_precision(requested_precision, model, batch_size=BATCH).precision
+    if "torch" in allowed and precision != "fp32":
+        runner = _Runner("torch", precision, model, device)
+        seconds, vectors = _timed(runner, probe)
+        candidates.append(Candidate("torch", precision, seconds, float((vectors * reference).sum(1).mean())))
+        runners[("torch", precision)] = runner
+    for fmt in ("onnx", "openvino"):
+        if fmt not in allowed:
+            continue
+        from cselab.export import export_model, load_exported
+
+        say(f"teacher pass: exporting {teacher} to {fmt} to time it against torch")
+        path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
+        runner = _Runner(fmt, "fp32", load_exported(path, fmt))
+        seconds, vectors = _timed(runner, probe)
+        candidates.append(Candidate(fmt, "fp32", seconds, float((vectors * reference).sum(1).mean())))
+        runners[(fmt, "fp32")] = runner
+    # torch fp32 is the reference: the way left when no other agrees (or none other is allowed)
+    eligible = [c for c in candidates if c.agreement >= AGREEMENT and c.backend in allowed] or candidates[:1]
+    best = min(eligible, key=lambda c: c.seconds)
+    return runners[(best.backend, best.precision)], candidates
+
+
+def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path) -> _Runner:
+    """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike)."""
+    if backend == "torch":
+        return _Runner("torch", precision, model, next(model.parameters()).device)
+    from cselab.export import export_model, load_exported
+
+    return _Runner(backend, "fp32", load_exported(export_model(resolve_model_path(teacher), backend,
+                                                                output=scratch / backend), backend))
+
+
+def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path, *, device: Any = None,
+                    requested_precision: str = "auto", backends: Sequence[str] | None = None,
+                    cache: bool = True, say: Callable[[str], None] = print, progress: bool = True) -> np.ndarray:
+    """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, memory-mapped from ``store_dir``),
+    computed on the fastest agreeing path (module docstring) unless a store of the same key is in ``store_dir``
+    or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors)."""
+    teacher_dir = resolve_model_path(teacher)
+    if not Path(teacher_dir).is_dir():
+        raise CselabError(f"teacher not found: {teacher}")
+    from cselab.models.sentence_model import load_model
+
+    model = load_model(teacher).eval()
+    if device is not None:
+        model.to(device)
+    max_length = int(getattr(model, "max_length", 0) or 0)
+    key = teacher_key(teacher_dir, sentences, max_length)
+    store_dir = Path(store_dir)
+    store = VectorStore.open(store_dir)
+    if store is not None and store.key != key:
+        raise CselabError(f"{store_dir} holds the teacher's vectors of another text or teacher; delete it or choose "
+                          "another directory")
+    shared = cselab_home() / CACHE_DIR / key
+    if store is None and cache and VectorStore.open(shared) is not None:
+        cached = VectorStore.open(shared)
+        if cached is not None and cached.complete and cached.key == key:
+            say(f"teacher pass: reusing the vectors of {len(sentences)} sentences from {shared}")
+            store = cached.copy_to(store_dir)
+    if store is not None and store.complete:
+        return store.vectors()
+    with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch_name:
+        scratch = Path(scratch_name)
+        if store is None:
+            probe = _probe(sentences)
+            runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
+                                               requested_precision=requested_precision, say=say)
+            say("teacher pass: " + ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
+                                              f"(agreement {c.agreement:.4f})" for c in candidates)
+                + f"; running {runner.backend} {runner.precision}")
+            order = _length_order(runner, sentences)
+            info = {"teacher": str(teacher), "max_length": max_length, "backend": runner.backend,
+                    "precision": runner.precision, "candidates": [asdict(c) for c in candidates]}
+            store = VectorStore.create(store_dir, key, len(sentences), int(runner.encode(sentences[:1]).shape[1]),
+                                       order=order, info=info)
+        else:
+            info = store.state.get("info", {})
+            runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch)
+            say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
+                f"({runner.backend} {runner.precision})")
+        _fill(store, runner, sentences, progress)
+    if cache:
+        _publish(store, shared)
+    return store.vectors()
+
+
+def _length_order(runner: _Runner, sentences: Sequence[str]) -> list[int]:
+    """Longest first by token count (chunks of similar length pad least), ties in text order."""
+    tokenizer = runner.model.tokenizer
+    lengths = [len(ids) for ids in tokenizer(list(sentences), truncation=False)["input_ids"]]
+    return sorted(range(len(sentences)), key=lambda i: (-lengths[i], i))
+
+
+def _fill(store: VectorStore, runner: _Runner, sentences: Sequence[str], progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=store.rows, initial=store.filled, desc="teacher pass", unit="sent", disable=not progress)
+
+    def advance(filled: int, _rows: int) -> None:
+        bar.update(filled - bar.n)
+
+    try:
+        store.fill(lambda indices: runner.encode([sentences[i] for i in indices]), CHUNK, advance)
+    finally:
+        bar.close()
+
+
+def _publish(store: VectorStore, shared: Path) -> None:
+    """Link a finished store into the cache (skipped when it is there already or cannot be written)."""
+    if shared.exists():
+        return
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next run a pass, nothing else
+        store.copy_to(shared)
