@@ -389,13 +389,13 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     unit = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
     cos = unit @ unit.T
     np.fill_diagonal(cos, -np.inf)
-    examples = list(trainer.examples)
+    examples = list(trainer.examples)  # (sentence, its neighbour) as indices of the training sentences
     assert len(examples) == len(sentences)
     for (anchor, neighbour), i in zip(examples, range(len(sentences)), strict=True):
-        assert anchor == sentences[i]
-        assert cos[i, sentences.index(neighbour)] == pytest.approx(cos[i].max(), abs=1e-6)
+        assert anchor == i
+        assert cos[i, neighbour] == pytest.approx(cos[i].max(), abs=1e-6)
     batch = trainer.method.collate(examples[:4])
-    assert batch["texts"] == [t for e in examples[:4] for t in e] and batch["input_ids"].shape[0] == 8
+    assert batch["texts"] == [sentences[j] for e in examples[:4] for j in e] and batch["input_ids"].shape[0] == 8
     assert trainer.run().steps == 16
     # neighbours need a similarity target, and do not mix with length grouping
     with pytest.raises(CselabError, match="with target vectors every sentence is matched on its own"):

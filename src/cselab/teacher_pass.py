@@ -11,8 +11,10 @@ directory, reads it instead of running the teacher again.
 probe of the user's sentences: torch at the precision the probe of :mod:`cselab.runtime.precision` picks (bf16
 where it pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO export of the teacher
 (fp32, written to a scratch directory). A way is eligible when its vectors of the probe agree with torch fp32's to
-a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the pass. The choice and every
-candidate's time and agreement are kept in the store's ``state.json``.
+a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the pass. A precision the run asks
+for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not agree), ``fp32`` never runs
+bf16. The choice and every candidate's time and agreement are kept in the store's ``state.json``. A text of fewer than
+:data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the exports.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from cselab.data.vector_store import VectorStore, content_key
+from cselab.data.vector_store import VectorStore, content_key, write_texts
 from cselab.errors import CselabError
 from cselab.paths import cselab_home, resolve_model_path
 
 AGREEMENT = 0.995  # the least mean cosine with torch fp32's vectors on the probe for a way to be eligible
 PROBE_SENTENCES = 64
+EXPORT_MIN_SENTENCES = 2000  # below this, exporting and timing the exports costs more than they can save
 CHUNK = 512  # sentences per chunk of the pass (what a kill can lose)
 BATCH = 16  # sentences per batch: on a 2-core CPU small batches ran the teacher faster (docs)
 CACHE_DIR = "teacher-vectors"
@@ -126,6 +129,8 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     runners = {("torch", "fp32"): reference_runner}
     allowed = set(backends) if backends is not None else {"torch", *(_exports_available() if device.type == "cpu" else [])}
     precision = inference_precision(requested_precision, model, batch_size=BATCH).precision
+    if requested_precision == "bf16":  # asked for: torch in bf16 runs the pass (fp32 only if bf16 does not agree)
+        allowed = {"torch"}
     if "torch" in allowed and precision != "fp32":
         runner = _Runner("torch", precision, model, device)
         seconds, vectors = _timed(runner, probe)
@@ -137,14 +142,23 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
         from cselab.export import export_model, load_exported
 
         say(f"teacher pass: exporting {teacher} to {fmt} to time it against torch")
-        path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
+        try:
+            path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
+        except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
+            say(f"teacher pass: no {fmt} export ({exc})")
+            continue
         runner = _Runner(fmt, "fp32", load_exported(path, fmt))
         seconds, vectors = _timed(runner, probe)
         candidates.append(Candidate(fmt, "fp32", seconds, float((vectors * reference).sum(1).mean())))
         runners[(fmt, "fp32")] = runner
+
+    def eligible(c: Candidate) -> bool:
+        if requested_precision == "bf16":
+            return c.precision == "bf16" and c.agreement >= AGREEMENT
+        return c.backend in allowed and c.agreement >= AGREEMENT
+
     # torch fp32 is the reference: the way left when no other agrees (or none other is allowed)
-    eligible = [c for c in candidates if c.agreement >= AGREEMENT and c.backend in allowed] or candidates[:1]
-    best = min(eligible, key=lambda c: c.seconds)
+    best = min((c for c in candidates if eligible(c)), key=lambda c: c.seconds, default=candidates[0])
     return runners[(best.backend, best.precision)], candidates
 
 
@@ -158,12 +172,13 @@ def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch
                                                                 output=scratch / backend), backend))
 
 
-def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path, *, device: Any = None,
+def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
                     requested_precision: str = "auto", backends: Sequence[str] | None = None,
                     cache: bool = True, say: Callable[[str], None] = print, progress: bool = True) -> np.ndarray:
     """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, memory-mapped from ``store_dir``),
     computed on the fastest agreeing path (module docstring) unless a store of the same key is in ``store_dir``
-    or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors)."""
+    or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors). ``store_dir``
+    ``None``: the pass is kept in the cache only."""
     teacher_dir = resolve_model_path(teacher)
     if not Path(teacher_dir).is_dir():
         raise CselabError(f"teacher not found: {teacher}")
@@ -174,23 +189,27 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
         model.to(device)
     max_length = int(getattr(model, "max_length", 0) or 0)
     key = teacher_key(teacher_dir, sentences, max_length)
-    store_dir = Path(store_dir)
+    shared = cselab_home() / CACHE_DIR / key
+    store_dir = Path(store_dir) if store_dir is not None else shared
     store = VectorStore.open(store_dir)
     if store is not None and store.key != key:
         raise CselabError(f"{store_dir} holds the teacher's vectors of another text or teacher; delete it or choose "
                           "another directory")
-    shared = cselab_home() / CACHE_DIR / key
     if store is None and cache and VectorStore.open(shared) is not None:
         cached = VectorStore.open(shared)
         if cached is not None and cached.complete and cached.key == key:
             say(f"teacher pass: reusing the vectors of {len(sentences)} sentences from {shared}")
             store = cached.copy_to(store_dir)
+    if store is not None and store.texts() is None:
+        write_texts(store.path, sentences, store.rows)  # the key says these are the store's texts
     if store is not None and store.complete:
         return store.vectors()
     with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch_name:
         scratch = Path(scratch_name)
         if store is None:
             probe = _probe(sentences)
+            if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
+                backends = ["torch"]
             runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
                                                requested_precision=requested_precision, say=say)
             say("teacher pass: " + ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
@@ -200,7 +219,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
             info = {"teacher": str(teacher), "max_length": max_length, "backend": runner.backend,
                     "precision": runner.precision, "candidates": [asdict(c) for c in candidates]}
             store = VectorStore.create(store_dir, key, len(sentences), int(runner.encode(sentences[:1]).shape[1]),
-                                       order=order, info=info)
+                                       order=order, info=info, texts=sentences)
         else:
             info = store.state.get("info", {})
             runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch)
@@ -239,3 +258,20 @@ def _publish(store: VectorStore, shared: Path) -> None:
         return
     with contextlib.suppress(OSError):  # a cache that cannot be written costs the next run a pass, nothing else
         store.copy_to(shared)
+
+
+def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.ndarray:
+    """The rows of a finished teacher pass in ``store_dir`` for ``sentences`` ``[len(sentences), d]``, found by
+    their text (the store may hold more sentences, e.g. a held-out part)."""
+    store = VectorStore.open(store_dir)
+    if store is None or not store.complete:
+        raise CselabError(f"{store_dir} holds no finished teacher pass (cselab adapt writes one in OUTPUT/teacher)")
+    texts = store.texts()
+    if texts is None:
+        raise CselabError(f"{store_dir} keeps no texts, so its rows cannot be matched to sentences")
+    row = {text: i for i, text in enumerate(texts)}
+    missing = [s for s in sentences if s not in row]
+    if missing:
+        raise CselabError(f"{store_dir} holds no teacher vector of {len(missing)} training sentence(s), e.g. "
+                          f"{missing[0][:60]!r}: the vectors are of another text")
+    return np.asarray(store.vectors()[[row[s] for s in sentences]])

@@ -1,8 +1,9 @@
 """Vectors of a text on disk: an ``[N, d]`` float32 array, memory-mapped, filled chunk by chunk and resumable.
 
 A store is a directory holding ``vectors.npy`` (the array, written through :func:`numpy.lib.format.open_memmap`),
-``order.npy`` (the order in which rows are filled, fixed when the store is created) and ``state.json`` (the
-store's key, its shape and how many rows of the order are filled). A chunk's rows are flushed to disk before
+``order.npy`` (the order in which rows are filled, fixed when the store is created), ``state.json`` (the
+store's key, its shape and how many rows of the order are filled) and, when the rows are vectors of texts,
+``texts.txt`` (row i's text on line i), so a reader can find a text's row. A chunk's rows are flushed to disk before
 ``state.json`` counts them, so a kill at any point loses at most the chunk being computed, and :meth:`fill`
 continues from the first row not counted.
 
@@ -25,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from cselab.errors import CselabError
-from cselab.fileio import write_json_atomic
+from cselab.fileio import write_atomic, write_json_atomic
 
-VECTORS_FILE, ORDER_FILE, STATE_FILE = "vectors.npy", "order.npy", "state.json"
+VECTORS_FILE, ORDER_FILE, STATE_FILE, TEXTS_FILE = "vectors.npy", "order.npy", "state.json", "texts.txt"
 
 
 def content_key(*parts: str | bytes | Iterable[str]) -> str:
@@ -83,9 +84,10 @@ class VectorStore:
 
     @classmethod
     def create(cls, path: str | Path, key: str, rows: int, dim: int, order: Sequence[int] | None = None,
-               info: dict[str, Any] | None = None) -> VectorStore:
+               info: dict[str, Any] | None = None, texts: Sequence[str] | None = None) -> VectorStore:
         """A new, empty store in ``path`` (which must not hold one). ``order``: the order in which rows will be
-        filled (default: 0..rows-1); ``info``: anything to keep beside the key (how the vectors are computed)."""
+        filled (default: 0..rows-1); ``info``: anything to keep beside the key (how the vectors are computed);
+        ``texts``: the text of each row."""
         path = Path(path)
         if (path / STATE_FILE).exists():
             raise CselabError(f"{path} already holds vectors")
@@ -93,6 +95,8 @@ class VectorStore:
         if sorted(order_array.tolist()) != list(range(rows)):
             raise ValueError(f"order must be a permutation of 0..{rows - 1}")
         path.mkdir(parents=True, exist_ok=True)
+        if texts is not None:
+            write_texts(path, texts, rows)
         np.save(path / ORDER_FILE, order_array)
         vectors = np.lib.format.open_memmap(path / VECTORS_FILE, mode="w+", dtype=np.float32, shape=(rows, dim))
         vectors.flush()
@@ -121,6 +125,17 @@ class VectorStore:
     @property
     def complete(self) -> bool:
         return self.filled == self.rows
+
+    def texts(self) -> list[str] | None:
+        """Row i's text for every row, or ``None`` when the store keeps no texts."""
+        file = self.path / TEXTS_FILE
+        if not file.is_file():
+            return None
+        texts = file.read_text(encoding="utf-8").split("\n")[: self.rows]
+        if len(texts) != self.rows:
+            raise CselabError(f"{file} has {len(texts)} lines for {self.rows} rows; delete {self.path} to compute "
+                              "the vectors again")
+        return texts
 
     def vectors(self) -> np.ndarray:
         """The whole array, memory-mapped read-only (rows not yet filled are zeros)."""
@@ -166,7 +181,9 @@ class VectorStore:
             shutil.rmtree(staging)
         staging.mkdir()
         try:
-            for name in (VECTORS_FILE, ORDER_FILE):
+            for name in (VECTORS_FILE, ORDER_FILE, TEXTS_FILE):
+                if not (self.path / name).exists():
+                    continue
                 try:
                     os.link(self.path / name, staging / name)
                 except OSError:
@@ -177,3 +194,10 @@ class VectorStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return VectorStore(target, dict(self.state))
+
+
+def write_texts(path: str | Path, texts: Sequence[str], rows: int) -> None:
+    """``texts.txt`` of a store: one text per row, each on its own line."""
+    if len(texts) != rows or any("\n" in t or "\r" in t for t in texts):
+        raise ValueError(f"texts must be {rows} single lines")
+    write_atomic(Path(path) / TEXTS_FILE, "\n".join(texts) + "\n")

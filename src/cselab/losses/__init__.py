@@ -6,6 +6,7 @@ in bf16/fp16 are cast inside) and returns a float32 scalar.
 
 from cselab.losses.dimension_contrastive import dimension_contrastive_loss
 from cselab.losses.distillation import (
+    distillation_cosine,
     distillation_mse,
     pair_similarity_mse,
     similarity_distillation_kl,
@@ -27,6 +28,7 @@ __all__ = [
     "cosine_similarity_matrix",
     "cross_encoder_info_nce",
     "dimension_contrastive_loss",
+    "distillation_cosine",
     "distillation_mse",
     "extended_info_nce",
     "hippocampus_info_nce",

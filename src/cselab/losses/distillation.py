@@ -29,6 +29,25 @@ def distillation_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tens
     return F.mse_loss(as_float32(student), as_float32(teacher.detach()).to(student.device))
 
 
+def distillation_cosine(student: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean cosine distance ``mean_i (1 - cos(student[i], target[i]))`` with the target detached.
+
+    Only each vector's direction is matched: unlike :func:`distillation_mse`, the student's vector lengths are
+    free, which is all a model compared by cosine is used for.
+
+    Args:
+        student: ``[B, d]`` student embeddings (receive the gradient).
+        target: ``[B, d]`` target vectors (treated as constants).
+
+    Returns:
+        float32 scalar.
+    """
+    check_matrix("student", student)
+    check_same_shape(("student", "target"), (student, target))
+    cos = F.cosine_similarity(as_float32(student), as_float32(target.detach()).to(student.device), dim=-1)
+    return (1.0 - cos).mean()
+
+
 def _check_student_teacher(student: torch.Tensor, teacher: torch.Tensor) -> int:
     """The row count of two embedding matrices of any widths that must describe the same sentences."""
     check_matrix("student", student)

@@ -87,6 +87,14 @@ class Method(nn.Module):
         builds its batches by meaning says no."""
         return True
 
+    def example_lengths(self, examples: Sequence[Any]) -> list[int]:
+        """The length of each training example that length grouping sorts by: its token count where the method
+        has one encoder (``self.encoder``), else its characters (examples that are sentences)."""
+        encoder = getattr(self, "encoder", None)
+        if encoder is None:
+            return character_lengths(examples)
+        return [len(row) for row in encoder.token_rows(list(examples), self.config.model.max_length)]
+
     def active(self, term: str) -> bool:
         """Whether ``term`` is switched on (weight != 0); inactive terms are not computed at all."""
         return self.weights[term] != 0.0
@@ -162,6 +170,13 @@ class Method(nn.Module):
 
     def weighted_loss(self, values: dict[str, Tensor]) -> Tensor:
         return sum(self.weights[name] * value for name, value in values.items())
+
+
+def character_lengths(examples: Sequence[Any]) -> list[int]:
+    """Each example's length in characters (examples that are sentences)."""
+    if not all(isinstance(e, str) for e in examples):
+        raise CselabError("train.length_group_window needs a method whose training examples are sentences")
+    return [len(e) for e in examples]
 
 
 class _MethodRegistry:

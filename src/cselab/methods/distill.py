@@ -37,6 +37,28 @@ its neighbours rather than every cosine's value (not in the papers; an option of
   partners of a batch are drawn from a generator seeded by ``train.seed`` and the batch's anchors, so a resumed
   run draws the same ones. The loss is each rank's own mean (equal pairs per rank: the DDP gradient is the
   global mean); no gradient caching (``train.chunk_size``).
+
+**The teacher's pass.** Every target but the papers' (``vectors`` with ``projection: none``, and the similarity
+targets without neighbours, whose teacher runs on each batch) reads the teacher's unit vectors of the training
+text from a finished pass (:mod:`cselab.teacher_pass`): the store ``method_options.teacher_vectors`` names
+(``cselab adapt`` writes one over the whole text in ``OUTPUT/teacher``), or else one the method fills in the
+cache of teacher passes (``$CSELAB_HOME/teacher-vectors``) before the first step. A resumed run reads the same store; no teacher runs during the
+steps.
+
+**A teacher of another width, onto its vectors** (``target: vectors``; not in the papers, ours and LEAF's):
+
+- ``projection: pca-rotation``: the teacher's unit vectors, centred and reduced by PCA to the student's width
+  (fitted on the training text), are turned into the student's own frame by the orthogonal Procrustes fit, with
+  one scale, that maps them closest to the untouched student's vectors of up to ``fit_sentences`` training
+  sentences, and the student's mean is added back. The target is then the teacher's geometry written where the
+  student already is: no module is added, the model at step 0 is the untouched student.
+- ``projection: linear-head``: a linear layer from the student's width to the teacher's, trained with the
+  student (LEAF), initialised by least squares from the untouched student's vectors of the same sentences, maps
+  the student's vector onto the teacher's unit vector. The layer is dropped at inference: the user gets the
+  student's own vectors, a plain model of the start's width.
+
+``vector_loss`` says how a student vector meets its target: ``mse`` (term ``distillation_mse``, the direction and
+the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direction only).
 """
 
 from __future__ import annotations
@@ -45,6 +67,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import Field
@@ -53,6 +76,7 @@ from torch import Tensor, nn
 from cselab.config.run_config import DEFAULT_LENGTH_GROUP_WINDOW
 from cselab.errors import CselabError
 from cselab.losses import (
+    distillation_cosine,
     distillation_mse,
     pair_similarity_mse,
     similarity_distillation_kl,
@@ -85,10 +109,21 @@ class DistillOptions(MethodOptions):
                             "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences (similarity targets); "
                             "target pairs: each sentence's partner is drawn from its k nearest neighbours (required)")
     random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
+    projection: Literal["none", "pca-rotation", "linear-head"] = Field(
+        "none", description="target vectors with a teacher of another width: none (equal widths); pca-rotation (the "
+        "teacher's PCA rotated into the student's frame); linear-head (a trained linear map, dropped at inference)")
+    vector_loss: Literal["mse", "cosine"] = Field("mse", description="target vectors: mse (direction and length) or "
+                                                  "cosine (1 - cos, the direction only)")
+    teacher_vectors: str | None = Field(None, description="a finished teacher pass over the training text (cselab "
+                                        "adapt writes OUTPUT/teacher); default: the method runs one in "
+                                        "the cache $CSELAB_HOME/teacher-vectors when its target needs it")
+    fit_sentences: int = Field(4096, ge=16, description="projection: the training sentences the untouched student "
+                               "encodes to fit the rotation or the head's start")
 
 
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
+VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
 # the fewest sentences of a batch each target can compare
 MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1}
 
@@ -102,12 +137,14 @@ def _freeze(model: nn.Module) -> nn.Module:
 @register_method
 class Distill(Method):
     name = "distill"
-    terms = tuple(TARGET_TERMS.values())  # a run computes its target's one (terms_of)
+    terms = (*TARGET_TERMS.values(), "distillation_cosine")  # a run computes its target's one (terms_of)
     Options = DistillOptions
 
     @classmethod
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
         assert isinstance(options, DistillOptions)
+        if options.target == "vectors":
+            return (VECTOR_LOSS_TERMS[options.vector_loss],)
         return (TARGET_TERMS[options.target],)
 
     def __init__(self, config: Any) -> None:
@@ -117,12 +154,28 @@ class Distill(Method):
             model.backbone, pooler=model.pooler, max_length=model.eval_max_length, with_head=False,
             dropout=model.dropout,
         )
+        options = self.options
+        if options.projection != "none" and options.target != "vectors":
+            raise CselabError(f"config: method_options.projection maps the student onto the teacher's vectors; "
+                              f"target {options.target} compares similarities: leave projection at none")
+        if options.vector_loss != "mse" and options.target != "vectors":
+            raise CselabError("config: method_options.vector_loss applies to target vectors only")
+        # the papers' targets run the teacher on each batch; the others read a finished pass over the text
+        self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours)
         # object.__setattr__ keeps the frozen teacher out of parameters(), state_dict() and checkpoints
-        object.__setattr__(self, "teacher", _freeze(load_model(self.options.teacher)))
-        self._teacher_unit: Tensor | None = None  # target pairs: the teacher's unit vectors of the whole text
+        teacher = None if self.reads_pass else _freeze(load_model(options.teacher))
+        object.__setattr__(self, "teacher", teacher)
+        self._teacher_unit: Tensor | None = None  # a pass's unit vectors of the training sentences [N, D]
+        self._targets: Tensor | None = None  # target vectors: each training sentence's target [N, d or D]
         self._neighbour_table: Tensor | None = None  # target pairs: [N, k] nearest sentences of each sentence
+        # projection linear-head: the student's width to the teacher's (sized when the pass is read)
+        self.head: nn.Linear | None = None
+        if options.projection == "linear-head":
+            self.head = nn.Linear(self.student.hidden_size, self._teacher_width())
         if self.options.target == "vectors":
-            self._check_widths(getattr(self.teacher, "hidden_size", None), self.student.hidden_size)
+            if options.projection == "none":
+                width = getattr(self.teacher, "hidden_size", None) if teacher is not None else self._teacher_width()
+                self._check_widths(width, self.student.hidden_size)
             if self.options.neighbours:
                 raise CselabError("config: method_options.neighbours groups related sentences for the similarity "
                                   "targets; with target vectors every sentence is matched on its own")
@@ -145,39 +198,82 @@ class Distill(Method):
         if teacher is not None and teacher != student:
             raise CselabError(f"the teacher {self.options.teacher} gives vectors of size {teacher}, the student of "
                               f"size {student}; distilling onto vectors needs equal sizes: set "
-                              "method_options.target=similarities to distil the in-batch similarities instead")
+                              "method_options.projection=pca-rotation (or linear-head) to map the teacher's vectors, "
+                              "or method_options.target=similarities to distil the in-batch similarities instead")
 
-    def _encode_text_with_teacher(self, sentences: Sequence[str]) -> Tensor:
-        """The teacher's vectors of the whole training text, computed on the student's device in
-        :func:`teacher_pass_precision`."""
-        from cselab.runtime.precision import autocast_context
+    def _teacher_width(self) -> int:
+        """The width of the teacher's vectors, from its finished pass or from the model itself."""
+        from cselab.data.vector_store import VectorStore
 
-        self.teacher.to(self.student.device)
-        precision = teacher_pass_precision(self.config.train.precision, self.teacher)
-        with autocast_context(precision, self.student.device):
-            return self.teacher.encode(list(sentences), batch_size=TEACHER_BATCH, progress=True).float()
+        if self.options.teacher_vectors:
+            store = VectorStore.open(self.options.teacher_vectors)
+            if store is None:
+                raise CselabError(f"method_options.teacher_vectors: {self.options.teacher_vectors} holds no "
+                                  "teacher pass")
+            return store.dim
+        return int(load_model(self.options.teacher).hidden_size)
+
+    def _read_pass(self, sentences: Sequence[str]) -> Tensor:
+        """The teacher's unit vectors of ``sentences`` from its pass (module docstring), ``[N, D]``."""
+        from cselab import teacher_pass
+
+        if self.options.teacher_vectors:
+            vectors = teacher_pass.read_teacher_vectors(self.options.teacher_vectors, sentences)
+        else:
+            # kept in the cache, not in train.output_dir: the run directory is not opened yet
+            vectors = teacher_pass.teacher_vectors(self.options.teacher, sentences, None, device=self.student.device,
+                                                   requested_precision=self.config.train.precision)
+        return F.normalize(torch.from_numpy(np.array(vectors, dtype=np.float32)), dim=-1)
 
     def training_examples(self) -> Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]:
         sentences = super().training_examples()
-        if not self.options.neighbours:
+        if not self.reads_pass:
             return sentences
-        from cselab.data.neighbour_groups import nearest_neighbours, neighbour_groups
+        from cselab.data.neighbour_groups import nearest_neighbours
 
-        vectors = self._encode_text_with_teacher(sentences)
-        if self.options.target != "pairs":
-            return neighbour_groups(sentences, vectors, self.options.neighbours)
-        if not self.options.neighbours < len(sentences):
+        if self.options.neighbours and not self.options.neighbours < len(sentences):
             raise CselabError(f"config: method_options.neighbours must be below the number of training sentences "
                               f"({len(sentences)}), got {self.options.neighbours}")
         self._sentences = list(sentences)
-        self._teacher_unit = F.normalize(vectors.float(), dim=-1).cpu()
-        self._neighbour_table = nearest_neighbours(self._teacher_unit, self.options.neighbours)
-        return range(len(sentences))  # an example is the index of its anchor sentence
+        self._teacher_unit = self._read_pass(sentences)
+        if self.options.target == "vectors":
+            self._targets = self._fit_targets()
+        if self.options.neighbours:
+            self._neighbour_table = nearest_neighbours(self._teacher_unit, self.options.neighbours)
+            if self.options.target != "pairs":  # an example: a sentence and its k nearest, as indices
+                return [(i, *row) for i, row in enumerate(self._neighbour_table.tolist())]
+        return range(len(sentences))  # an example is the index of its (anchor) sentence
+
+    def _fit_targets(self) -> Tensor:
+        """Target vectors: the teacher's unit vectors, or their projection into the student's frame (and the
+        linear head's start), fitted on the untouched student's vectors of a sample of the training text."""
+        unit = self._teacher_unit
+        assert unit is not None
+        if self.options.projection == "none":
+            self._check_widths(unit.shape[1], self.student.hidden_size)
+            return unit
+        sample = sorted(np.random.default_rng(self.config.train.seed).choice(
+            len(self._sentences), min(self.options.fit_sentences, len(self._sentences)), replace=False).tolist())
+        student = self.student.encode([self._sentences[i] for i in sample], batch_size=64).double()
+        if self.options.projection == "linear-head":
+            assert self.head is not None
+            weight, bias = fit_linear_map(student, unit[sample].double())
+            with torch.no_grad():
+                self.head.weight.copy_(weight.T.float())
+                self.head.bias.copy_(bias.float())
+            return unit
+        return pca_rotation(unit.double(), sample, student).float()
 
     def collate(self, examples: Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]) -> dict[str, Any]:
         if self.options.target == "pairs":
             return self._collate_pairs([int(i) for i in examples])
-        texts = [t for e in examples for t in e] if self.options.neighbours else list(examples)
+        if self.reads_pass:
+            rows = [i for e in examples for i in e] if self.options.neighbours else [int(i) for i in examples]
+            texts = [self._sentences[i] for i in rows]
+            targets = self._targets if self._targets is not None else self._teacher_unit
+            return {"texts": texts, "teacher_rows": targets[torch.tensor(rows)],
+                    **self.student.tokenize(texts, max_length=self.config.model.max_length)}
+        texts = list(examples)
         return {"texts": texts, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
 
     def draw_partners(self, anchors: list[int]) -> tuple[list[int], list[int]]:
@@ -211,10 +307,15 @@ class Distill(Method):
         return self.teacher.encode(list(texts), batch_size=max(1, len(texts))).clone().to(device)
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
-        features = {k: v for k, v in batch.items() if k not in ("texts", "pair_targets")}
+        features = {k: v for k, v in batch.items() if k not in ("texts", "pair_targets", "teacher_rows")}
         student = self.student(features, apply_head=False)
         if self.options.target == "pairs":  # the targets came with the batch: no teacher runs here
             return {"student": student, "pair_targets": batch["pair_targets"]}
+        if self.reads_pass:
+            teacher = batch["teacher_rows"].to(student.device)
+            if self.head is not None:  # the head's output meets the teacher's vector; the student is what is kept
+                student = self.head(student)
+            return {"student": student, "teacher": teacher}
         teacher = self.teacher_embeddings(batch["texts"], student.device)
         if self.options.target == "vectors":
             self._check_widths(teacher.shape[-1], student.shape[-1])
@@ -223,6 +324,12 @@ class Distill(Method):
     @property
     def length_grouping(self) -> bool:
         return not self.options.neighbours  # neighbour groups are built by meaning; lengths must not reorder them
+
+    def example_lengths(self, examples: Sequence[Any]) -> list[int]:
+        if not self.reads_pass:
+            return super().example_lengths(examples)
+        texts = [self._sentences[int(i)] for i in examples]  # an example is a sentence's index
+        return [len(row) for row in self.student.token_rows(texts, self.config.model.max_length)]
 
     def local_embeddings(self) -> frozenset[str]:
         # pairs: each rank's loss is the mean over its own rows (anchors, then their partners), never gathered
@@ -240,7 +347,42 @@ class Distill(Method):
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         if self.options.target == "similarity_distributions":
             return {"similarity_distillation_kl": similarity_distillation_kl(student, teacher, self.options.temperature)}
+        if self.options.vector_loss == "cosine":
+            return {"distillation_cosine": distillation_cosine(student, teacher)}
         return {"distillation_mse": distillation_mse(student, teacher)}
 
     def inference_model(self) -> Encoder:
         return self.student
+
+
+def fit_linear_map(source: Tensor, target: Tensor, ridge: float = 1e-2) -> tuple[Tensor, Tensor]:
+    """Ridge regression ``(W, b)`` with ``source @ W + b`` close to ``target`` (``W: [d_source, d_target]``): least
+    squares on the centred data with ``lambda * I`` added to ``X^T X``, ``lambda = ridge * trace(X^T X) / d_source``.
+    Why the ridge: the vectors of a model's sentences lie close to a few directions, and a plain least-squares map
+    from them is huge and unstable (on a tiny test model, weights of 10^4 that one training step turned around)."""
+    mean_x, mean_y = source.mean(0), target.mean(0)
+    x, y = source - mean_x, target - mean_y
+    gram = x.T @ x
+    penalty = ridge * torch.trace(gram) / gram.shape[0]
+    weight = torch.linalg.solve(gram + penalty * torch.eye(gram.shape[0], dtype=gram.dtype), x.T @ y)
+    return weight, mean_y - mean_x @ weight
+
+
+def pca_rotation(teacher: Tensor, sample: Sequence[int], student: Tensor) -> Tensor:
+    """The teacher's vectors ``[N, D]`` written in the student's frame ``[N, d]`` (``D >= d``): centred and reduced
+    to the ``d`` principal components of all N rows, then mapped by the orthogonal Procrustes fit with one scale
+    that brings the rows ``sample`` closest to the student's vectors of the same sentences (``student``, centred;
+    its mean is added back)."""
+    width = student.shape[1]
+    if teacher.shape[1] < width:
+        raise CselabError(f"projection pca-rotation reduces the teacher's vectors to the student's width: the teacher's "
+                          f"{teacher.shape[1]} are fewer than the student's {width}; use projection linear-head")
+    centred = teacher - teacher.mean(0)
+    _, vectors = torch.linalg.eigh(centred.T @ centred)  # ascending eigenvalues
+    reduced = centred @ vectors[:, -width:].flip(1)  # [N, d], first component first
+    mean = student.mean(0)
+    fitted, aim = reduced[list(sample)], student - mean
+    u, singular, vt = torch.linalg.svd(fitted.T @ aim)
+    rotation = u @ vt
+    scale = singular.sum() / (fitted ** 2).sum()
+    return scale * reduced @ rotation + mean

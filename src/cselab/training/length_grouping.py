@@ -20,13 +20,7 @@ from typing import Any
 
 import torch
 
-from cselab.errors import CselabError
-
-
-def character_lengths(examples: Sequence[Any]) -> list[int]:
-    if not all(isinstance(e, str) for e in examples):
-        raise CselabError("train.length_group_window needs a method whose training examples are sentences")
-    return [len(e) for e in examples]
+from cselab.methods.base import character_lengths
 
 
 def group_window(order: torch.Tensor, examples: Sequence[Any], *, position: int, batch_size: int, window: int,

@@ -387,12 +387,9 @@ class Trainer:
         tc = self.config.train
         key = (epoch, position // tc.length_group_window)
         if self._grouped is None or self._grouped[0] != key:
-            encoder = getattr(self.method, "encoder", None)
-            measure = None if encoder is None else (
-                lambda texts: [len(row) for row in encoder.token_rows(texts, self.config.model.max_length)])
             grouped = group_window(order, self.examples, position=position, batch_size=tc.batch_size,
                                    window=tc.length_group_window, seed=tc.seed, epoch=epoch,
-                                   **({"measure": measure} if measure else {}))
+                                   measure=self.method.example_lengths)
             self._grouped = (key, grouped)
         return self._grouped[1]
 
