@@ -2,7 +2,7 @@
 #   make demo    installs, fetches the models and the domain suite, adapts all-MiniLM-L6-v2 to one domain's text with
 #                `cselab adapt` (about 10 minutes on 2 cores) and prints the domain's score before and after
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
-#   make report  renders the tables of docs/results.md and docs/adapt.md again from benchmarks/results/*.jsonl
+#   make report  renders every table of the docs and the lab books again from lab/results/*.jsonl (python -m lab.render)
 #
 # Python: the active virtual environment (or conda environment) when there is one; otherwise .venv, created
 # with $(BOOTSTRAP_PYTHON): a distribution's own Python refuses `pip install` outside a virtual environment
@@ -27,7 +27,6 @@ DEMO_DIR ?= runs/demo-adapt
 DEMO_DOMAIN ?= linux-man
 DEMO_SENTENCES ?= 2000
 DEMO_STEPS ?= 150
-RESULTS ?= benchmarks/results
 
 .PHONY: install install-dev install-torch demo-setup demo demo-timed test lint report
 .DEFAULT_GOAL := install
@@ -62,24 +61,17 @@ demo: demo-setup
 	$(PYTHON) -m cselab.cli adapt "$$($(PYTHON) -c 'from cselab.paths import cselab_home; print(cselab_home())')/domains/$(DEMO_DOMAIN)/train.txt" \
 	  --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 
-# the demo's run timed as one command and appended to benchmarks/results/adapt_time.jsonl (the same variables)
+# the demo's run timed as one command and appended to lab/results/adapt_time.jsonl (the same variables)
 demo-timed: demo-setup
-	$(PYTHON) benchmarks/time_adapt.py --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) \
+	$(PYTHON) -m lab.domain_study.time_adapt --domain $(DEMO_DOMAIN) --max-sentences $(DEMO_SENTENCES) \
 	  --steps $(DEMO_STEPS) --output $(DEMO_DIR)
 
 test: install-dev
-	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m ruff check src tests lab conftest.py
 	$(PYTHON) -m pytest -q
 
 lint:
-	$(PYTHON) -m ruff check src tests benchmarks
+	$(PYTHON) -m ruff check src tests lab conftest.py
 
 report: install
-	$(PYTHON) -m cselab.cli report --results $(RESULTS)/protocol.jsonl --seeds $(RESULTS)/seeds.jsonl \
-	  --ablation $(RESULTS)/ablation.jsonl --compare simcse ifcl --compare simcse tncse/dropout-0.1 \
-	  --compare simcse jtcse/two-stream --compare tncse/dropout-0.1 jtcse/two-stream --update-readme docs/results.md
-	$(PYTHON) -m cselab.cli report --adapt $(RESULTS)/adapt.jsonl \
-	  --adapt-baseline "simcse/T 0.2, lr 1e-5, precision auto" --update-readme docs/adapt.md
-	$(PYTHON) -m cselab.cli report --domains $(RESULTS)/domains.jsonl --update-readme docs/adapt.md
-	$(PYTHON) benchmarks/score_suite.py --table --results $(RESULTS)/suite.jsonl --study $(RESULTS)/domains.jsonl --update-doc docs/adapt.md
-	$(PYTHON) benchmarks/gpu_check_table.py --results $(RESULTS)/gpu_check.jsonl --update-doc docs/results.md
+	$(PYTHON) -m lab.render

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 SRC = ROOT / "src"
 
 # bottom to top; a module may import its own floor and the floors below it
@@ -167,7 +169,7 @@ def _anchors(markdown: str) -> set[str]:
 
 
 def _source_files() -> list[Path]:
-    files = [*(SRC / "cselab").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "configs").rglob("*.yaml")]
+    files = [*(SRC / "cselab").rglob("*.py"), *(ROOT / "lab").rglob("*.py"), *(ROOT / "configs").rglob("*.yaml")]
     return [f for f in files if "__pycache__" not in f.parts]
 
 
@@ -181,3 +183,22 @@ def test_cited_documents_exist(path: Path) -> None:
         assert target.is_file(), f"{path.relative_to(ROOT)} cites {name}, which is not in the repository"
         if anchor:
             assert anchor in _anchors(target.read_text()), f"{path.relative_to(ROOT)} cites {name}#{anchor}: no such section"
+
+
+# -- the library and the lab ----------------------------------------------------------------------------
+LAB_MENTION = re.compile(r"(?<![\w.])(?:lab|benchmarks)/|^\s*(?:import|from)\s+lab\b", re.M)
+
+
+def test_the_lab_finder_finds_a_planted_mention():
+    # the check below passes only if this pattern can fail
+    for text in ("import lab.render\n", "from lab.record import ROOT\n", "see lab/results/x.jsonl", "`benchmarks/a.py`"):
+        assert LAB_MENTION.search(text), text
+    for text in ("from cselab.data import x\n", "cselab/model", "the lab book", "collab/x"):
+        assert not LAB_MENTION.search(text), text
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "cselab").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_the_library_never_imports_or_names_the_lab(path: Path) -> None:
+    """``pip install cselab`` ships src/ alone: nothing in it may import the lab or point users into it."""
+    found = [m.group(0) for m in LAB_MENTION.finditer(path.read_text())]
+    assert found == [], f"{path.relative_to(ROOT)} names the lab: {found}"

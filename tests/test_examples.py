@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import cselab
-from conftest import write_corpus
+from tests.helpers import REPO_ROOT, write_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def readme_blocks() -> list[str]:

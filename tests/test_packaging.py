@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def clean_env() -> dict[str, str]:

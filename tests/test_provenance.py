@@ -19,7 +19,7 @@ def test_git_commit_is_read_once_per_process(monkeypatch):
     provenance.git_commit.cache_clear()
     monkeypatch.setattr(subprocess, "run", fake_run)
     try:
-        assert provenance.git_commit() == "a" * 40  # a run starts (cselab.cli.main, benchmarks/record.py)
+        assert provenance.git_commit() == "a" * 40  # a run starts (cselab.cli.main, lab/record.py)
         head["commit"] = "b" * 40  # a commit lands while it trains
         assert provenance.git_commit() == "a" * 40
         assert provenance.provenance()["git"] == "a" * 40

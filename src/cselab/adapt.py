@@ -53,7 +53,7 @@ TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
     "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
 SPLIT_SEED = 0
 # A training step's seconds per second of timed inference over as many tokens, by the precision both run in
-# (benchmarks/results/adapt_time.jsonl). fp32, on a 2-core AMD EPYC: 2.3 for the 10,000-sentence stsb run (1.57 s
+# (the domain study's timing records). fp32, on a 2-core AMD EPYC: 2.3 for the 10,000-sentence stsb run (1.57 s
 # per step, 15.1 tokens per sentence, 0.355 ms per token in inference); with 2.2, `make demo` on linux-man (27
 # tokens per sentence) was estimated at 5.7 min and took 6.4, and the whole linux-man text (402 steps, 3.07 s per
 # step) at 16.2 and took 21.8. bf16, on a 2-core Intel Xeon with AMX, from two default-budget runs estimated with
@@ -342,7 +342,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
     ``observe_every`` steps (default :func:`evaluation_every` of the budget, with or without a teacher) and at the
     last step, and logs what it returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected.
-    ``benchmarks/run_domains.py`` records the candidate selection criteria and the domain's score this way."""
+    The domain study records the candidate selection criteria and the domain's score this way."""
     from cselab.evaluation.sts_evaluator import StsEvaluator
     from cselab.models.sentence_model import load_model
     from cselab.training.run_directory import BEST_DIR, RunDirectory

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from cselab.errors import CselabError, UsageError, check_names, check_number
-from cselab.fileio import check_writable_dir, check_writable_file, write_atomic
+from cselab.fileio import check_writable_dir, check_writable_file
 from cselab.training.run_directory import RunDirectory, check_run_options
 
 EXIT_USAGE = 2
@@ -345,7 +345,7 @@ def _run_dir_options(command: Any) -> Any:
 @click.option("--resume", is_flag=True, help="continue the run in train.output_dir exactly where it stopped")
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record (test scores) to this JSONL")
 @click.option("--variant", default="", help="label of this run in the results record (e.g. '+DCL only')")
-@click.option("--row", default="", help="identifier of the results row (benchmarks/run_protocol.sh)")
+@click.option("--row", default="", help="identifier of the results row (e.g. a protocol row's name)")
 @_run_dir_options
 @click.argument("overrides", nargs=-1)
 def train_command(method: str | None, config_file: Path | None, preset: str | None, resume: bool,
@@ -652,97 +652,31 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 
 
 # -- reporting -------------------------------------------------------------------------------------------
-# shorter views of a table kept elsewhere in full (the README's domain goals, the docs' recipes side by side):
-# written into a file that has their block, never demanded of one, and not printed
-OPTIONAL_BLOCKS = frozenset({"domain-goals", "domain-peers"})
-
-
 @cli.command("report")
 @click.option("--results", "results_file", type=click.Path(path_type=Path), help="results records of `cselab train --results`")
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
-@click.option("--adapt", "adapt_file", type=click.Path(path_type=Path), help="adaptation-protocol records (docs/adapt.md)")
-@click.option("--domains", "domains_file", type=click.Path(path_type=Path),
-              help="domain-suite records of benchmarks/run_domains.py (docs/adapt.md, 'Your own domain')")
 @click.option("--compare", nargs=2, multiple=True,
               help="two seeds configurations (method/variant) for a paired test; repeat for more pairs")
-@click.option("--adapt-baseline", help="the adapt configuration (method/variant) every other is paired against")
-@click.option("--update-readme", type=click.Path(path_type=Path, exists=True, dir_okay=False, writable=True),
-              multiple=True, help="replace the <!-- cselab:protocol|seeds|ablation|adapt|adapt-seeds|domains --> blocks of "
-                                  "this file with the tables; repeatable (each table must have a block in one of them)")
-def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None, adapt_file: Path | None,
-                   domains_file: Path | None, compare: tuple[tuple[str, str], ...], adapt_baseline: str | None,
-                   update_readme: tuple[Path, ...]) -> None:
-    """Render the results records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
+def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None,
+                   compare: tuple[tuple[str, str], ...]) -> None:
+    """Print the records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
     from cselab.experiments.results import read_records
-    from cselab.reporting.tables import (
-        ablation_tables,
-        has_block,
-        missing_block,
-        protocol_table,
-        replace_block,
-        seeds_table,
-    )
+    from cselab.reporting.tables import ablation_tables, protocol_table, seeds_table
 
-    if not (results_file or seeds_file or ablation_file or adapt_file or domains_file):
-        raise UsageError("give at least one records file: --results, --seeds, --ablation, --adapt or --domains")
+    if not (results_file or seeds_file or ablation_file):
+        raise UsageError("give at least one records file: --results, --seeds or --ablation")
     if compare and not seeds_file:
         raise UsageError("--compare pairs configurations of --seeds records: give --seeds FILE")
-    if adapt_baseline is not None and not adapt_file:
-        raise UsageError("--adapt-baseline pairs configurations of --adapt records: give --adapt FILE")
     _check_comparisons(compare)
-    tables = {}
+    tables = []
     if results_file:
-        tables["protocol"] = protocol_table(read_records(results_file, "results", allow_empty=False))
+        tables.append(protocol_table(read_records(results_file, "results", allow_empty=False)))
     if seeds_file:
-        tables["seeds"] = seeds_table(read_records(seeds_file, "seeds", allow_empty=False), comparisons=compare)
+        tables.append(seeds_table(read_records(seeds_file, "seeds", allow_empty=False), comparisons=compare))
     if ablation_file:
-        tables["ablation"] = ablation_tables(read_records(ablation_file, "ablation", allow_empty=False))
-    if adapt_file:
-        from cselab.reporting.adapt import adapt_seeds_table, adapt_table
-        from cselab.reporting.tables import resolve_configuration
-
-        adapt_records = read_records(adapt_file, "adapt", allow_empty=False)
-        baseline = resolve_configuration(adapt_records, adapt_baseline) if adapt_baseline else None
-        tables["adapt"] = adapt_table(adapt_records)
-        tables["adapt-seeds"] = adapt_seeds_table(adapt_records, baseline=baseline)
-    if domains_file:
-        from cselab.reporting.domains import (
-            brief_goals_table,
-            domains_report,
-            peers_table,
-            read_domain_records,
-        )
-
-        domain_records = read_domain_records(domains_file)
-        tables["domains"] = domains_report(domain_records)
-        tables["domain-goals"] = brief_goals_table(domain_records)
-        tables["domain-peers"] = peers_table(domain_records)
-    if not update_readme:
-        click.echo("\n\n".join(table for name, table in tables.items() if name not in OPTIONAL_BLOCKS))
-        return
-    texts = {}
-    for path in update_readme:
-        try:
-            texts[path] = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CselabError(f"{path} is not UTF-8 text (byte {exc.start}); it is left as it is") from None
-    placed: dict[Path, list[str]] = {path: [] for path in update_readme}
-    for name, table in tables.items():  # every table asked for must have its block in one of the files
-        holders = [path for path in update_readme if has_block(texts[path], name)]
-        if not holders and name in OPTIONAL_BLOCKS:
-            continue
-        if not holders:
-            raise missing_block(name)
-        for path in holders:
-            texts[path] = replace_block(texts[path], name, table)
-            placed[path].append(name)
-    for path, names in placed.items():
-        if not names:
-            raise CselabError(f"{path} has none of the blocks {', '.join(f'<!-- cselab:{n} -->' for n in tables)}")
-    for path in update_readme:  # all checked before any is written; a kill never leaves half a file
-        write_atomic(path, texts[path])
-        click.echo(f"updated {path} ({', '.join(placed[path])})")
+        tables.append(ablation_tables(read_records(ablation_file, "ablation", allow_empty=False)))
+    click.echo("\n\n".join(tables))
 
 
 # -- the error boundary ----------------------------------------------------------------------------------

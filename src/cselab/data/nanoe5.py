@@ -49,7 +49,7 @@ library does). And one the corpora do contain: (4) segmentations whose total sco
 rounding, are decided differently, because the engine sums path scores in float32 and the library in
 float64 (and they break exact ties differently). On all 96,814 German sentences of ``parallel-de``, 7
 differ this way (the same characters split into other pieces); every other id sequence is identical
-(``benchmarks/e5_engine_check.py``).
+(the repository's engine check).
 """
 
 from __future__ import annotations

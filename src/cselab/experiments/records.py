@@ -1,5 +1,5 @@
 """The schemas of cselab's records and their one reader, :func:`read_records`, shared by ``cselab report``,
-``cselab seeds``, ``cselab ablate``, the adapt tables and the benchmarks.
+``cselab seeds`` and ``cselab ablate``.
 
 Every kind is the results record that :func:`cselab.experiments.results.results_record` writes
 (docs/results.md#results-record), so they share the field checks of :data:`RESULTS`; they differ in what a
@@ -7,9 +7,11 @@ record of the kind must hold:
 
 * ``results`` (``cselab train --results``, the protocol table): ``method`` and ``scores``;
 * ``seeds`` (``cselab seeds``): also a ``seed``, since records are grouped and paired by it;
-* ``ablation`` (``cselab ablate``): also a ``seed`` and the ``variant`` that names the loss-term subset;
-* ``adapt`` (the adaptation protocol, docs/adapt.md): ``method`` and ``scores``; its ``training_text`` and
-  ``ensemble`` objects are checked like every kind's.
+* ``ablation`` (``cselab ablate``): also a ``seed`` and the ``variant`` that names the loss-term subset.
+
+Every kind checks a ``training_text`` object (what a run trained on) and an ``ensemble`` object (a +UC ensemble's
+weight) where a record has one; a study that keeps records of its own builds its kind on :data:`RESULTS`
+(``RESULTS.with_required(...)``) and reads it with :func:`cselab.data.jsonl.read_jsonl`.
 
 A bad line is refused with the file, the line and the field (``seeds.jsonl:3: field 'seed' is not a whole
 number``) instead of rendering a row of ``?`` or failing deep inside a table.
@@ -66,8 +68,7 @@ RESULTS = Schema("results", {
 }, required=("method", "scores"))
 SEEDS = RESULTS.with_required("seeds", "seed")
 ABLATION = RESULTS.with_required("ablation", "seed", "variant")
-ADAPT = RESULTS.with_required("adapt")
-KINDS: dict[str, Schema] = {s.kind: s for s in (RESULTS, SEEDS, ABLATION, ADAPT)}
+KINDS: dict[str, Schema] = {s.kind: s for s in (RESULTS, SEEDS, ABLATION)}
 
 
 def read_records(path: str | Path, kind: str = "results", *, allow_empty: bool = True) -> list[dict[str, Any]]:

@@ -92,7 +92,7 @@ TEACHER_BATCH = 128  # sentences per batch of the teacher's pass over the text
 def teacher_pass_precision(requested: str, teacher: nn.Module) -> str:
     """The precision of the teacher's pass over the text: the run's ``train.precision`` (``auto``: bf16 where the
     probe says it pays, as the training steps do). On a 2-core Intel Xeon with AMX the pass ran 1.6-1.7 times
-    faster in bf16 (``benchmarks/teacher_pass_speed.py``). ``cselab adapt``'s estimate times it the same way."""
+    faster in bf16. ``cselab adapt``'s estimate times it the same way."""
     from cselab.runtime.precision import inference_precision
 
     return inference_precision(requested, teacher, batch_size=TEACHER_BATCH).precision
@@ -215,13 +215,13 @@ class Distill(Method):
 
     def _read_pass(self, sentences: Sequence[str]) -> Tensor:
         """The teacher's unit vectors of ``sentences`` from its pass (module docstring), ``[N, D]``."""
-        from cselab import teacher_pass
+        from cselab.teacher_pass import read_teacher_vectors, teacher_vectors
 
         if self.options.teacher_vectors:
-            vectors = teacher_pass.read_teacher_vectors(self.options.teacher_vectors, sentences)
+            vectors = read_teacher_vectors(self.options.teacher_vectors, sentences)
         else:
             # kept in the cache, not in train.output_dir: the run directory is not opened yet
-            vectors = teacher_pass.teacher_vectors(self.options.teacher, sentences, None, device=self.student.device,
+            vectors = teacher_vectors(self.options.teacher, sentences, None, device=self.student.device,
                                                    requested_precision=self.config.train.precision)
         return F.normalize(torch.from_numpy(np.array(vectors, dtype=np.float32)), dim=-1)
 

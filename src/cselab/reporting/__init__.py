@@ -1,1 +1,1 @@
-"""Rendering results records (benchmarks/results/*.jsonl) into Markdown tables."""
+"""Results records rendered as Markdown tables, their significance tests and plots."""

@@ -1,12 +1,8 @@
-"""Markdown tables rendered from results records, never typed by hand.
-
-A README block between ``<!-- cselab:NAME -->`` and ``<!-- /cselab:NAME -->`` is replaced by the
-rendered table, so the README's figures always come from the records.
-"""
+"""Markdown tables rendered from results records, never typed by hand: the protocol table (methods x tasks), the
+seeds table with its paired tests and the loss-term ablation tables (what ``cselab report`` prints)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,28 +34,6 @@ def protocol_table(records: Sequence[dict[str, Any]]) -> str:
 
 def _cell(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-def _block_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(<!-- cselab:{re.escape(name)} -->).*?(<!-- /cselab:{re.escape(name)} -->)", re.S)
-
-
-def has_block(text: str, name: str) -> bool:
-    """Whether ``text`` holds the README block ``name`` (both markers)."""
-    return _block_pattern(name).search(text) is not None
-
-
-def missing_block(name: str) -> CselabError:
-    """The error for a README without the block ``name``."""
-    return CselabError(f"README has no block <!-- cselab:{name} --> ... <!-- /cselab:{name} -->")
-
-
-def replace_block(text: str, name: str, content: str) -> str:
-    """Replace the README block ``name`` with ``content``; error if the markers are missing."""
-    pattern = _block_pattern(name)
-    if not pattern.search(text):
-        raise missing_block(name)
-    return pattern.sub(lambda m: f"{m.group(1)}\n{content}\n{m.group(2)}", text)
 
 
 # -- seeds and ablations ---------------------------------------------------------------------------------

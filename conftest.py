@@ -1,0 +1,3 @@
+"""pytest's root configuration: the fixtures of both test suites (``tests/`` and ``lab/tests/``)."""
+
+pytest_plugins = ["tests.pytest_fixtures"]

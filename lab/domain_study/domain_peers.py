@@ -1,0 +1,178 @@
+"""sentence-transformers' own unsupervised recipes on a domain's text, through sentence-transformers' trainer.
+
+The peers of ``cselab adapt`` in the domain study (``lab/domain_study/run_domains.py``, docs/adapt.md "Your own
+domain"). Each recipe is run with ``SentenceTransformerTrainer`` and sentence-transformers' own loss, from the same
+start checkpoint (a local sentence-transformers directory, loaded as a user would: its own mean pooling and
+normalisation), on the same text, with the budget given (steps, batch size, max length) and the precision given:
+
+* ``tsdae``: ``DenoisingAutoEncoderLoss`` with the decoder tied to the encoder (``tie_encoder_decoder=True``; the
+  decoder is built from the same local model directory), input damaged by deleting each word with probability
+  0.6 (:func:`delete_words`: whitespace words, so no nltk data is needed; at least one word is kept, as in
+  sentence-transformers' ``DenoisingAutoEncoderDataset.delete``). lr 3e-5, constant schedule, no weight decay
+  (``examples/unsupervised_learning/TSDAE/train_tsdae_from_file.py``).
+* ``ct``: ``ContrastiveTensionLossInBatchNegatives`` on single sentences. lr 5e-5, 10% linear warm-up then linear
+  decay, weight decay 0.01 (``examples/unsupervised_learning/CT_In-Batch_Negatives/train_ct-improved_from_file.py``).
+* ``mnrl``: SimCSE as sentence-transformers documents it, ``MultipleNegativesRankingLoss`` on (s, s) pairs
+  (dropout makes the two views differ), mean pooling. lr 5e-5, 10% warm-up, linear decay, weight decay 0.01
+  (``examples/unsupervised_learning/SimCSE/train_simcse_from_file.py``).
+
+Those learning rates, schedules and weight decays are the ones of sentence-transformers' example scripts (their
+``fit`` defaults where a script does not set one). No recipe selects a step: the model after the last step is
+the result, as the examples save it.
+
+    python -m lab.domain_study.domain_peers tsdae --text ~/.cache/cselab/domains/linux-man/train.txt \\
+        --model ~/.cache/cselab/models/all-MiniLM-L6-v2 --output runs/peers/tsdae --steps 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+TSDAE_DELETION = 0.6
+MODEL_DIR = "model"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    loss: str  # the sentence-transformers loss class
+    lr: float
+    scheduler: str  # transformers' lr_scheduler_type
+    warmup_ratio: float
+    weight_decay: float
+    example: str  # the sentence-transformers example script the settings come from
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("tsdae", "DenoisingAutoEncoderLoss", 3e-5, "constant", 0.0, 0.0,
+           "examples/unsupervised_learning/TSDAE/train_tsdae_from_file.py"),
+    Recipe("ct", "ContrastiveTensionLossInBatchNegatives", 5e-5, "linear", 0.1, 0.01,
+           "examples/unsupervised_learning/CT_In-Batch_Negatives/train_ct-improved_from_file.py"),
+    Recipe("mnrl", "MultipleNegativesRankingLoss", 5e-5, "linear", 0.1, 0.01,
+           "examples/unsupervised_learning/SimCSE/train_simcse_from_file.py"),
+)}
+
+
+def saved_model(run_dir: str | Path, configuration: str) -> Path:
+    """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`, or the
+    selected checkpoint of cselab's run directory."""
+    from cselab.training.run_directory import BEST_DIR
+    from lab.domain_study.study import CONFIGURATION
+
+    recipe = CONFIGURATION[configuration].recipe if configuration in CONFIGURATION else None
+    return Path(run_dir) / (MODEL_DIR if recipe else BEST_DIR)
+
+
+def delete_words(text: str, ratio: float = TSDAE_DELETION, rng: Any = random) -> str:
+    """TSDAE's deletion noise on whitespace-separated words: each word deleted with probability ``ratio``, at
+    least one kept."""
+    words = text.split()
+    if not words:
+        return text
+    kept = [w for w in words if rng.random() >= ratio]
+    return " ".join(kept) if kept else rng.choice(words)
+
+
+def read_sentences(path: str | Path) -> list[str]:
+    return [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _dataset(recipe: Recipe, sentences: list[str]) -> Any:
+    from datasets import Dataset
+
+    if recipe.name == "tsdae":
+        dataset = Dataset.from_dict({"text": sentences})
+
+        def noise(batch: dict[str, list[str]]) -> dict[str, list[str]]:
+            # the loss reads (damaged, original): the column order of what the transform returns
+            return {"noisy": [delete_words(t) for t in batch["text"]], "text": batch["text"]}
+
+        dataset.set_transform(noise, columns=["text"], output_all_columns=True)
+        return dataset
+    if recipe.name == "ct":
+        return Dataset.from_dict({"sentence": sentences})
+    if recipe.name == "mnrl":
+        return Dataset.from_dict({"anchor": sentences, "positive": sentences})
+    raise ValueError(recipe.name)
+
+
+def _loss(recipe: Recipe, model: Any) -> Any:
+    from sentence_transformers import losses
+
+    if recipe.name == "tsdae":
+        return losses.DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
+    if recipe.name == "ct":
+        return losses.ContrastiveTensionLossInBatchNegatives(model)
+    return losses.MultipleNegativesRankingLoss(model)
+
+
+def train_peer(recipe_name: str, model_dir: str | Path, text: str | Path, output_dir: str | Path, *, steps: int,
+               batch_size: int = 64, max_length: int = 64, seed: int = 1, precision: str = "fp32",
+               progress: bool = True) -> dict[str, Any]:
+    """Train one recipe; the model is saved to ``output_dir/model``. Returns what ran (settings, wall seconds from
+    loading the model to the saved result, the last logged loss)."""
+    import torch
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from transformers import set_seed
+
+    recipe = RECIPES[recipe_name]
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision {precision!r}: fp32 or bf16")
+    output_dir = Path(output_dir)
+    start = time.perf_counter()
+    set_seed(seed)
+    random.seed(seed)
+    model = SentenceTransformer(str(model_dir), device="cuda" if torch.cuda.is_available() else "cpu")
+    model.max_seq_length = max_length
+    sentences = read_sentences(text)
+    dataset = _dataset(recipe, sentences)
+    loss = _loss(recipe, model)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir / "trainer"), max_steps=steps, per_device_train_batch_size=batch_size,
+        learning_rate=recipe.lr, lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_ratio,  # a ratio
+        weight_decay=recipe.weight_decay, seed=seed, data_seed=seed, bf16=precision == "bf16",
+        use_cpu=not torch.cuda.is_available(),
+        save_strategy="no", eval_strategy="no", report_to="none", logging_steps=max(1, steps // 20),
+        dataloader_drop_last=True, disable_tqdm=not progress)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
+    output = trainer.train()
+    model.save(str(output_dir / MODEL_DIR))
+    wall = time.perf_counter() - start
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"recipe": asdict(recipe), "steps": steps, "batch_size": batch_size, "max_length": max_length,
+            "seed": seed, "precision": precision, "sentences": len(sentences), "wall_s": round(wall, 1),
+            "train_runtime_s": round(float(output.metrics.get("train_runtime", 0.0)), 1),
+            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
+            "deletion": TSDAE_DELETION if recipe.name == "tsdae" else None,
+            "pipeline": [type(m).__name__ for m in model], "model_dir": str(output_dir / MODEL_DIR)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recipe", choices=sorted(RECIPES))
+    parser.add_argument("--text", required=True, help="one sentence per line")
+    parser.add_argument("--model", required=True, help="a local sentence-transformers directory")
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    args = parser.parse_args(argv)
+    info = train_peer(args.recipe, args.model, args.text, args.output, steps=args.steps, batch_size=args.batch_size,
+                      max_length=args.max_length, seed=args.seed, precision=args.precision)
+    print(json.dumps(info, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""The domain study: every configuration on every domain of the suite, one record per (domain, configuration, seed).
+
+Configurations (docs/adapt.md, "Your own domain"; ``lab.domain_study.study.CONFIGURATIONS``):
+
+* ``checkpoint``: all-MiniLM-L6-v2 untouched, its own mean pooling;
+* ``mpnet``: all-mpnet-base-v2 untouched (the teacher of ``cselab-adapt``, five times larger);
+* ``st-tsdae``, ``st-ct``, ``st-mnrl``: sentence-transformers' own recipes through its trainer
+  (``lab/domain_study/domain_peers.py``), on the domain's whole ``train.txt``;
+* ``cselab-simcse``: ``cselab adapt`` as it runs by default (SimCSE, fixed budget);
+* ``cselab-adapt``: ``cselab adapt --teacher all-mpnet-base-v2 --select teacher-agreement`` (its neighbour-pair
+  cosines distilled; selection by agreement with the teacher on 5% of ``train.txt`` held out, as every recorded run
+  of it selected; the study's fixed-budget column shows what the default, the last step, would have kept);
+* ``cselab-simcse-transductive``: the default on ``train-transductive.txt``, the text WITH the test items' text
+  (what a user clustering or searching their own text would run), reported apart from the held-out rows.
+
+Every trained configuration starts from the same checkpoint and runs the same budget: the steps ``cselab adapt``
+sets for the domain's text (``--steps`` overrides it for ALL configurations of a run; the record then says so),
+batch size 64 and max length 64 in training. Every model is scored at the checkpoint's own max length (256) so no
+configuration is cut shorter than the checkpoint at evaluation. The domain's task is scored with cselab's domain
+evaluation (mteb), STS-B test with cselab's evaluator (``cselab.evaluate(model, ["stsb"])``): forgetting.
+
+**The selection study.** For the ``cselab-*`` runs an observer (``run_adapt(observe=...)``, which never selects)
+records at the evaluated steps (step 0, every ``--observe-every`` evaluation of ``cselab adapt`` and the last
+step) each candidate criterion without labels: agreement with the teacher on held-out pairs (for
+``cselab-adapt`` the very numbers it selects by), STS-B dev, and the held-out text's InfoNCE, alignment and
+uniformity (``cselab.analysis.held_out``), and the domain's main score on the test items, for the study only.
+From that curve the record stores each criterion's regret and Spearman (``lab.domain_study.study``). The time
+spent observing is left out of ``wall_s`` (it is ``observe_s``).
+
+Resumable: a (domain, configuration, seed) already in the results file is skipped; a run cut short is started
+again from scratch. One training at a time, ``--threads`` torch threads for every configuration.
+
+    python -m lab.domain_study.run_domains --domains linux-man,stsb,bbc-news,tweets --seeds 1
+    python -m lab.domain_study.run_domains --domains linux-man --steps 100 --budget-note "..."   # a reduced budget
+    python -m lab.domain_study.run_domains --domains bbc-news --configurations cselab-simcse --text FILE  # another text
+    python -m lab.render   # the study's tables into the docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lab.domain_study.domain_peers import RECIPES, train_peer
+from lab.record import RESULTS_DIR, RUNS_DIR, append_record
+
+RESULTS = RESULTS_DIR / "domains.jsonl"
+RUNS = RUNS_DIR / "domains"
+STUDENT = "all-MiniLM-L6-v2"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from lab.domain_study.study import CONFIGURATIONS, LARGER_MODEL
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domains", default="linux-man,stsb,bbc-news,tweets", help="comma-separated, run in this order")
+    parser.add_argument("--configurations", default=",".join(c.key for c in CONFIGURATIONS))
+    parser.add_argument("--seeds", default="1", help="comma-separated")
+    parser.add_argument("--steps", type=int, help="the budget of every configuration (default: cselab adapt's)")
+    parser.add_argument("--budget-note", default="", help="why the budget is not cselab adapt's default (recorded)")
+    parser.add_argument("--text", type=Path, help="train the cselab-* configurations on this file instead of the "
+                        "domain's train.txt (recorded; e.g. whole documents instead of sentences)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=64, help="tokens per sentence in training")
+    parser.add_argument("--eval-max-length", type=int, default=256,
+                        help="tokens per text when a MiniLM-based model is scored (the checkpoint's own)")
+    parser.add_argument("--observe-every", type=int, default=2,
+                        help="observe the criteria every N-th evaluation of cselab adapt (1: every one)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads for every configuration (0: torch's)")
+    parser.add_argument("--model", default=STUDENT, help="the start checkpoint (a name in $CSELAB_HOME/models or a dir)")
+    parser.add_argument("--teacher", default=LARGER_MODEL, help="cselab adapt's teacher and the `mpnet` row")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--runs", type=Path, default=RUNS, help="run directories")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser.parse_args(argv)
+
+
+def recorded_runs(path: Path) -> set[tuple[str, str, int]]:
+    if not path.is_file():
+        return set()
+    done = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            done.add((str(r["domain"]), str(r["configuration"]), int(r["seed"])))
+    return done
+
+
+def model_path(name: str) -> str:
+    """A fetched model's directory (``$CSELAB_HOME/models/NAME``) or the path as given."""
+    from cselab.paths import cselab_home
+
+    fetched = cselab_home() / "models" / name
+    return str(fetched) if fetched.is_dir() else name
+
+
+class Clock:
+    """Seconds spent inside the observer (left out of a run's wall time)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
+def stsb_test(model: Any) -> float:
+    import cselab
+
+    return float(cselab.evaluate(model, ["stsb"], splits=("test",))["stsb"]["test"])
+
+
+def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_task: Any, eval_max_length: int,
+                  clock: Clock, echo: Any) -> Any:
+    """``observe(model, step)``: the candidate criteria and the domain's main score (the study only)."""
+    from cselab.analysis.held_out import HeldOutScores
+    from cselab.evaluation.domain import score_inputs
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+
+    dev = StsEvaluator.from_names(["stsb"], splits=("dev",), primary="stsb/dev")
+    agreement = StsEvaluator([teacher_task], primary="teacher-agreement/dev") if teacher_task is not None else None
+    held = HeldOutScores(held_out)
+
+    def observe(model: Any, step: int) -> dict[str, float]:
+        start = time.perf_counter()
+        values: dict[str, float] = {}
+        if agreement is not None:
+            values["teacher_agreement"] = agreement.primary_score(agreement(model))
+        values["stsb_dev"] = dev.primary_score(dev(model))
+        values.update(held(model))
+        trained_length = model.max_length
+        model.max_length = eval_max_length
+        try:
+            values["domain"] = score_inputs(model, inputs, tasks=[main_task])[main_task]
+        finally:
+            model.max_length = trained_length
+        clock.seconds += time.perf_counter() - start
+        echo(f"  observed step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+             + f" ({time.perf_counter() - start:.0f} s)")
+        return values
+
+    return observe
+
+
+def read_curve(run_dir: Path, *, dev_is_agreement: bool) -> list[dict[str, Any]]:
+    """The observed points of ``metrics.jsonl``; with ``dev_is_agreement`` (a run that selects by the teacher
+    agreement) the selector's own score at the same step is the ``teacher_agreement`` of the point."""
+    observed: dict[int, dict[str, Any]] = {}
+    dev: dict[int, float] = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if "observed" in record:
+            observed[int(record["step"])] = {"step": int(record["step"]), **record["observed"]}
+        if "dev" in record:
+            dev[int(record["step"])] = float(record["dev"])
+    curve = []
+    for step in sorted(observed):
+        point = observed[step]
+        if dev_is_agreement and step in dev:
+            point["teacher_agreement"] = dev[step]
+        curve.append(point)
+    return curve
+
+
+def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
+    import torch
+
+    from cselab.adapt import (
+        FIXED_BUDGET,
+        TEACHER_AGREEMENT,
+        default_steps,
+        evaluation_every,
+        plan_adapt,
+        run_adapt,
+        split_held_out,
+        teacher_agreement_task,
+    )
+    from cselab.config.run_config import RunConfig
+    from cselab.data.corpus import read_corpus
+    from cselab.data.domains import get_domain, train_text
+    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.models.sentence_model import load_model
+    from cselab.runtime.precision import resolve_precision, training_shape
+    from lab.domain_study.study import CONFIGURATION, TRANSDUCTIVE, selection_agreement
+
+    spec = get_domain(domain)
+    text = train_text(domain, transductive=configuration == TRANSDUCTIVE)
+    if args.text is not None:
+        if not configuration.startswith("cselab-") or configuration == TRANSDUCTIVE:
+            raise SystemExit(f"--text trains the cselab-* configurations on another text, not {configuration}")
+        text = args.text
+    inputs = load_inputs(domain=domain)
+    student, teacher = model_path(args.model), model_path(args.teacher)
+    run_dir = args.runs / domain / f"{configuration}-s{seed}"
+    if run_dir.exists():
+        echo(f"  {run_dir} holds an unfinished run: starting it again")
+        shutil.rmtree(run_dir)
+    overrides = [f"train.threads={args.threads}"] if args.threads else []
+    overrides.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
+    no_teacher = configuration != "cselab-adapt"
+    plan = plan_adapt(text, run_dir, model=student, teacher=None if no_teacher else teacher, no_teacher=no_teacher,
+                      steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=seed,
+                      select=FIXED_BUDGET if no_teacher else TEACHER_AGREEMENT, overrides=overrides)
+    sentences = read_corpus(text).sentences
+    default = default_steps(plan.train_sentences, args.batch_size)  # what cselab adapt would run on this text
+    record: dict[str, Any] = {
+        "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
+        "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
+    }
+    trains = configuration not in ("checkpoint", "mpnet")
+    if trains:
+        record.update({"steps": plan.steps, "default_steps": default, "batch_size": args.batch_size,
+                       "max_length": args.max_length})
+        if plan.steps != default:
+            record["budget_note"] = (args.budget_note or "") + f" ({plan.steps} of the default {default} steps)"
+    echo(f"{domain} / {configuration} / seed {seed}: "
+         + (f"{plan.steps} steps of {args.batch_size}" if trains else "scoring the untouched model"))
+    wall: float | None = None
+    if configuration in ("checkpoint", "mpnet"):
+        name = args.model if configuration == "checkpoint" else args.teacher
+        model = load_model(model_path(name), pooler="mean")
+        record["training_text"] = None
+        record["model"] = name
+        record["config"] = {"pooler": "mean", "max_length": getattr(model, "max_length", None)}
+        record["eval_max_length"] = getattr(model, "max_length", None)
+    elif recipe := CONFIGURATION[configuration].recipe:
+        shape = training_shape(_hf_config(student), args.batch_size, args.max_length)
+        precision = resolve_precision("auto", torch.device("cpu"), shape).precision
+        info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,
+                          max_length=args.max_length, seed=seed, precision=precision, progress=not args.quiet)
+        wall = info["wall_s"]
+        record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": info["sentences"],
+                                   "held_out": 0}
+        record["recipe"] = info
+        record["config"] = {"trainer": "SentenceTransformerTrainer", **info["recipe"], "precision": precision,
+                            "steps": plan.steps, "batch_size": args.batch_size, "max_length": args.max_length}
+        record["selection"] = "fixed-budget (last step)"
+        model = load_model(info["model_dir"], max_length=args.eval_max_length)
+    else:
+        train, held = split_held_out(sentences)
+        teacher_task = None
+        if configuration != "cselab-adapt":  # the agreement a teacher would give, for the study only
+            teacher_task = teacher_agreement_task(held, load_model(teacher), batch_size=64)
+        clock = Clock()
+        observer = make_observer(inputs, spec.main_task, held, teacher_task, args.eval_max_length, clock, echo)
+        every = args.observe_every * evaluation_every(plan.steps)
+        start = time.perf_counter()
+        result = run_adapt(plan, progress=not args.quiet, echo=echo, observe=observer, observe_every=every)
+        wall = round(time.perf_counter() - start - clock.seconds, 1)
+        record["observe_s"] = round(clock.seconds, 1)
+        record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": len(train),
+                                   "held_out": len(held)}
+        record["selection"] = plan.selection
+        record["best_step"] = result.best_step
+        record["teacher"] = plan.teacher
+        config: RunConfig = plan.config
+        record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir)}
+        curve = read_curve(run_dir, dev_is_agreement=configuration == "cselab-adapt")
+        record["curve"] = curve
+        record["selection_study"] = selection_agreement(curve)
+        model = load_model(result.model_dir, max_length=args.eval_max_length)
+    start = time.perf_counter()
+    scores = score_inputs(model, inputs)
+    record["scores"] = scores
+    record["main_score"] = scores[spec.main_task]
+    record["stsb_test"] = stsb_test(model)
+    record["eval_s"] = round(time.perf_counter() - start, 1)
+    record["wall_s"] = wall
+    echo(f"  {domain} / {configuration}: {spec.main_task} {record['main_score']:.2f}, STS-B test "
+         f"{record['stsb_test']:.2f}" + (f", {wall:.0f} s" if wall is not None else ""))
+    return record
+
+
+def _hf_config(model_dir: str) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model_dir)
+
+
+def _precision_of(run_dir: Path) -> Any:
+    file = run_dir / "precision.json"
+    return json.loads(file.read_text()) if file.is_file() else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    import torch
+
+    from lab.domain_study.study import CONFIGURATION, PEERS
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    domains = [d for d in args.domains.split(",") if d]
+    configurations = [c for c in args.configurations.split(",") if c]
+    unknown = [c for c in configurations if c not in CONFIGURATION]
+    if unknown:
+        raise SystemExit(f"unknown configuration(s): {', '.join(unknown)}")
+    assert set(RECIPES) == {CONFIGURATION[key].recipe for key in PEERS}
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    done = recorded_runs(args.results)
+    todo = [(d, c, s) for d in domains for c in configurations for s in seeds]
+    for i, (domain, configuration, seed) in enumerate(todo, 1):
+        prefix = f"[{i}/{len(todo)}]"
+        if (domain, configuration, seed) in done:
+            print(f"{prefix} {domain} / {configuration} / seed {seed}: recorded, skipped", flush=True)
+            continue
+        start = time.perf_counter()
+        record = run_one(domain, configuration, seed, args, lambda line, p=prefix: print(f"{p} {line}", flush=True))
+        append_record(args.results, record, __file__, argv)
+        print(f"{prefix} done in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

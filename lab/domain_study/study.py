@@ -1,0 +1,460 @@
+"""The domain study's tables (docs/adapt.md, "Your own domain"), rendered from ``lab/results/domains.jsonl``.
+
+One record per (domain, configuration, seed), written by ``lab/domain_study/run_domains.py``. Two tables:
+
+* :func:`domains_table`: rows domain x configuration; each cell the mean over the recorded seeds (their number
+  is shown) of the domain's main score, its difference to the untouched checkpoint, STS-B test (forgetting)
+  and the wall time of the adaptation on the recording machine.
+* :func:`goals_table`: per domain, the default recipe's seed mean against what it must reach (:class:`Goals`):
+  over the checkpoint, over the best sentence-transformers recipe, against the untouched larger model, and the
+  STS-B test it may lose; each difference says "met" or by how much it is missed. :func:`brief_goals_table` is
+  the README's shorter view of the same margins (:func:`goal_margins`).
+* :func:`selection_table`: for the runs that recorded a curve (the score of each candidate selection criterion
+  and the domain's main score at the same evaluated steps), each criterion's **regret** (the domain score at the
+  step the criterion selects minus the best step's; 0 is perfect, always <= 0) and the **Spearman** correlation
+  over the steps between the criterion (oriented so that higher is better) and the domain score.
+
+The domain score of a curve is measured for this study only; no run selects by it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cselab.data.domains import DOMAINS
+from cselab.errors import CselabError
+from cselab.reporting.markdown import fmt, markdown_table, short_commit
+
+REQUIRED = ("domain", "configuration", "seed", "main_score", "stsb_test", "wall_s")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    key: str
+    label: str
+    trains: bool = True
+    recipe: str | None = None  # a sentence-transformers recipe (lab/domain_study/domain_peers.py), None for cselab's runs
+
+
+LARGER_MODEL = "all-mpnet-base-v2"
+CONFIGURATIONS: tuple[Configuration, ...] = (
+    Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
+    Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
+    Configuration("st-tsdae", "sentence-transformers TSDAE", recipe="tsdae"),
+    Configuration("st-ct", "sentence-transformers CT (in-batch negatives)", recipe="ct"),
+    Configuration("st-mnrl", "sentence-transformers SimCSE (MNRL)", recipe="mnrl"),
+    Configuration("cselab-simcse", "`cselab adapt` (SimCSE, the default)"),
+    Configuration("cselab-adapt", f"`cselab adapt --teacher {LARGER_MODEL} --select teacher-agreement`"),
+    # the default on the text WITH the test items' text: what a user who clusters or searches their own text
+    # would run; reported apart (the goals table's last column), never in place of the held-out rows
+    Configuration("cselab-simcse-transductive", "`cselab adapt` (SimCSE) on the text with the test items"),
+)
+CONFIGURATION = {c.key: c for c in CONFIGURATIONS}
+REFERENCE = "checkpoint"
+LARGER = "mpnet"
+PEERS = tuple(c.key for c in CONFIGURATIONS if c.recipe)
+# the recipe `cselab adapt` runs when no option says otherwise (judged by the goals below)
+DEFAULT_CONFIGURATION = "cselab-simcse"
+TRANSDUCTIVE = "cselab-simcse-transductive"
+
+
+@dataclass(frozen=True)
+class Goals:
+    """What the default recipe must reach on every domain (seed means): over the untouched checkpoint, over the
+    best sentence-transformers recipe, against the untouched larger model, and at most this much STS-B test lost."""
+
+    over_checkpoint: float = 1.0
+    over_best_peer: float = 0.5
+    over_larger: float = 0.0
+    stsb_loss: float = 0.3
+
+
+GOALS = Goals()
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A candidate selection criterion: the curve key it reads, and whether a higher value is better
+    (``None``: a fixed budget, which selects the last step)."""
+
+    key: str
+    label: str
+    higher_is_better: bool | None
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion("teacher_agreement", "teacher agreement", True),
+    Criterion("stsb_dev", "STS-B dev", True),
+    Criterion("infonce", "held-out InfoNCE", False),
+    Criterion("alignment", "held-out alignment", False),
+    Criterion("uniformity", "held-out uniformity", False),
+    Criterion("fixed_budget", "fixed budget", None),
+)
+DOMAIN_KEY = "domain"  # the curve's key of the domain's main score
+
+
+# -- the selection study ------------------------------------------------------------------------------------------
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    value = float(spearmanr(x, y).statistic)
+    return None if math.isnan(value) else value
+
+
+def selection_agreement(curve: Sequence[dict[str, Any]], criteria: Sequence[Criterion] = CRITERIA
+                        ) -> dict[str, Any]:
+    """What each criterion selects on ``curve`` (points ``{"step": int, "domain": score, <criterion key>: value}``)
+    and how well it agrees with the domain score.
+
+    Returns ``{"steps": [...], "best_step", "best_score", "criteria": {key: {"selected_step", "score",
+    "regret", "spearman"}}}``. A criterion selects the earliest step of its best value (as the trainer does: a
+    later step must be strictly better); the fixed budget selects the last step and its Spearman is the one of
+    the step number. A criterion missing from some point is left out."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for point in curve:
+        by_step[int(point["step"])] = point  # a step observed twice (a resumed run): the last one
+    points = [by_step[s] for s in sorted(by_step)]
+    if not points:
+        raise ValueError("an empty curve")
+    domain = [float(p[DOMAIN_KEY]) for p in points]
+    best = max(range(len(points)), key=lambda i: (domain[i], -i))
+    out: dict[str, Any] = {"steps": [int(p["step"]) for p in points], "best_step": int(points[best]["step"]),
+                           "best_score": domain[best], "criteria": {}}
+    for criterion in criteria:
+        if criterion.higher_is_better is None:
+            values = [float(p["step"]) for p in points]
+            chosen = len(points) - 1
+        else:
+            if not all(isinstance(p.get(criterion.key), (int, float)) for p in points):
+                continue
+            sign = 1.0 if criterion.higher_is_better else -1.0
+            values = [sign * float(p[criterion.key]) for p in points]
+            chosen = max(range(len(points)), key=lambda i: (values[i], -i))
+        rho = _spearman(values, domain)
+        out["criteria"][criterion.key] = {
+            "selected_step": int(points[chosen]["step"]), "score": domain[chosen],
+            "regret": round(domain[chosen] - domain[best], 4), "spearman": None if rho is None else round(rho, 4)}
+    return out
+
+
+# -- records ----------------------------------------------------------------------------------------------------
+def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``domains.jsonl``; a line without the required fields is refused with its number."""
+    path = Path(path)
+    if not path.is_file():
+        raise CselabError(f"domain results file not found: {path}")
+    records = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
+        missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise CselabError(f"{path}:{lineno}: not a domain record (no {', '.join(missing)})")
+        records.append(record)
+    return records
+
+
+def _domain_order(name: str) -> tuple[int, str]:
+    names = list(DOMAINS)
+    return (names.index(name) if name in names else len(names), name)
+
+
+def _configuration_order(key: str) -> tuple[int, str]:
+    keys = [c.key for c in CONFIGURATIONS]
+    return (keys.index(key) if key in keys else len(keys), key)
+
+
+def group_runs(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(domain, configuration) -> its records, one per seed (a seed recorded twice: the last record), in the
+    suite's domain order and the table's configuration order."""
+    groups: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault((str(record["domain"]), str(record["configuration"])), {})[int(record["seed"])] = record
+    keys = sorted(groups, key=lambda k: (_domain_order(k[0]), _configuration_order(k[1])))
+    return {k: [groups[k][s] for s in sorted(groups[k])] for k in keys}
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _seeds(records: Sequence[dict[str, Any]]) -> str:
+    seeds = [int(r["seed"]) for r in records]
+    return f"{len(seeds)} ({', '.join(map(str, seeds))})"
+
+
+def _trained_on(record: dict[str, Any]) -> str:
+    text = record.get("training_text")
+    if not text:
+        return "-"
+    where = Path(str(text.get("file", "?"))).name
+    trained = text.get("trained_on")
+    held = text.get("held_out")
+    out = f"{where}: {trained:,}" if isinstance(trained, int) else where
+    return out + (f" (+{held:,} held out)" if held else "")
+
+
+def _budget(record: dict[str, Any]) -> str:
+    steps, batch = record.get("steps"), record.get("batch_size")
+    if not steps:
+        return "-"
+    out = f"{steps} x {batch}"
+    return out + " (reduced)" if record.get("budget_note") else out
+
+
+def _cpu(record: dict[str, Any]) -> str:
+    cpu = str(record.get("provenance", {}).get("machine", {}).get("cpu", "?"))
+    return " ".join(cpu.replace("(R)", "").replace("(TM)", "").replace(" Processor", "").split())
+
+
+def _wall(runs: Sequence[dict[str, Any]]) -> str:
+    """The mean wall time, with the torch threads it ran on; where the seeds ran on different CPUs, one mean per
+    CPU, named (times are comparable only on one machine at equal threads)."""
+    by_cpu: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_cpu.setdefault(_cpu(r), []).append(r)
+    cells = []
+    for cpu, group in by_cpu.items():
+        wall = _mean([r["wall_s"] for r in group])
+        threads = sorted({int(r["threads"]) for r in group if isinstance(r.get("threads"), int)})
+        where = [f"{'/'.join(map(str, threads))} thr."] if threads else []
+        where += [cpu] if len(by_cpu) > 1 else []
+        cells.append(f"{fmt(wall, 0)} ({', '.join(where)})" if where and wall is not None else fmt(wall, 0))
+    return "; ".join(cells)
+
+
+def domains_table(records: Sequence[dict[str, Any]]) -> str:
+    """Rows domain x configuration: the seed means of the main score, its difference to the checkpoint, STS-B
+    test and the wall time (seconds of adaptation: model load, teacher pass, training, selection)."""
+    groups = group_runs(records)
+    reference = {domain: _mean([r["main_score"] for r in runs]) for (domain, config), runs in groups.items()
+                 if config == REFERENCE}
+    header = ["domain (main score)", "configuration", "trained on (sentences)", "steps x batch", "seeds",
+              "main score", "vs checkpoint", "STS-B test", "wall s", "commit"]
+    rows = []
+    for (domain, config), runs in groups.items():
+        main = _mean([r["main_score"] for r in runs])
+        ref = reference.get(domain)
+        delta = f"{main - ref:+.2f}" if main is not None and ref is not None and config != REFERENCE else "-"
+        task = runs[-1].get("main_task", "?")
+        label = CONFIGURATION[config].label if config in CONFIGURATION else config
+        commits = sorted({short_commit(str(r.get("provenance", {}).get("git", "?"))) for r in runs})
+        rows.append([f"{domain} ({task})", label, _trained_on(runs[-1]), _budget(runs[-1]), _seeds(runs),
+                     fmt(main), delta, fmt(_mean([r["stsb_test"] for r in runs])),
+                     _wall(runs), ", ".join(commits)])
+    notes = sorted({f"{r['domain']}: {r['budget_note']}" for r in records if r.get("budget_note")})
+    lines = markdown_table(header, rows)
+    if notes:
+        lines += ["", *(f"- reduced budget, {note}" for note in notes)]
+    return "\n".join(lines)
+
+
+def selection_table(records: Sequence[dict[str, Any]]) -> str:
+    """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the held-out
+    runs and how often each criterion selected the best step. The transductive runs are listed but kept out of
+    the means: they answer another question (the text includes the test items)."""
+    runs = [r for runs in group_runs(records).values() for r in runs if r.get("selection_study")]
+    if not runs:
+        return "_No run recorded a selection curve yet._"
+    header = ["domain", "configuration", "seed", "steps scored", "best step (score)",
+              *(f"{c.label}: regret / ρ" for c in CRITERIA)]
+    rows = []
+    regrets: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
+    rhos: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
+    hits: dict[str, int] = {c.key: 0 for c in CRITERIA}
+    for record in runs:
+        study = record["selection_study"]
+        counted = record["configuration"] != TRANSDUCTIVE
+        cells = []
+        for c in CRITERIA:
+            result = study["criteria"].get(c.key)
+            if result is None:
+                cells.append("-")
+                continue
+            if counted:
+                regrets[c.key].append(float(result["regret"]))
+                hits[c.key] += int(result["regret"] == 0)
+                if result["spearman"] is not None:
+                    rhos[c.key].append(float(result["spearman"]))
+            rho = fmt(result["spearman"])
+            cells.append(f"{result['regret']:+.2f} / {rho} (step {result['selected_step']})")
+        config = record["configuration"]
+        rows.append([record["domain"], CONFIGURATION[config].label if config in CONFIGURATION else config,
+                     str(record["seed"]), str(len(study["steps"])),
+                     f"{study['best_step']} ({study['best_score']:.2f})", *cells])
+    mean_cells = [f"**{_mean(regrets[c.key]):+.2f} / {fmt(_mean(rhos[c.key]))}**" if regrets[c.key] else "-"
+                  for c in CRITERIA]
+    rows.append(["**mean over the held-out runs**", "", "", "", "", *mean_cells])
+    rows.append(["**best step selected**", "", "", "", "",
+                 *(f"{hits[c.key]} of {len(regrets[c.key])}" if regrets[c.key] else "-" for c in CRITERIA)])
+    return "\n".join(markdown_table(header, rows))
+
+
+def _met(value: float, goal: float) -> bool:
+    return value >= goal - 1e-9  # a margin printed as equal to its goal meets it
+
+
+def _verdict(value: float, goal: float) -> str:
+    return f"{value:+.2f} (met)" if _met(value, goal) else f"{value:+.2f} (missed by {goal - value:.2f})"
+
+
+def _transductive(runs: Sequence[dict[str, Any]] | None, reference: float | None) -> str:
+    if not runs:
+        return "-"
+    main = _mean([r["main_score"] for r in runs])
+    delta = f"{main - reference:+.2f} " if reference is not None and main is not None else ""
+    return f"{delta}({fmt(main)}, {len(runs)} seed{'s' if len(runs) > 1 else ''})"
+
+
+@dataclass(frozen=True)
+class GoalMargins:
+    """One domain's seed means that the goals compare (None where that side is not recorded)."""
+
+    domain: str
+    runs: list[dict[str, Any]]
+    main: float
+    reference: float | None
+    best_peer: tuple[float, str] | None  # (mean, configuration key)
+    larger: float | None
+    stsb: float | None
+    stsb_reference: float | None
+    transductive: list[dict[str, Any]] | None
+
+
+def goal_margins(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION) -> list[GoalMargins]:
+    """Per domain with a ``configuration`` record (in the suite's order), the means its goals compare."""
+    groups = group_runs(records)
+    means = {key: _mean([r["main_score"] for r in runs]) for key, runs in groups.items()}
+    stsb = {key: _mean([r["stsb_test"] for r in runs]) for key, runs in groups.items()}
+    out = []
+    for (domain, config), runs in groups.items():
+        if config != configuration:
+            continue
+        peers = [(means[(domain, p)], p) for p in PEERS if (domain, p) in means]
+        out.append(GoalMargins(domain, runs, means[(domain, config)], means.get((domain, REFERENCE)),
+                               max(peers) if peers else None, means.get((domain, LARGER)), stsb[(domain, config)],
+                               stsb.get((domain, REFERENCE)), groups.get((domain, TRANSDUCTIVE))))
+    return out
+
+
+def goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
+                goals: Goals = GOALS) -> str:
+    """Per domain with a ``configuration`` record: its seed-mean main score against the goals (:class:`Goals`),
+    each difference with "met" or "missed by". A comparison whose other side is not recorded is "-". The last
+    column, held to no goal, is the transductive run (the text with the test items) against the checkpoint."""
+    header = ["domain", "seeds", "main score", f"vs checkpoint (goal >= +{goals.over_checkpoint:.1f})",
+              f"vs best sentence-transformers recipe (goal >= +{goals.over_best_peer:.1f})",
+              f"vs {LARGER_MODEL} (goal >= +{goals.over_larger:.1f})",
+              f"STS-B test (goal >= checkpoint - {goals.stsb_loss:.1f})",
+              "transductive: vs checkpoint (no goal)"]
+    rows = []
+    for m in goal_margins(records, configuration):
+        rows.append([
+            m.domain, _seeds(m.runs), fmt(m.main),
+            _verdict(m.main - m.reference, goals.over_checkpoint) if m.reference is not None else "-",
+            (_verdict(m.main - m.best_peer[0], goals.over_best_peer) + f" ({m.best_peer[1]} {m.best_peer[0]:.2f})")
+            if m.best_peer is not None else "-",
+            _verdict(m.main - m.larger, goals.over_larger) + f" ({m.larger:.2f})" if m.larger is not None else "-",
+            (f"{m.stsb:.2f}: " + _verdict(m.stsb - m.stsb_reference, -goals.stsb_loss))
+            if m.stsb_reference is not None else fmt(m.stsb),
+            _transductive(m.transductive, m.reference),
+        ])
+    if not rows:
+        return f"_No `{configuration}` run recorded yet._"
+    return "\n".join(markdown_table(header, rows))
+
+
+SEEDS_ASKED = 3  # a study cell is the mean of seeds 1-3; a cell with fewer says so
+
+
+def peers_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION) -> str:
+    """Rows domain; columns the sentence-transformers recipes and ``configuration``: each cell the seed-mean main
+    score minus the checkpoint's, STS-B test in brackets, the row's best in bold (the docs' "recipes side by
+    side", the ``<!-- cselab:domain-peers -->`` block)."""
+    groups = group_runs(records)
+    columns = [*PEERS, configuration]
+    header = ["domain", *(CONFIGURATION[c].label.removeprefix("sentence-transformers ") for c in columns)]
+    rows = []
+    for domain in sorted({d for d, _ in groups}, key=_domain_order):
+        reference = groups.get((domain, REFERENCE))
+        if not reference:
+            continue
+        ref = _mean([r["main_score"] for r in reference])
+        deltas = {c: _mean([r["main_score"] for r in groups[(domain, c)]]) - ref
+                  for c in columns if (domain, c) in groups}
+        best = max(deltas.values(), default=None)
+        cells = []
+        for c in columns:
+            if c not in deltas:
+                cells.append("not run")
+                continue
+            runs = groups[(domain, c)]
+            delta = f"**{deltas[c]:+.2f}**" if deltas[c] == best else f"{deltas[c]:+.2f}"
+            seeds = "" if len(runs) >= SEEDS_ASKED else f", {len(runs)} seed{'s' if len(runs) > 1 else ''}"
+            cells.append(f"{delta} ({fmt(_mean([r['stsb_test'] for r in runs]))}){seeds}")
+        rows.append([domain, *cells])
+    return "\n".join(markdown_table(header, rows))
+
+
+MAIN_SCORE_NAMES = {"v_measure": "V-measure", "accuracy": "accuracy", "cosine_spearman": "Spearman",
+                    "ndcg_at_10": "nDCG@10"}
+
+
+def _brief(value: float, goal: float) -> str:
+    return f"**{value:+.2f}**" if _met(value, goal) else f"{value:+.2f}, missed by {goal - value:.2f}"
+
+
+def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DEFAULT_CONFIGURATION,
+                      goals: Goals = GOALS) -> str:
+    """The README's view of :func:`goals_table` (the ``<!-- cselab:domain-goals -->`` block): per domain, its
+    main score's name, the untouched checkpoint, the recipe's seed mean, and each margin, bold where its goal is
+    met, else with the amount it is missed by."""
+    header = ["domain (main score)", "untouched", CONFIGURATION[configuration].label, "seeds",
+              f"vs untouched (goal +{goals.over_checkpoint:.1f})",
+              f"vs best sentence-transformers recipe (goal +{goals.over_best_peer:.1f})",
+              f"vs {LARGER_MODEL} (goal {goals.over_larger:+.1f})",
+              f"STS-B test (goal: untouched - {goals.stsb_loss:.1f})"]
+    rows = []
+    for m in goal_margins(records, configuration):
+        domain = DOMAINS.get(m.domain)
+        name = f"{m.domain} ({domain.main_task}, {MAIN_SCORE_NAMES[domain.main_metric]})" if domain else m.domain
+        rows.append([
+            name, fmt(m.reference), fmt(m.main), ", ".join(str(r["seed"]) for r in m.runs),
+            _brief(m.main - m.reference, goals.over_checkpoint) if m.reference is not None else "-",
+            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} ({CONFIGURATION[m.best_peer[1]].recipe.upper()})"
+            if m.best_peer is not None else "-",
+            _brief(m.main - m.larger, goals.over_larger) if m.larger is not None else "-",
+            f"{fmt(m.stsb)}: {_brief(m.stsb - m.stsb_reference, -goals.stsb_loss)}"
+            if m.stsb_reference is not None else fmt(m.stsb),
+        ])
+    if not rows:
+        return f"_No `{configuration}` run recorded yet._"
+    return "\n".join(markdown_table(header, rows))
+
+
+def domains_report(records: Sequence[dict[str, Any]]) -> str:
+    """Both tables, as the ``<!-- cselab:domains -->`` block of docs/adapt.md holds them."""
+    return "\n".join([
+        "**The domain suite** (`lab/domain_study/run_domains.py`; each cell the mean over the seeds shown)", "",
+        domains_table(records), "",
+        f"**The goals**, for {CONFIGURATION[DEFAULT_CONFIGURATION].label}: each difference of seed means, with the "
+        "goal it is held to", "",
+        goals_table(records), "",
+        "**Selection without labels**: regret = the domain's main score at the step a criterion selects minus the "
+        "best evaluated step's (0 is perfect); ρ = Spearman over the evaluated steps between the criterion "
+        "(oriented so that higher is better; for the fixed budget, the step number) and the domain's main score. "
+        "The domain score at every step is measured for this table only; no run selects by it.", "",
+        selection_table(records),
+    ])

@@ -1,0 +1,1 @@
+"""The GPU check: every training and serving path on a lent CUDA machine, with synthetic inputs."""

@@ -1,0 +1,1 @@
+"""The research protocols of the methods (shell drivers of ``cselab train``, ``seeds``, ``ablate``, ``analyze``)."""

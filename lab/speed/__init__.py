@@ -1,0 +1,1 @@
+"""Speed and memory measurements: training steps, encoding backends, the teacher pass, corpora at scale."""

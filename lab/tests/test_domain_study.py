@@ -1,0 +1,497 @@
+"""The domain study: sentence-transformers' recipes through its trainer (lab/domain_study/domain_peers.py), the runner
+(lab/domain_study/run_domains.py: one record per run, recorded runs skipped, the selection curves), the observer hook of
+the trainer, the label-free held-out scores, and the report (means, regret and Spearman against hand
+computations)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cselab.analysis.held_out import HeldOutScores, deletion_view
+from cselab.errors import CselabError
+from lab.domain_study import bbc_train_articles, run_domains, score_suite, time_adapt
+from lab.domain_study.study import CRITERIA, domains_table, selection_agreement, selection_table
+from tests.helpers import WORDS, build_tiny_model_dir, write_sts_home
+
+TOPICS = {"sport": ["ball", "run", "horse", "fast"], "music": ["guitar", "piano", "song", "music"],
+          "home": ["house", "chair", "table", "bed"]}
+
+
+def _topic_sentence(rng: random.Random, topic: str) -> str:
+    words = [w for w in WORDS if w.isalpha()]
+    return " ".join(rng.choice(TOPICS[topic]) if rng.random() < 0.5 else rng.choice(words)
+                    for _ in range(rng.randint(5, 10)))
+
+
+def write_domain_home(home: Path) -> Path:
+    """A data home with a tiny STS-B and a synthetic `bbc-news` domain: 260 distinct sentences of text and a
+    labels file of 30 other items (3 topics)."""
+    write_sts_home(home)
+    rng = random.Random(5)
+    folder = home / "domains" / "bbc-news"
+    folder.mkdir(parents=True)
+    items = [(_topic_sentence(rng, t), t) for t in TOPICS for _ in range(10)]
+    (folder / "labels.tsv").write_text("".join(f"{text}\t{label}\n" for text, label in items))
+    held = {text for text, _ in items}
+    train: dict[str, None] = {}
+    while len(train) < 260:
+        sentence = _topic_sentence(rng, rng.choice(list(TOPICS)))
+        if sentence not in held:
+            train[sentence] = None
+    (folder / "train.txt").write_text("".join(f"{s}\n" for s in train))
+    (home / "domains" / "manifest.json").write_text("{}")
+    return home
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """One run of lab/domain_study/run_domains.py over every configuration but `mpnet` (2 steps of 8), and a second one
+    that must skip them all."""
+    pytest.importorskip("mteb")
+    pytest.importorskip("accelerate")  # sentence-transformers' trainer needs it (cselab[bench])
+    root = tmp_path_factory.mktemp("study")
+    home = write_domain_home(root / "home")
+    student = build_tiny_model_dir(root / "student", "bert", seed=0)
+    teacher = build_tiny_model_dir(root / "teacher", "bert", seed=7)
+    results = root / "domains.jsonl"
+    argv = ["--domains", "bbc-news", "--configurations", "checkpoint,st-tsdae,st-ct,st-mnrl,cselab-simcse,cselab-adapt",
+            "--steps", "2", "--budget-note", "a test", "--batch-size", "8", "--max-length", "16",
+            "--eval-max-length", "24", "--observe-every", "1", "--model", str(student), "--teacher", str(teacher),
+            "--results", str(results), "--runs", str(root / "runs"), "--quiet"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CSELAB_HOME", str(home))
+        script = run_domains
+        script.main(argv)
+        first = results.read_text()
+        script.main(argv)
+    records = [json.loads(line) for line in first.splitlines()]
+    return {"home": home, "student": student, "teacher": teacher, "records": records, "results": results, "first": first, "root": root}
+
+
+def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
+    records = study["records"]
+    assert [r["configuration"] for r in records] == ["checkpoint", "st-tsdae", "st-ct", "st-mnrl", "cselab-simcse",
+                                                    "cselab-adapt"]
+    for r in records:
+        assert r["domain"] == "bbc-news" and r["seed"] == 1 and r["main_task"] == "clustering"
+        assert r["main_score"] == r["scores"]["clustering"] and set(r["scores"]) == {"clustering", "classification"}
+        assert -100 <= r["stsb_test"] <= 100
+        assert {"git", "machine", "date"} <= set(r["provenance"]) and r["command"].startswith("python -m lab.domain_study.run_domains")
+        if r["configuration"] == "checkpoint":
+            assert r["wall_s"] is None and r["training_text"] is None
+        else:
+            assert r["wall_s"] > 0 and r["steps"] == 2 and r["batch_size"] == 8
+            assert r["budget_note"].startswith("a test") and "default" in r["budget_note"]
+    peers = {r["configuration"]: r for r in records if r["configuration"].startswith("st-")}
+    assert {r["recipe"]["recipe"]["loss"] for r in peers.values()} == {
+        "DenoisingAutoEncoderLoss", "ContrastiveTensionLossInBatchNegatives", "MultipleNegativesRankingLoss"}
+    assert all(r["training_text"]["trained_on"] == 260 and r["training_text"]["held_out"] == 0 for r in peers.values())
+    assert peers["st-tsdae"]["recipe"]["deletion"] == 0.6
+
+
+def test_a_second_run_skips_every_recorded_run(study):
+    assert study["results"].read_text() == study["first"]
+
+
+def test_the_peers_saved_models_are_what_was_scored(study, monkeypatch):
+    """A peer's record is the score of its saved model, re-scored here from the directory (at the eval length)."""
+    from cselab.evaluation.domain import evaluate_domain
+
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    record = next(r for r in study["records"] if r["configuration"] == "st-mnrl")
+    from cselab.models.sentence_model import load_model
+
+    model = load_model(record["recipe"]["model_dir"], max_length=24)
+    assert evaluate_domain(model, domain="bbc-news") == record["scores"]
+
+
+def test_cselab_runs_record_the_curves_of_the_criteria(study):
+    for r in study["records"]:
+        if not r["configuration"].startswith("cselab-"):
+            assert "curve" not in r
+            continue
+        curve = r["curve"]
+        assert [p["step"] for p in curve] == [0, 1, 2]  # step 0 and every evaluation
+        assert {"teacher_agreement", "stsb_dev", "infonce", "alignment", "uniformity", "domain"} <= set(curve[0])
+        assert r["selection_study"] == selection_agreement(curve)
+        assert r["training_text"]["held_out"] == 20 and r["training_text"]["trained_on"] == 240
+    adapt = next(r for r in study["records"] if r["configuration"] == "cselab-adapt")
+    metrics = [json.loads(line) for line in
+               (study["root"] / "runs" / "bbc-news" / "cselab-adapt-s1" / "metrics.jsonl").read_text().splitlines()]
+    dev = {m["step"]: m["dev"] for m in metrics if "dev" in m}
+    assert {p["step"]: p["teacher_agreement"] for p in adapt["curve"]} == dev  # what adapt selects by
+    # observing never selects: adapt kept its own best step of the teacher agreement
+    assert adapt["best_step"] == max(dev, key=lambda s: (dev[s], -s))
+    assert adapt["selection_study"]["criteria"]["teacher_agreement"]["selected_step"] == adapt["best_step"]
+    simcse = next(r for r in study["records"] if r["configuration"] == "cselab-simcse")
+    assert simcse["best_step"] == 2 and simcse["selection"] == "fixed-budget"
+
+
+def test_held_out_scores_by_hand(tiny_bert_dir):
+    from cselab.models.sentence_model import load_model
+
+    rng = random.Random(0)
+    assert deletion_view("one", 0.5, rng) == "one"
+    view = deletion_view("a b c d e f g h i j", 0.1, random.Random(3))
+    assert 1 <= len(view.split()) < 10 and set(view.split()) <= set("abcdefghij")
+    sentences = [" ".join(rng.choice([w for w in WORDS if w.isalpha()]) for _ in range(8)) for _ in range(12)]
+    model = load_model(tiny_bert_dir, pooler="mean")
+    scores = HeldOutScores(sentences, seed=1)(model)
+    views = [deletion_view(s, 0.1, r) for r in [random.Random(1)] for s in sentences]
+    a = torch.nn.functional.normalize(model.encode(sentences).float(), dim=1).double()
+    b = torch.nn.functional.normalize(model.encode(views).float(), dim=1).double()
+    logits = (a @ b.T) / 0.05
+    infonce = float(np.mean([-(logits[i, i] - torch.logsumexp(logits[i], 0)).item() for i in range(12)]))
+    align = float(((a - b) ** 2).sum(1).mean())
+    sq = [float(((a[i] - a[j]) ** 2).sum()) for i in range(12) for j in range(i + 1, 12)]
+    uniform = math.log(np.mean([math.exp(-2 * d) for d in sq]))
+    assert scores["infonce"] == pytest.approx(infonce, abs=1e-4)
+    assert scores["alignment"] == pytest.approx(align, abs=1e-5)
+    assert scores["uniformity"] == pytest.approx(uniform, abs=1e-5)
+
+
+def test_regret_and_spearman_by_hand():
+    curve = [
+        {"step": 0, "domain": 80.0, "teacher_agreement": 90.0, "stsb_dev": 86.0, "infonce": 0.5, "alignment": 0.2,
+         "uniformity": -2.0},
+        {"step": 10, "domain": 82.0, "teacher_agreement": 92.0, "stsb_dev": 85.0, "infonce": 0.4, "alignment": 0.3,
+         "uniformity": -2.0},
+        {"step": 20, "domain": 83.5, "teacher_agreement": 92.0, "stsb_dev": 84.0, "infonce": 0.45, "alignment": 0.1,
+         "uniformity": -2.5},
+        {"step": 30, "domain": 81.0, "teacher_agreement": 91.0, "stsb_dev": 83.0, "infonce": 0.3, "alignment": 0.4,
+         "uniformity": -3.0},
+    ]
+    study = selection_agreement(curve)
+    assert (study["best_step"], study["best_score"], study["steps"]) == (20, 83.5, [0, 10, 20, 30])
+    got = {k: (v["selected_step"], v["regret"]) for k, v in study["criteria"].items()}
+    assert got == {
+        "teacher_agreement": (10, -1.5),  # 92 at steps 10 and 20: the earliest, as the trainer keeps it
+        "stsb_dev": (0, -3.5),
+        "infonce": (30, -2.5),  # lowest loss
+        "alignment": (20, 0.0),
+        "uniformity": (30, -2.5),
+        "fixed_budget": (30, -2.5),
+    }
+    # Spearman by hand: domain ranks (0 10 20 30) = 1 3 4 2
+    # stsb_dev ranks 4 3 2 1 -> d = -3 0 2 1, sum d^2 = 14, rho = 1 - 6*14/(4*15) = -0.4
+    assert study["criteria"]["stsb_dev"]["spearman"] == pytest.approx(-0.4)
+    # fixed budget: the step number, ranks 1 2 3 4 -> d = 0 1 1 -2, sum 6, rho = 0.4
+    assert study["criteria"]["fixed_budget"]["spearman"] == pytest.approx(0.4)
+    # -alignment ranks 3 2 4 1 -> d = -2 1 0 1, sum 6, rho = 0.4
+    assert study["criteria"]["alignment"]["spearman"] == pytest.approx(0.4)
+    # a criterion missing at some step is left out
+    assert "infonce" not in selection_agreement([{**p, "infonce": None} for p in curve])["criteria"]
+
+
+def _record(domain, configuration, seed, main, stsb, wall, curve=None):
+    record = {"domain": domain, "configuration": configuration, "seed": seed, "main_task": "clustering",
+              "main_score": main, "stsb_test": stsb, "wall_s": wall, "provenance": {"git": "abcdef0123456789"},
+              "training_text": None if wall is None else {"file": "x/train.txt", "trained_on": 100, "held_out": 5},
+              "steps": None if wall is None else 50, "batch_size": 64}
+    if curve:
+        record["curve"] = curve
+        record["selection_study"] = selection_agreement(curve)
+    return record
+
+
+def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
+    curve_a = [{"step": s, "domain": d, "teacher_agreement": t, "stsb_dev": 80.0 + s, "infonce": 1.0, "alignment": 0.1,
+                "uniformity": -1.0} for s, d, t in ((0, 70.0, 50.0), (5, 72.0, 60.0), (10, 71.0, 55.0))]
+    records = [
+        _record("bbc-news", "checkpoint", 1, 80.0, 82.03, None),
+        _record("bbc-news", "cselab-adapt", 1, 81.0, 82.5, 100.0, curve_a),
+        _record("bbc-news", "cselab-adapt", 2, 82.5, 82.0, 140.0, curve_a),
+        _record("bbc-news", "st-ct", 1, 79.0, 81.0, 90.0),
+        _record("linux-man", "checkpoint", 1, 70.0, 82.03, None),
+    ]
+    table = domains_table(records)
+    rows = {tuple(c.strip() for c in line.strip("|").split("|"))[:2]: line for line in table.splitlines()[2:]}
+    adapt = [c.strip() for c in rows[("bbc-news (clustering)", "`cselab adapt --teacher all-mpnet-base-v2 --select teacher-agreement`")]
+             .strip("|").split("|")]
+    mean = (81.0 + 82.5) / 2
+    assert adapt[4] == "2 (1, 2)" and adapt[5] == f"{mean:.2f}" and adapt[6] == f"{mean - 80.0:+.2f}"
+    assert adapt[7] == f"{(82.5 + 82.0) / 2:.2f}" and adapt[8] == f"{(100 + 140) / 2:.0f}"
+    with_threads = [{**r, "threads": 2} for r in records]
+    cells = [line for line in domains_table(with_threads).splitlines() if "--teacher" in line][0].split("|")
+    assert cells[9].strip() == "120 (2 thr.)"  # wall time with the threads it ran on
+    machines = [{**r, "provenance": {"machine": {"cpu": cpu}}}
+                for r, cpu in zip(with_threads, ["AMD EPYC", "AMD EPYC", "Intel(R) Xeon(R) Processor", "AMD EPYC",
+                                                 "AMD EPYC"], strict=True)]
+    cells = [line for line in domains_table(machines).splitlines() if "--teacher" in line][0].split("|")
+    assert cells[9].strip() == "100 (2 thr., AMD EPYC); 140 (2 thr., Intel Xeon)"  # one mean per CPU, named
+    # domains in the suite's order, the checkpoint first in each (the record's main task is shown as recorded)
+    assert [k[0].split()[0] for k in rows] == ["bbc-news"] * 3 + ["linux-man"]
+    assert list(rows)[0][1].startswith("all-MiniLM-L6-v2 untouched")
+    # a transductive run is listed but kept out of the means: there the teacher agreement picks the worst step
+    curve_t = [{**point, "domain": d} for point, d in zip(curve_a, (71.0, 70.0, 72.0), strict=True)]
+    agreement = selection_table([*records, _record("bbc-news", "cselab-simcse-transductive", 1, 72.0, 82.0, 90.0,
+                                                   curve_t)])
+    assert "| bbc-news | `cselab adapt` (SimCSE) on the text with the test items | 1 |" in agreement
+    assert "| -2.00 / -0.50 (step 5) |" in agreement  # 70 at step 5 against 72 at step 10; ranks (1,3,2) vs (2,1,3)
+    last = agreement.splitlines()[-2]  # the mean row
+    teacher_cell = last.strip("|").split("|")[5].strip()
+    assert teacher_cell == "**+0.00 / 1.00**"  # teacher agreement peaks where the domain peaks
+    assert "2 of 2" in agreement.splitlines()[-1]
+    assert len(CRITERIA) + 5 == len(agreement.splitlines()[0].strip("|").split("|"))
+    # lab.render writes the block into the document; the brief goals block where a document has it, demanded of none
+    from lab.domain_study.study import brief_goals_table, domains_report, read_domain_records
+    from lab.render import render
+
+    results = tmp_path / "domains.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    makers = {"domains": lambda: domains_report(read_domain_records(results)),
+              "domain-goals": lambda: brief_goals_table(read_domain_records(results))}
+    doc = tmp_path / "adapt.md"
+    doc.write_text("# x\n\n<!-- cselab:domains -->\nold\n<!-- /cselab:domains -->\n\nafter\n")
+    text = render(tmp_path, [doc], makers)[doc][1]
+    assert "old" not in text and f"| {mean:.2f} |" in text and text.endswith("after\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- cselab:domain-goals -->\nstale\n<!-- /cselab:domain-goals -->\nend\n")
+    changed = render(tmp_path, [doc, readme], makers)
+    assert "stale" not in changed[readme][1] and "<!-- cselab:domains -->" not in changed[readme][1]
+    assert "vs untouched (goal" not in domains_report(read_domain_records(results))  # the full tables only
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"domain": "x"}) + "\n")
+    with pytest.raises(CselabError, match="bad.jsonl:1.*configuration"):
+        read_domain_records(bad)
+
+
+def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_path):
+    """A trainer with an observer keeps the same best step and the same weights as one without."""
+    from cselab.config.run_config import RunConfig, validate
+    from cselab.training.trainer import Trainer
+    from tests.helpers import write_corpus
+
+    corpus = write_corpus(tmp_path / "c.txt", n=64)
+    seen = []
+
+    def raw(out):
+        return {"method": "simcse", "model": {"backbone": str(tiny_bert_dir), "pooler": "mean", "max_length": 16},
+                "data": {"corpus": str(corpus)},
+                "train": {"output_dir": str(out), "batch_size": 8, "max_steps": 5, "eval_every": 2, "seed": 3,
+                          "precision": "fp32"}}
+
+    plain = Trainer(validate(RunConfig, raw(tmp_path / "a")), progress=False)
+    plain_result = plain.run()
+    watched = Trainer(validate(RunConfig, raw(tmp_path / "b")), progress=False,
+                      observer=lambda model, step: seen.append((step, model.encode(["a man"]).shape)) or
+                      {"x": float(step)}, observe_every=3)
+    watched_result = watched.run()
+    assert [step for step, _ in seen] == [0, 3, 5]
+    assert watched_result.best_step == plain_result.best_step
+    for p, q in zip(plain.method.parameters(), watched.method.parameters(), strict=True):
+        assert torch.equal(p, q)
+    logged = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["observed"]) for r in logged if "observed" in r] == [(0, {"x": 0.0}), (3, {"x": 3.0}),
+                                                                              (5, {"x": 5.0})]
+
+
+def test_the_goals_table_by_hand():
+    from lab.domain_study.study import brief_goals_table, goals_table, peers_table
+
+    records = [
+        _record("linux-man", "checkpoint", 1, 78.39, 82.03, None),
+        _record("linux-man", "mpnet", 1, 83.11, 83.42, None),
+        _record("linux-man", "st-mnrl", 1, 77.62, 82.79, 10.0),
+        _record("linux-man", "st-ct", 1, 80.00, 82.00, 10.0),
+        _record("linux-man", "cselab-simcse", 1, 81.00, 81.50, 10.0),
+        _record("linux-man", "cselab-simcse", 2, 81.66, 81.90, 10.0),
+        _record("tweets", "cselab-simcse", 1, 70.0, 82.0, 10.0),  # nothing to compare with
+        _record("linux-man", "cselab-simcse-transductive", 1, 82.00, 82.0, 10.0),
+    ]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                          for line in goals_table(records, "cselab-simcse").splitlines()[2:])}
+    assert set(rows) == {"linux-man", "tweets"}
+    cells = rows["linux-man"]
+    # mean 81.33; 81.33 - 78.39 = 2.94 >= 1.0; best peer st-ct 80.00: +1.33 >= 0.5; mpnet 83.11: -1.78 < 0;
+    # STS-B mean 81.70 - 82.03 = -0.33 < -0.3, missed by 0.03
+    assert cells[:3] == ["linux-man", "2 (1, 2)", "81.33"]
+    assert cells[3] == "+2.94 (met)"
+    assert cells[4] == "+1.33 (met) (st-ct 80.00)"
+    assert cells[5] == "-1.78 (missed by 1.78) (83.11)"
+    assert cells[6] == "81.70: -0.33 (missed by 0.03)"
+    assert cells[7] == "+3.61 (82.00, 1 seed)"  # 82.00 - 78.39, held to no goal
+    assert rows["tweets"][3:] == ["-", "-", "-", "82.00", "-"]
+    assert goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
+    # the README's view of the same margins, bold where met
+    brief = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                           for line in brief_goals_table(records).splitlines()[2:])}
+    assert brief["linux-man (retrieval, nDCG@10)"] == [
+        "linux-man (retrieval, nDCG@10)", "78.39", "81.33", "1, 2", "**+2.94**", "**+1.33** (CT)",
+        "-1.78, missed by 1.78", "81.70: -0.33, missed by 0.03"]
+    assert brief["tweets (classification, accuracy)"][1:] == ["-", "70.00", "1", "-", "-", "-", "82.00"]
+    assert brief_goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
+    # the recipes side by side: differences to the checkpoint (78.39), the row's best bold; tweets has no checkpoint
+    peers = peers_table(records).splitlines()
+    assert len(peers) == 3
+    assert [c.strip() for c in peers[2].strip("|").split("|")] == [
+        "linux-man", "not run", "+1.61 (82.00), 1 seed", "-0.77 (82.79), 1 seed", "**+2.94** (81.70), 2 seeds"]
+    # a recipe that beats the default gets the bold; three seeds need no note
+    stsb = [_record("stsb", "checkpoint", 1, 82.03, 82.03, None),
+            *(_record("stsb", "st-tsdae", seed, 85.0 + seed, 80.0, 10.0) for seed in (1, 2, 3)),
+            _record("stsb", "cselab-simcse", 1, 83.03, 83.0, 10.0)]
+    assert [c.strip() for c in peers_table(stsb).splitlines()[2].strip("|").split("|")] == [
+        "stsb", "**+4.97** (80.00)", "not run", "not run", "+1.00 (83.00), 1 seed"]  # 87.00 - 82.03
+
+
+def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypatch):
+    """lab/domain_study/time_adapt.py runs `cselab adapt` as a user would and records the command's time beside
+    adapt.json's; the recorded scores are those of the untouched and the saved model, scored again here."""
+    pytest.importorskip("mteb")
+    from cselab.evaluation.domain import evaluate_domain
+    from cselab.models.sentence_model import load_model
+
+    home = write_domain_home(tmp_path / "home")
+    student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    results, out = tmp_path / "time.jsonl", tmp_path / "run"
+    time_adapt.main(["--domain", "bbc-news", "--model", str(student), "--max-sentences", "200",
+                                "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results)])
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    # 200 sentences: 5% held out, but at least 20
+    assert (record["sentences"], record["held_out"], record["train_sentences"], record["steps"]) == (200, 20, 180, 2)
+    assert record["command_s"] >= record["adapt_wall_s"] >= record["train_s"] > 0
+    assert record["estimate_s"] is not None and record["threads"] == 1
+    assert "train.threads=1" in record["adapt_command"] and record["command"].startswith("python -m lab.domain_study.time_adapt")
+    assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
+    assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
+
+
+def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, monkeypatch, capsys):
+    """lab/domain_study/score_suite.py finds a study run's saved model (cselab's `best`, a peer's `model`) and scores it as
+    the study scored it: the same main score as the study's own record; a second call skips recorded models."""
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    script = score_suite
+    results = tmp_path / "suite.jsonl"
+    argv = ["--domain-run", "bbc-news/cselab-simcse-s1", "--domain-run", "bbc-news/st-ct-s1", "--domains", "bbc-news",
+            "--eval-max-length", "24", "--domain-runs", str(study["root"] / "runs"), "--results", str(results)]
+    script.main(argv)
+    first = results.read_text()
+    script.main(argv)
+    assert results.read_text() == first
+    records = [json.loads(line) for line in first.splitlines()]
+    by_config = {r["configuration"]: r for r in study["records"]}
+    assert [r["origin"]["configuration"] for r in records] == ["cselab-simcse", "st-ct"]
+    for r in records:
+        assert r["scores"] == {"bbc-news": by_config[r["origin"]["configuration"]]["main_score"]}
+        assert r["tasks"] == {"bbc-news": "clustering"} and {"git", "machine"} <= set(r["provenance"])
+    # the fixture's texts fit in 24 tokens, so the records above cannot tell whether --eval-max-length is used;
+    # at 4 tokens every text is cut, and the score must be that of the model loaded at 4 tokens
+    from cselab.evaluation.domain import evaluate_domain
+    from cselab.models.sentence_model import load_model
+
+    short = tmp_path / "short.jsonl"
+    script.main([*argv[:2], "--domains", "bbc-news", "--eval-max-length", "4", "--domain-runs",
+                 str(study["root"] / "runs"), "--results", str(short)])
+    (cut,) = [json.loads(line) for line in short.read_text().splitlines()]
+    best = study["root"] / "runs" / "bbc-news" / "cselab-simcse-s1" / "best"
+    expected = evaluate_domain(load_model(best, max_length=4), domain="bbc-news")
+    assert cut["scores"] == {"bbc-news": expected["clustering"]}
+    assert cut["scores"] != records[0]["scores"]
+    with pytest.raises(SystemExit, match="expected DOMAIN/CONFIGURATION-sSEED"):
+        script.main(["--domain-run", "bbc-news/cselab-simcse", "--results", str(results)])
+    with pytest.raises(SystemExit, match="unknown news"):
+        script.main(["--domains", "news", "--results", str(results)])
+    with pytest.raises(SystemExit, match="no model at"):
+        script.main(["--domain-run", "bbc-news/st-mnrl-s9", "--domain-runs", str(study["root"] / "runs"),
+                     "--results", str(tmp_path / "other.jsonl")])
+
+
+def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
+    """A TNCSE/JTCSE protocol row keeps its selected model under stage2/best, a one-stage row under best."""
+    from cselab.training.run_directory import selected_model_dir
+
+    script = score_suite
+    one, two = tmp_path / "simcse-indomain", tmp_path / "tncse-indomain"
+    (one / "best").mkdir(parents=True)
+    (two / "stage1" / "encoder_1" / "best").mkdir(parents=True)
+    (two / "stage2" / "best").mkdir(parents=True)
+    assert selected_model_dir(one) == one / "best"
+    assert selected_model_dir(two) == two / "stage2" / "best"
+    (two / "stage2" / "results.json").write_text(json.dumps({"config": {"effective": {"data": {
+        "corpus": "stsb-train-minus-all-eval"}}}}))
+    name, path, origin = script.protocol_model("tncse-indomain", tmp_path, print)
+    assert (name, path, origin) == ("protocol/tncse-indomain", two / "stage2" / "best",
+                                    {"kind": "protocol-row", "row": "tncse-indomain",
+                                     "corpus": "stsb-train-minus-all-eval"})
+
+
+def test_score_suite_table_by_hand():
+    """The table's differences from the checkpoint and the mean over the domains a model was not trained on."""
+    script = score_suite
+    checkpoint = {"stsb": 82.0, "bbc-news": 86.0, "tweets": 68.0, "linux-man": 78.0}
+    records = [
+        {"model": "bbc-news/cselab-simcse-s1", "origin": {"kind": "domain-run", "domain": "bbc-news"},
+         "scores": {"stsb": 83.0, "bbc-news": 84.0, "tweets": 67.0, "linux-man": 79.5}},
+        {"model": "protocol/simcse", "origin": {"kind": "protocol-row", "row": "simcse"},
+         "scores": {"stsb": 82.5, "bbc-news": 85.0, "tweets": 68.5, "linux-man": 78.0}},
+        {"model": "protocol/ifcl", "origin": {"kind": "protocol-row", "row": "ifcl", "corpus": "parallel-de"},
+         "scores": {"stsb": 82.5}},
+    ]
+    table = script.render_table(records, checkpoint).splitlines()
+    assert table[2] == "| all-MiniLM-L6-v2 untouched (mean pooling) | - | 82.00 | 86.00 | 68.00 | 78.00 | - |"
+    # bbc-news is its own domain (marked, left out of the mean): (+1.0 - 1.0 + 1.5) / 3 = +0.50
+    assert table[3] == ("| bbc-news/cselab-simcse-s1 | bbc-news | 83.00 (+1.00) | 84.00* (-2.00) | 67.00 (-1.00) "
+                        "| 79.50 (+1.50) | +0.50 (3) |")
+    # the protocol trained on STS-B's text: stsb is its own; (-1.0 + 0.5 + 0.0) / 3 = -0.17
+    assert table[4].endswith("| 82.50* (+0.50) | 85.00 (-1.00) | 68.50 (+0.50) | 78.00 (+0.00) | -0.17 (3) |")
+    assert table[4].startswith("| protocol/simcse | STS-B train text, selected on STS-B dev |")
+    assert table[5].startswith("| protocol/ifcl | English-German parallel text, selected on STS-B dev |")
+
+
+def test_the_suite_table_is_rendered_into_its_doc_block(tmp_path):
+    from lab.render import render, table_makers
+
+    study = tmp_path / "domains.jsonl"
+    study.write_text("".join(json.dumps({"domain": "tweets", "configuration": c, "seed": 1, "main_score": v,
+                                         "stsb_test": 80.0, "wall_s": None}) + "\n"
+                             for c, v in (("checkpoint", 68.0), ("mpnet", 71.0))))
+    results = tmp_path / "suite.jsonl"
+    results.write_text(json.dumps({"model": "m", "origin": {"kind": "path"}, "scores": {"tweets": 69.25}}) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- cselab:suite -->\nold\n<!-- /cselab:suite -->\nafter\n")
+    text = render(tmp_path, [doc], {"suite": table_makers(tmp_path)["suite"]})[doc][1]
+    assert "old" not in text and text.startswith("before\n") and text.endswith("after\n")
+    assert "| m | - | 69.25 (+1.25) | +1.25 (1) |" in text
+    assert "| all-mpnet-base-v2 untouched (5x larger) | - | 71.00 (+3.00) | +3.00 (1) |" in text
+
+
+def test_run_domains_trains_on_another_text_when_given(study, tmp_path, monkeypatch):
+    text = tmp_path / "documents.txt"
+    documents = [f"document {i} " + " ".join(WORDS[(i + j) % 20] for j in range(12)) for i in range(240)]
+    text.write_text("".join(f"{d}\n" for d in documents))
+    results = tmp_path / "domains.jsonl"
+    argv = ["--domains", "bbc-news", "--configurations", "cselab-simcse", "--steps", "2", "--budget-note", "a test",
+            "--batch-size", "8", "--max-length", "16", "--eval-max-length", "24", "--model", str(study["student"]),
+            "--teacher", str(study["teacher"]), "--results", str(results), "--runs", str(tmp_path / "runs"), "--quiet", "--text", str(text)]
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    script = run_domains
+    script.main(argv)
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    held = 20  # 5% of 240 is 12, below the least held out (20)
+    assert record["training_text"] == {"file": str(text), "sentences": 240, "trained_on": 240 - held,
+                                       "held_out": held}
+    trained = (tmp_path / "runs" / "bbc-news" / "cselab-simcse-s1" / "train.txt").read_text().splitlines()
+    assert len(trained) == 240 - held and set(trained) <= set(documents)
+    with pytest.raises(SystemExit, match="not checkpoint"):
+        script.main([*argv[:3], "checkpoint", *argv[4:]])
+
+
+def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
+    script = bbc_train_articles
+    articles = ["Rates rise  again. Banks react.", "rates rise again. banks react.", "A test article here.",
+                "Another\tarticle stays."]
+    source = tmp_path / "bbc-news.jsonl"
+    source.write_text("".join(json.dumps({"text": a, "label": "x"}) + "\n" for a in articles))
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("A TEST article here.\tbusiness\n"
+                      + "".join(f"other test item {i}\t{'business' if i < 4 else 'sport'}\n" for i in range(9)))
+    # the second is the first with other case and spacing; the third is a test item (other case)
+    assert script.train_articles(source, labels) == ["Rates rise again. Banks react.", "Another article stays."]

@@ -1,0 +1,228 @@
+"""`cselab adapt`: the plan, the label-free selection score (against scipy), a whole tiny run, resume and
+one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from cselab.adapt import (
+    ForwardCost,
+    default_steps,
+    extrapolate_seconds,
+    held_out_pairs,
+    plan_adapt,
+    split_held_out,
+)
+from cselab.errors import CselabError
+from cselab.evaluation.sts_evaluator import StsEvaluator
+from cselab.models.sentence_model import load_model
+from tests.helpers import WORDS, build_tiny_model_dir, run_cli
+
+
+def write_text(path, n=240, seed=0):
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    lines = {" ".join(rng.choice(words) for _ in range(rng.randint(4, 10))) for _ in range(n * 2)}
+    path.write_text("\n".join(sorted(lines)[:n]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_teacher_dir(tmp_path_factory):
+    return build_tiny_model_dir(tmp_path_factory.mktemp("tiny-teacher"), "bert", seed=7)
+
+
+def test_split_holds_out_five_percent_of_distinct_sentences_and_is_seeded():
+    sentences = [f"sentence {i}" for i in range(1000)] + ["sentence 3"]
+    train, held = split_held_out(sentences)
+    assert len(held) == 50 and len(train) == 950
+    assert not set(train) & set(held)
+    assert split_held_out(sentences) == (train, held)
+    assert len(split_held_out([f"s{i}" for i in range(100_000)])[1]) == 500  # at most 500
+
+
+def test_default_budget_is_three_passes_within_bounds():
+    assert default_steps(9_500, 64) == 446  # ceil(3 * 9500 / 64): three passes, under the cap
+    assert default_steps(10_000, 64) == 450  # three passes would be 469: the cap
+    assert default_steps(100, 64) == 100
+    assert default_steps(10_000_000, 64) == 450
+
+
+def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(12, 5))
+    sentences = [f"s{i}" for i in range(12)]
+    firsts, seconds, targets = held_out_pairs(sentences, vectors)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for k in range(0, 24, 2):
+        i = int(firsts[k][1:])
+        assert firsts[k + 1] == firsts[k]
+        cos = [float(unit[i] @ unit[j]) if j != i else -9 for j in range(12)]
+        assert int(seconds[k][1:]) == int(np.argmax(cos))  # the nearest other sentence by the teacher
+        assert seconds[k + 1] != firsts[k + 1]  # the random partner is another sentence
+    for a, b, t in zip(firsts, seconds, targets, strict=True):
+        assert t == pytest.approx(float(unit[int(a[1:])] @ unit[int(b[1:])]))
+
+
+def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_bert_dir, tiny_teacher_dir, tmp_path):
+    from cselab.adapt import teacher_agreement_task
+
+    held = [line for line in write_text(tmp_path / "t.txt", n=30).read_text().splitlines()]
+    teacher, student = load_model(tiny_teacher_dir, pooler="mean"), load_model(tiny_bert_dir, pooler="mean")
+    task = teacher_agreement_task(held, teacher)
+    score = StsEvaluator([task], primary="teacher-agreement/dev").primary_score(StsEvaluator([task])(student))
+    sub = task.subsets[0]
+    a, b = student.encode(sub.sentences1), student.encode(sub.sentences2)
+    student_cos = torch.nn.functional.cosine_similarity(a, b).numpy()
+    ta, tb = teacher.encode(sub.sentences1), teacher.encode(sub.sentences2)
+    teacher_cos = torch.nn.functional.cosine_similarity(ta, tb).numpy()
+    assert score == pytest.approx(100 * spearmanr(student_cos, teacher_cos).statistic, abs=1e-4)
+
+
+def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_dir):
+    text = write_text(tmp_path / "text.txt")  # 240 sentences: 220 to train on, 20 held out (the minimum)
+    simcse = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), steps=150, batch_size=32)
+    assert (simcse.train_sentences, len(simcse.held_out), simcse.config.train.eval_every) == (220, 20, 150)
+    student = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20)  # 0.02 s a sentence
+    # 150 steps x 2.2 x 2 rows x 32 sentences x 0.02 s = 422.4 s; one evaluation (the last step) x 2 rows x 20 x 0.02
+    assert extrapolate_seconds(simcse, student) == pytest.approx(422.4 + 0.8)
+    # timed in bf16, a training step costs 2.9 inference passes: 150 x 2.9 x 2 x 32 x 0.02 = 556.8 s; an
+    # unmeasured precision (fp16) takes fp32's 2.2
+    bf16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="bf16")
+    assert extrapolate_seconds(simcse, bf16) == pytest.approx(556.8 + 0.8)
+    fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
+    assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
+    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                        select="teacher-agreement", overrides=["train.eval_every=25"])
+    teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
+    # 100 x 2.2 x 3 rows x 64 x 0.02 s = 844.8 s; 5 evaluations (step 0 and every 25) x 4 rows x 20 x 0.02 = 8 s;
+    # the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
+    assert extrapolate_seconds(distil, student, teacher) == pytest.approx(844.8 + 8 + 24)
+    # the default with a teacher, a fixed budget: one evaluation (the last step), 4 rows x 20 x 0.02 = 1.6 s
+    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100)
+    assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
+        ("fixed-budget", 100, False)
+    assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(844.8 + 1.6 + 24)
+    with pytest.raises(ValueError, match="teacher"):
+        extrapolate_seconds(distil, student)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_time_estimate_times_both_passes_in_the_runs_precision(tmp_path, tiny_bert_dir, monkeypatch, precision):
+    """The estimate times the student and the teacher as the run will run them (on a CPU where `auto` picks bf16,
+    bf16 is faster than fp32)."""
+    from cselab import adapt
+    from cselab.adapt import estimate_seconds
+    from cselab.runtime import precision as precisions
+
+    seen, real = [], precisions.autocast_context
+    monkeypatch.setattr(precisions, "autocast_context", lambda p, device: seen.append(p) or real(p, device))
+    costs, extrapolate = [], adapt.extrapolate_seconds
+    monkeypatch.setattr(adapt, "extrapolate_seconds", lambda plan, *c: costs.extend(c) or extrapolate(plan, *c))
+    plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "out", model=str(tiny_bert_dir),
+                      teacher=str(tiny_bert_dir), steps=10, overrides=[f"train.precision={precision}"])
+    assert estimate_seconds(plan) > 0
+    assert seen == [precision, precision]  # the student's pass, then the teacher's
+    assert [c.precision for c in costs] == [precision, precision]  # and the extrapolation knows it
+
+
+def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
+    small = tmp_path / "small.txt"
+    small.write_text("one sentence\nanother one\n")
+    with pytest.raises(CselabError, match="at least 200"):
+        plan_adapt(small, tmp_path / "out", model=str(tiny_bert_dir), no_teacher=True)
+    text = write_text(tmp_path / "text.txt")
+    with pytest.raises(CselabError, match="cselab data fetch models-mpnet"):
+        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir), teacher="all-mpnet-base-v2")  # empty home
+    with pytest.raises(CselabError, match="teacher not found: nope"):
+        plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir), teacher="nope")
+    default = plan_adapt(text, tmp_path / "out", model=str(tiny_bert_dir))  # no teacher named: SimCSE
+    assert (default.teacher, default.selection, default.config.method) == (None, "fixed-budget", "simcse")
+    with pytest.raises(CselabError, match="not both"):
+        plan_adapt(text, tmp_path / "out", teacher="x", no_teacher=True)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "0"], "--steps"), (["--batch-size", "1"], "--batch-size"), (["--max-length", "2"], "--max-length"),
+    (["--teacher", "T", "--no-teacher"], "not both"),
+    (["--select", "teacher-agreement"], "needs a --teacher"), (["--select", "best"], "--select must be one of"),
+])
+def test_cli_refuses_bad_options_before_any_work(tmp_path, capsys, tiny_bert_dir, args, message):
+    text = write_text(tmp_path / "text.txt")
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(tmp_path / "o"), *args],
+                           capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    args = ["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir), "--output", str(out),
+            "--steps", "4", "--batch-size", "8", "--max-length", "16", "--select", "teacher-agreement",
+            "train.eval_every=2"]
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert summary["selection"] == "teacher-agreement" and summary["held_out"] == 20
+    held = set((out / "held-out.txt").read_text().splitlines())
+    assert not held & set((out / "train.txt").read_text().splitlines())  # never trained on
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    assert sorted(scores) == [0, 2, 4]  # the untouched model is a candidate
+    assert summary["best_step"] == max(scores, key=lambda s: (scores[s], -s))
+    card = (out / "best" / "README.md").read_text()
+    assert "## Adaptation" in card and (out / "adapt-report.png").stat().st_size > 0
+    assert load_model(out / "best").encode(["a sentence"]).shape == (1, 32)
+    # a second run into the finished directory is refused, the resume reports it again without training
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "finished adaptation" in err
+
+
+def test_a_teacher_run_keeps_the_last_step_by_default(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
+    """--teacher without --select: a fixed budget, so the teacher agreement is scored once, at the last step, and
+    the last step is the model (the untouched model is no candidate)."""
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir),
+                            "--output", str(out), "--steps", "3", "--batch-size", "8", "--max-length", "16"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["selection"], summary["best_step"]) == ("fixed-budget", 3)
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in dev if "dev" in r] == [3]
+    assert json.loads((out / "best" / "cselab.json").read_text())["training"]["method"] == "distill"
+
+
+def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                            capsys):
+    from cselab.analysis.held_out import HeldOutScores
+
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps",
+                                 "3", "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)
+    assert code == 0, err  # fp32 above: exact scores
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["teacher"], summary["selection"], summary["best_step"]) == (None, "fixed-budget", 3)
+    assert 0 < summary["train_s"] <= summary["wall_s"] and summary["evaluate_s"] >= 0
+    # the estimate shown before training is the one recorded beside the measured times
+    assert summary["estimate_s"] is not None and f"estimated {summary['estimate_s'] / 60:.0f} min" in stdout
+    assert {"git", "machine", "date"} <= set(summary["provenance"]) and summary["provenance"]["machine"]["cpu"]
+    assert f"({summary['train_s']:.0f} s training" in (out / "adapt-report.md").read_text()
+    config = json.loads((out / "best" / "cselab.json").read_text())
+    assert config["training"]["method"] == "simcse"
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    assert list(scores) == [3]  # one evaluation: the last step, which a fixed budget keeps
+    held = (out / "held-out.txt").read_text().splitlines()
+    expected = -HeldOutScores(held)(load_model(out / "best"))["infonce"]
+    assert scores[3] == pytest.approx(expected, abs=1e-4)

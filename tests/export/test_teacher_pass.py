@@ -1,0 +1,150 @@
+"""The teacher's pass over a text on disk: the store's fill/resume rule, and the pass against the teacher itself."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.helpers import WORDS, build_tiny_model_dir
+
+
+def _rows(indices: list[int], dim: int = 3) -> np.ndarray:
+    """A known vector per row: row i is (i, 2i, 3i)."""
+    return np.array([[i * (k + 1) for k in range(dim)] for i in indices], dtype=np.float32)
+
+
+def test_store_fills_in_its_order_and_resumes_after_a_kill(tmp_path) -> None:
+    from cselab.data.vector_store import VectorStore
+
+    order = [4, 0, 3, 1, 2, 6, 5]
+    store = VectorStore.create(tmp_path / "s", "key-a", 7, 3, order=order)
+    calls: list[list[int]] = []
+
+    def dying(indices: list[int]) -> np.ndarray:
+        calls.append(indices)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the kill, while the second chunk is computed
+        return _rows(indices)
+
+    with pytest.raises(KeyboardInterrupt):
+        store.fill(dying, chunk=3)
+    assert calls == [[4, 0, 3], [1, 2, 6]]
+    reopened = VectorStore.open(tmp_path / "s")
+    assert reopened is not None and reopened.filled == 3 and not reopened.complete
+    resumed: list[list[int]] = []
+    reopened.fill(lambda idx: resumed.append(idx) or _rows(idx), chunk=3)
+    assert resumed == [[1, 2, 6], [5]]  # the lost chunk again, then the rest; never a counted row twice
+    assert reopened.complete
+    np.testing.assert_array_equal(reopened.vectors(), _rows(list(range(7))))
+    assert json.loads((tmp_path / "s" / "state.json").read_text())["filled"] == 7
+
+
+def test_store_refuses_a_wrong_shape_and_a_damaged_state(tmp_path) -> None:
+    from cselab.data.vector_store import VectorStore
+    from cselab.errors import CselabError
+
+    store = VectorStore.create(tmp_path / "s", "k", 4, 3)
+    with pytest.raises(ValueError, match="expected"):
+        store.fill(lambda idx: np.zeros((len(idx), 2)), chunk=2)
+    assert VectorStore.open(tmp_path / "s").filled == 0
+    with pytest.raises(CselabError, match="already holds"):
+        VectorStore.create(tmp_path / "s", "k", 4, 3)
+    (tmp_path / "s" / "state.json").write_text('{"key": "k", "rows": 4, "dim": 3, "filled": 9}')
+    with pytest.raises(CselabError, match="damaged"):
+        VectorStore.open(tmp_path / "s")
+    assert VectorStore.open(tmp_path / "nothing") is None
+
+
+def test_copy_links_a_complete_store(tmp_path) -> None:
+    from cselab.data.vector_store import VectorStore
+
+    store = VectorStore.create(tmp_path / "a", "k", 5, 3)
+    store.fill(_rows, chunk=2)
+    copy = store.copy_to(tmp_path / "cache" / "k")
+    np.testing.assert_array_equal(copy.vectors(), _rows(list(range(5))))
+    assert copy.key == "k" and copy.complete
+    assert not list((tmp_path / "cache").glob(".*"))  # no staging directory left
+
+
+def test_content_key_separates_its_parts() -> None:
+    from cselab.data.vector_store import content_key
+
+    assert content_key("ab", "c") != content_key("a", "bc")
+    assert content_key(["a", "b"]) != content_key(["ab"])
+    assert content_key("x", ["a"]) == content_key("x", ["a"])
+
+
+@pytest.fixture
+def teacher_and_text(tmp_path):
+    import random
+
+    teacher = build_tiny_model_dir(tmp_path / "teacher", "bert", seed=5, hidden_size=48)
+    rng = random.Random(1)
+    words = [w for w in WORDS if w.isalpha()]
+    sentences = list(dict.fromkeys(" ".join(rng.choice(words) for _ in range(rng.randint(3, 14)))
+                                   for _ in range(150)))
+    return teacher, sentences
+
+
+def _teacher_reference(teacher, sentences) -> np.ndarray:
+    """The teacher's own torch fp32 vectors, one sentence at a time, normalised here."""
+    import torch
+
+    from cselab.models.sentence_model import load_model
+
+    model = load_model(str(teacher)).eval()
+    with torch.no_grad():
+        rows = [model.encode([s]).numpy()[0] for s in sentences]
+    array = np.stack(rows)
+    return array / np.linalg.norm(array, axis=1, keepdims=True)
+
+
+def test_teacher_pass_gives_the_teachers_unit_vectors_and_resumes(teacher_and_text, tmp_path, monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+
+    teacher, sentences = teacher_and_text
+    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
+    fills = {"n": 0}
+    original_fill = VectorStore.fill
+
+    def fill_then_die(self, compute, chunk, progress=None):
+        def counting(indices):
+            fills["n"] += 1
+            if fills["n"] == 3:
+                raise KeyboardInterrupt
+            return compute(indices)
+        return original_fill(self, counting, chunk, progress)
+
+    monkeypatch.setattr(VectorStore, "fill", fill_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"],
+                                     say=lambda _m: None, progress=False)
+    assert VectorStore.open(tmp_path / "run" / "teacher").filled == 80
+    monkeypatch.setattr(VectorStore, "fill", original_fill)
+    vectors = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher",
+                                           backends=["torch"], say=lambda _m: None, progress=False)
+    np.testing.assert_allclose(vectors, _teacher_reference(teacher, sentences), atol=1e-5)
+    state = json.loads((tmp_path / "run" / "teacher" / "state.json").read_text())
+    assert state["info"]["backend"] == "torch" and state["info"]["candidates"][0]["agreement"] == 1.0
+
+
+def test_a_finished_pass_is_reused_from_the_cache_and_a_changed_text_is_refused(teacher_and_text, tmp_path,
+                                                                               monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.errors import CselabError
+
+    teacher, sentences = teacher_and_text
+    messages: list[str] = []
+    first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "a", backends=["torch"],
+                                         say=messages.append, progress=False)
+    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
+    second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "b", backends=["torch"],
+                                          say=messages.append, progress=False)
+    np.testing.assert_array_equal(first, second)
+    assert any("reusing" in m for m in messages)
+    with pytest.raises(CselabError, match="another text"):
+        teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"],
+                                     say=messages.append, progress=False)

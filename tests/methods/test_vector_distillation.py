@@ -1,0 +1,196 @@
+"""Distillation onto a wider teacher's vectors (``target: vectors`` with ``projection: pca-rotation | linear-head``,
+``vector_loss: mse | cosine``), read from a teacher pass on disk.
+
+Expected values come from scikit-learn's PCA, scipy's orthogonal Procrustes and numpy's least squares, never from
+the method's helpers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cselab.errors import CselabError
+from cselab.losses import distillation_cosine
+from cselab.models.encoder import Encoder
+from cselab.models.sentence_model import load_model, save_model
+from tests.helpers import build_tiny_model_dir, tiny_distill_config, write_corpus
+
+
+def _unit(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_distillation_cosine_hand_case_and_target_detached():
+    # cos 1 (parallel, other length), cos 0, cos -1
+    student = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]], requires_grad=True)
+    target = torch.tensor([[1.0, 0.0], [3.0, 0.0], [-2.0, -2.0]], requires_grad=True)
+    loss = distillation_cosine(student, target)
+    assert loss.item() == pytest.approx((0 + 1 + 2) / 3, abs=1e-6)
+    loss.backward()
+    assert student.grad is not None and target.grad is None
+
+
+def test_pca_rotation_matches_scikit_learn_and_scipy():
+    from scipy.linalg import orthogonal_procrustes
+    from sklearn.decomposition import PCA
+
+    from cselab.methods.distill import pca_rotation
+
+    rng = np.random.default_rng(0)
+    teacher = _unit(rng.normal(size=(60, 9)) @ rng.normal(size=(9, 9)))  # correlated, unit rows
+    student = rng.normal(size=(60, 4)) + 3.0  # not centred
+    sample = list(range(0, 60, 2))
+    got = pca_rotation(torch.from_numpy(teacher), sample, torch.from_numpy(student[sample])).numpy()
+    reduced = PCA(n_components=4).fit(teacher).transform(teacher)  # centred, the 4 leading components
+    mean = student[sample].mean(0)
+    rotation, singular_sum = orthogonal_procrustes(reduced[sample], student[sample] - mean)
+    scale = singular_sum / (reduced[sample] ** 2).sum()
+    np.testing.assert_allclose(got, scale * reduced @ rotation + mean, atol=1e-8)
+    # the fit is the closest any rotation and scale bring the sample: a random rotation does worse
+    q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    assert ((got[sample] - student[sample]) ** 2).sum() < ((scale * reduced[sample] @ q + mean - student[sample]) ** 2).sum()
+
+
+def test_fit_linear_map_is_scikit_learns_ridge():
+    from sklearn.linear_model import Ridge
+
+    from cselab.methods.distill import fit_linear_map
+
+    rng = np.random.default_rng(1)
+    source, target = rng.normal(size=(40, 3)) @ rng.normal(size=(3, 3)), rng.normal(size=(40, 5))
+    weight, bias = fit_linear_map(torch.from_numpy(source), torch.from_numpy(target), ridge=0.05)
+    centred = source - source.mean(0)
+    alpha = 0.05 * np.trace(centred.T @ centred) / 3
+    reference = Ridge(alpha=alpha).fit(source, target)
+    np.testing.assert_allclose(weight.numpy(), reference.coef_.T, atol=1e-8)
+    np.testing.assert_allclose(bias.numpy(), reference.intercept_, atol=1e-8)
+
+
+@pytest.fixture
+def wide_setup(tmp_path):
+    """A 48-d teacher (mean pooling), a 32-d student and 80 training sentences."""
+    teacher = Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-t", "bert", seed=2, hidden_size=48),
+                                      pooler="mean", max_length=16)
+    teacher_dir = save_model(teacher, tmp_path / "teacher")
+    student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)
+    corpus = write_corpus(tmp_path / "corpus.txt", n=80)
+    return teacher_dir, student_dir, corpus
+
+
+def _config(setup, out, *extra):
+    teacher_dir, student_dir, corpus = setup
+    return tiny_distill_config(teacher_dir, student_dir, corpus, out, "model.pooler=mean", "model.dropout=0.0",
+                               "train.max_steps=30", "train.eval_every=30", *extra)
+
+
+@pytest.mark.parametrize(("projection", "vector_loss", "term"), [
+    ("pca-rotation", "mse", "distillation_mse"),
+    ("pca-rotation", "cosine", "distillation_cosine"),
+    ("linear-head", "mse", "distillation_mse"),
+    ("linear-head", "cosine", "distillation_cosine"),
+])
+def test_a_wider_teachers_vectors_are_learnt(wide_setup, tmp_path, sts_home, projection, vector_loss, term):
+    from cselab.training.trainer import Trainer
+
+    config = _config(wide_setup, tmp_path / "run", f"method_options.projection={projection}",
+                     f"method_options.vector_loss={vector_loss}")
+    trainer = Trainer(config, progress=False)
+    assert trainer.method.weights == {term: 1.0}
+    sentences = wide_setup[2].read_text().splitlines()
+    teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
+    # the targets (pca-rotation) or the teacher's own unit vectors (linear-head), for every training sentence
+    targets = trainer.method._targets.numpy()
+    if projection == "linear-head":
+        np.testing.assert_allclose(targets, teacher, atol=1e-5)
+        assert tuple(trainer.method.head.weight.shape) == (48, 32)
+    else:
+        assert targets.shape == (80, 32)
+    assert trainer.run().steps == 30
+    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r[term] for r in log if term in r]
+    assert len(losses) == 30 and np.mean(losses[-5:]) < np.mean(losses[:5]), losses
+    saved = load_model(tmp_path / "run" / "best", device="cpu")
+    assert saved.hidden_size == 32  # the student alone: no head at inference
+    assert json.loads((tmp_path / "run" / "best" / "cselab.json").read_text())["kind"] == "encoder"
+
+
+def test_pca_rotation_keeps_step_zero_and_brings_the_student_to_its_targets(wide_setup, tmp_path, sts_home):
+    """The targets, computed here with scikit-learn and scipy from the untouched student's vectors of all 80 sentences
+    (fewer than ``fit_sentences``: the fit sees every one), are what the run trains towards."""
+    from scipy.linalg import orthogonal_procrustes
+    from sklearn.decomposition import PCA
+
+    from cselab.training.trainer import Trainer
+
+    sentences = wide_setup[2].read_text().splitlines()
+    teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
+    start = Encoder.from_pretrained(wide_setup[1], pooler="mean")
+    before = start.encode(sentences).numpy().astype(np.float64)
+    reduced = PCA(n_components=32).fit(teacher).transform(teacher)
+    rotation, singular_sum = orthogonal_procrustes(reduced, before - before.mean(0))
+    targets = singular_sum / (reduced ** 2).sum() * reduced @ rotation + before.mean(0)
+
+    def distance(vectors) -> float:  # mean cosine distance to the targets
+        return float(1 - (_unit(vectors) * _unit(targets)).sum(1).mean())
+
+    config = _config(wide_setup, tmp_path / "run", "method_options.projection=pca-rotation",
+                     "method_options.vector_loss=cosine", "train.max_steps=60", "train.eval_every=60")
+    trainer = Trainer(config, progress=False)
+    np.testing.assert_allclose(trainer.method._targets.numpy(), targets, rtol=1e-4, atol=1e-4)
+    # the method adds no module: the model it trains and saves is the untouched student at step 0
+    start_state = start.state_dict()
+    assert all(torch.equal(v, start_state[k]) for k, v in trainer.method.student.state_dict().items())
+    assert trainer.run().steps == 60
+    after = load_model(tmp_path / "run" / "best", device="cpu").encode(sentences).numpy()
+    assert distance(after) < 0.8 * distance(before), (distance(before), distance(after))
+
+
+def test_projection_settings_that_contradict_are_refused_in_one_line(wide_setup, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    cases = [
+        (["method_options.projection=pca-rotation", "method_options.target=similarities"], "leave projection at none"),
+        (["method_options.vector_loss=cosine", "method_options.target=similarities"], "target vectors only"),
+        (["method_options.projection=rotation"], "method_options.projection"),
+        (["method_options.teacher_vectors=" + str(tmp_path / "nothing")], "holds no teacher pass"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(CselabError, match=message) as exc:
+            Trainer(_config(wide_setup, tmp_path / "r", *extra), progress=False)
+        assert "\n" not in str(exc.value)
+    # a teacher narrower than the student cannot be reduced to the student's width
+    narrow = save_model(Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-n", "bert", seed=4, hidden_size=16),
+                                                pooler="mean"), tmp_path / "narrow")
+    with pytest.raises(CselabError, match="use projection linear-head"):
+        Trainer(_config((narrow, wide_setup[1], wide_setup[2]), tmp_path / "n",
+                        "method_options.projection=pca-rotation"), progress=False)
+
+
+def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
+    """``method_options.teacher_vectors``: a pass over MORE sentences (e.g. a held-out part too) is matched to the
+    training sentences by their text."""
+    from cselab.teacher_pass import teacher_vectors
+    from cselab.training.trainer import Trainer
+
+    sentences = wide_setup[2].read_text().splitlines()
+    extra = ["a held out sentence", "another one"]
+    teacher_vectors(str(wide_setup[0]), extra + sentences[::-1], tmp_path / "pass", backends=["torch"],
+                    say=lambda _m: None, progress=False)
+    config = _config(wide_setup, tmp_path / "run", "method_options.projection=linear-head",
+                     f"method_options.teacher_vectors={tmp_path / 'pass'}")
+    trainer = Trainer(config, progress=False)
+    expected = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
+    np.testing.assert_allclose(trainer.method._teacher_unit.numpy(), expected, atol=1e-5)
+    assert trainer.method.teacher is None  # no teacher model is loaded when its pass is on disk
+    with pytest.raises(CselabError, match="no teacher vector of 1 training sentence"):
+        write_corpus(tmp_path / "other.txt", n=1, seed=99)
+        other = tmp_path / "corpus2.txt"
+        other.write_text("\n".join(sentences + (tmp_path / "other.txt").read_text().splitlines()) + "\n")
+        Trainer(tiny_distill_config(wide_setup[0], wide_setup[1], other, tmp_path / "r2", "model.pooler=mean",
+                                    "method_options.projection=linear-head",
+                                    f"method_options.teacher_vectors={tmp_path / 'pass'}"), progress=False)
