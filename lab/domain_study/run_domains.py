@@ -290,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
+    from cselab.provenance import code_version
+
+    code_version()  # the study's records name the code it started with
+
     from lab.domain_study.study import CONFIGURATION, PEERS
 
     if args.threads:

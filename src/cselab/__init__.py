@@ -9,10 +9,7 @@ one-line message; a problem with the files named raises ``CselabError`` (see :mo
 from cselab.api import SentenceEncoder, evaluate, load_model, train  # noqa: E402
 from cselab.errors import CselabError, UsageError
 from cselab.evaluation.domain import evaluate_domain  # noqa: E402
-from cselab.provenance import git_commit
 from cselab.version import __version__
-
-git_commit()  # pinned at import, so every entry point's records name the code it started with (two git calls)
 
 __all__ = ["CselabError", "SentenceEncoder", "UsageError", "evaluate", "evaluate_domain", "load_model", "train",
            "__version__"]

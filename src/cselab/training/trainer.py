@@ -24,6 +24,7 @@ from cselab.fileio import recover_directory
 from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import save_model
+from cselab.provenance import code_version
 from cselab.runtime.devices import pick_device
 from cselab.runtime.distributed import DistributedContext, init_distributed
 from cselab.runtime.precision import (
@@ -398,6 +399,7 @@ class Trainer:
         ``allow_change`` names the :data:`~.run_directory.CHANGEABLE_KEYS` that may differ on resume."""
         try:
             if self.dist.is_main:
+                code_version()  # what the run's records will name, read as it starts
                 _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
             self._prepare_output(resume, overwrite, tuple(allow_change))
             return self._loop()
