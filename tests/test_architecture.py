@@ -154,7 +154,7 @@ def test_imports_go_down_the_floors() -> None:
 
 
 # -- documents ---------------------------------------------------------------------------------------
-DOC_REFERENCE = re.compile(r"\b([A-Z][A-Z_]+\.md|docs/[\w./-]+\.md)(?:#([\w-]+))?")
+DOC_REFERENCE = re.compile(r"\b([A-Z][A-Z_]+\.md|(?:docs|lab/books)/[\w./-]+\.md)(?:#([\w-]+))?")
 
 
 def _anchors(markdown: str) -> set[str]:
@@ -176,7 +176,7 @@ def _source_files() -> list[Path]:
 @pytest.mark.parametrize("path", _source_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_cited_documents_exist(path: Path) -> None:
     for name, anchor in DOC_REFERENCE.findall(path.read_text()):
-        target = ROOT / name if name.startswith("docs/") else None
+        target = ROOT / name if name.startswith(("docs/", "lab/books/")) else None
         if target is None:
             candidates = [ROOT / name, ROOT / "docs" / name]
             target = next((c for c in candidates if c.is_file()), candidates[0])
@@ -202,3 +202,20 @@ def test_the_library_never_imports_or_names_the_lab(path: Path) -> None:
     """``pip install cselab`` ships src/ alone: nothing in it may import the lab or point users into it."""
     found = [m.group(0) for m in LAB_MENTION.finditer(path.read_text())]
     assert found == [], f"{path.relative_to(ROOT)} names the lab: {found}"
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s#]*)(?:#([\w-]+))?\)")
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+                                  *sorted((ROOT / "lab").rglob("*.md"))], ids=lambda p: str(p.relative_to(ROOT)))
+def test_markdown_links_resolve(path: Path) -> None:
+    """Every relative link of the README, the docs and the lab books names a file (and a heading) that exists."""
+    text = path.read_text()
+    for target, anchor in MARKDOWN_LINK.findall(text):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        linked = (path.parent / target).resolve() if target else path
+        assert linked.exists(), f"{path.relative_to(ROOT)} links {target}, which does not exist"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked.read_text()), f"{path.relative_to(ROOT)} links {target}#{anchor}: no such heading"

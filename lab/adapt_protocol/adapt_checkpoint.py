@@ -1,5 +1,5 @@
 """The adaptation protocol's reference row: the untouched checkpoint with its own pooling, scored once on STS-B
-dev and every test set, appended to the results file as the row ``checkpoint`` (docs/adapt.md). The adapt
+dev and every test set, appended to the results file as the row ``checkpoint`` (lab/books/adapt_protocol.md). The adapt
 tables show it first under every training text and pair every multi-seed configuration against it.
 
     python -m lab.adapt_protocol.adapt_checkpoint                     # all-MiniLM-L6-v2 (needs `cselab data fetch models`)

@@ -1,4 +1,4 @@
-"""+UC rows of the adaptation protocol (docs/adapt.md): a recorded row's model combined with an outside
+"""+UC rows of the adaptation protocol (lab/books/adapt_protocol.md): a recorded row's model combined with an outside
 checkpoint as the papers do, ``(1 - w) * model + w * e_UC``, with ``w`` chosen on STS-B dev, test-scored once and
 appended to the results file as its own row (``<row>+uc-<outside>``).
 

@@ -1,4 +1,4 @@
-"""The adaptation protocol's tables (docs/adapt.md), rendered from its records.
+"""The adaptation protocol's tables (lab/books/adapt_protocol.md), rendered from its records.
 
 :func:`adapt_table`: per training text, one row per record (the untouched checkpoint first, as every row's
 reference). :func:`adapt_seeds_table`: per training text, every configuration with several seeds, its mean ±

@@ -1,6 +1,6 @@
 """The domain study: every configuration on every domain of the suite, one record per (domain, configuration, seed).
 
-Configurations (docs/adapt.md, "Your own domain"; ``lab.domain_study.study.CONFIGURATIONS``):
+Configurations (lab/books/domain_study.md; ``lab.domain_study.study.CONFIGURATIONS``):
 
 * ``checkpoint``: all-MiniLM-L6-v2 untouched, its own mean pooling;
 * ``mpnet``: all-mpnet-base-v2 untouched (the teacher of ``cselab-adapt``, five times larger);

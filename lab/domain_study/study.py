@@ -1,4 +1,4 @@
-"""The domain study's tables (docs/adapt.md, "Your own domain"), rendered from ``lab/results/domains.jsonl``.
+"""The domain study's tables (lab/books/domain_study.md), rendered from ``lab/results/domains.jsonl``.
 
 One record per (domain, configuration, seed), written by ``lab/domain_study/run_domains.py``. Two tables:
 
@@ -445,7 +445,7 @@ def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str = DE
 
 
 def domains_report(records: Sequence[dict[str, Any]]) -> str:
-    """Both tables, as the ``<!-- cselab:domains -->`` block of docs/adapt.md holds them."""
+    """Both tables, as the ``<!-- cselab:domains -->`` block of the lab book holds them."""
     return "\n".join([
         "**The domain suite** (`lab/domain_study/run_domains.py`; each cell the mean over the seeds shown)", "",
         domains_table(records), "",

@@ -117,7 +117,7 @@ def data_download(target: str, dest: Path) -> None:
 
 @data.command("indomain")
 def data_indomain() -> None:
-    """Build the adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones (docs/adapt.md)."""
+    """Build the STS-B adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones."""
     from cselab.data.indomain import build_indomain_corpora
 
     for m in build_indomain_corpora():

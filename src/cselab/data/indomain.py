@@ -1,6 +1,6 @@
 """In-domain unlabelled text for the adaptation protocol, and how much of each test set a training text holds.
 
-The adaptation protocol (docs/adapt.md) asks whether unsupervised training on unlabelled text of the user's
+The STS-B adaptation protocol asks whether unsupervised training on unlabelled text of the user's
 domain improves an already good sentence encoder. The in-domain text obtainable here is the STS-B **train**
 split's sentences without their scores. It must not contain the sentences that are scored as held out:
 
