@@ -23,7 +23,7 @@ evaluation (mteb), STS-B test with cselab's evaluator (``cselab.evaluate(model, 
 records at the evaluated steps (step 0, every ``--observe-every`` evaluation of ``cselab adapt`` and the last
 step) each candidate criterion without labels: agreement with the teacher on held-out pairs (for
 ``cselab-adapt`` the very numbers it selects by), STS-B dev, and the held-out text's InfoNCE, alignment and
-uniformity (``cselab.analysis.held_out``), and the domain's main score on the test items, for the study only.
+uniformity (``cselab.adapt.selection``), and the domain's main score on the test items, for the study only.
 From that curve the record stores each criterion's regret and Spearman (``lab.domain_study.study``). The time
 spent observing is left out of ``wall_s`` (it is ``observe_s``).
 
@@ -116,7 +116,7 @@ def stsb_test(model: Any) -> float:
 def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_task: Any, eval_max_length: int,
                   clock: Clock, echo: Any) -> Any:
     """``observe(model, step)``: the candidate criteria and the domain's main score (the study only)."""
-    from cselab.analysis.held_out import HeldOutScores
+    from cselab.adapt.selection import HeldOutScores
     from cselab.evaluation.domain import score_inputs
     from cselab.evaluation.sts_evaluator import StsEvaluator
 
@@ -176,8 +176,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         plan_adapt,
         run_adapt,
         split_held_out,
-        teacher_agreement_task,
     )
+    from cselab.adapt.selection import teacher_agreement_task
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text

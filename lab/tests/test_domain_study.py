@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from cselab.analysis.held_out import HeldOutScores, deletion_view
+from cselab.adapt.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
 from lab.domain_study import bbc_train_articles, run_domains, score_suite, time_adapt
 from lab.domain_study.study import CRITERIA, domains_table, selection_agreement, selection_table

@@ -11,14 +11,9 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from cselab.adapt import (
-    ForwardCost,
-    default_steps,
-    extrapolate_seconds,
-    held_out_pairs,
-    plan_adapt,
-    split_held_out,
-)
+from cselab.adapt import default_steps, plan_adapt, split_held_out
+from cselab.adapt.estimate import ForwardCost, extrapolate_seconds
+from cselab.adapt.selection import held_out_pairs
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.models.sentence_model import load_model
@@ -71,7 +66,7 @@ def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():
 
 
 def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_bert_dir, tiny_teacher_dir, tmp_path):
-    from cselab.adapt import teacher_agreement_task
+    from cselab.adapt.selection import teacher_agreement_task
 
     held = [line for line in write_text(tmp_path / "t.txt", n=30).read_text().splitlines()]
     teacher, student = load_model(tiny_teacher_dir, pooler="mean"), load_model(tiny_bert_dir, pooler="mean")
@@ -117,7 +112,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
 def test_the_time_estimate_times_both_passes_in_the_runs_precision(tmp_path, tiny_bert_dir, monkeypatch, precision):
     """The estimate times the student and the teacher as the run will run them (on a CPU where `auto` picks bf16,
     bf16 is faster than fp32)."""
-    from cselab import adapt
+    from cselab.adapt import estimate as adapt
     from cselab.adapt import estimate_seconds
     from cselab.runtime import precision as precisions
 
@@ -203,7 +198,7 @@ def test_a_teacher_run_keeps_the_last_step_by_default(tiny_bert_dir, tiny_teache
 
 def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,
                                                                             capsys):
-    from cselab.analysis.held_out import HeldOutScores
+    from cselab.adapt.selection import HeldOutScores
 
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
     text = write_text(tmp_path / "text.txt")

@@ -18,7 +18,6 @@ Plots here:
   (the attention analysis, :mod:`cselab.analysis.attention`).
 * :func:`plot_similarity_density` -- densities of cosine similarity per gold-score group (TNCSE's figure).
 * :func:`plot_ablation` -- one bar per loss-term subset.
-* :func:`plot_adaptation` -- ``cselab adapt``'s scores before/after and its selection curve.
 
 This module is the one place that draws: the analyses compute, and hand their results here.
 """
@@ -38,7 +37,6 @@ from matplotlib.figure import Figure
 __all__ = [
     "AlignUniformPoint",
     "plot_ablation",
-    "plot_adaptation",
     "plot_attention_heatmap",
     "plot_attention_sink",
     "plot_cls_energy_per_layer",
@@ -232,37 +230,6 @@ def plot_metric_vs_score(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.margins(0.15)
-    return save_figure(fig, path)
-
-
-def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],
-                    selection: str, path: str | Path) -> Path:
-    """``cselab adapt``'s picture: the user's scores before and after (left; absent when no labelled file was
-    given) and the selection score at every evaluated step (right)."""
-    keys = [k for k in before if k in after]
-    panels = 2 if keys else 1
-    fig = new_figure(5.2 * panels, 4.0)
-    if keys:
-        ax = fig.add_subplot(1, panels, 1)
-        x = np.arange(len(keys))
-        ax.bar(x - 0.2, [before[k] for k in keys], 0.4, label="before")
-        ax.bar(x + 0.2, [after[k] for k in keys], 0.4, label="after")
-        ax.set_xticks(x, keys, rotation=20, ha="right", fontsize=8)
-        low = min(min(before[k], after[k]) for k in keys)
-        ax.set_ylim(max(0.0, low - 5.0), None)
-        ax.set_ylabel("score")
-        ax.legend(fontsize=8)
-        ax.set_title("your task")
-    ax = fig.add_subplot(1, panels, panels)
-    if curve:
-        steps, scores = zip(*curve, strict=True)
-        ax.plot(steps, scores, marker="o")
-        best = int(np.argmax(scores))
-        ax.scatter([steps[best]], [scores[best]], color="red", zorder=3, label="selected")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("step")
-    ax.set_ylabel(selection)
-    ax.set_title("selection (no labels)")
     return save_figure(fig, path)
 
 

@@ -1,0 +1,119 @@
+"""How ``cselab adapt`` chooses the adapted model without labels, and the label-free scores it (and the domain study)
+can watch on the held-out part of the user's text.
+
+* ``fixed-budget``: the last step of the budget;
+* ``teacher-agreement`` (with a teacher): the step whose cosines of held-out pairs agree best with the teacher's
+  (Spearman x 100 between the student's and the teacher's cosines of each held-out sentence with its nearest held-out
+  neighbour and with a random one); the untouched model (step 0) is a candidate.
+
+:class:`HeldOutScores` are the held-out text's contrastive loss, alignment and uniformity, from views made of the text
+(word deletion), so they mean the same for a model trained with dropout (SimCSE) and without (distillation):
+
+* ``infonce``: the contrastive loss of the pairs ``(s, s')`` with every other held-out view as a negative
+  (``losses.info_nce``, temperature 0.05, one batch of all held-out sentences); lower is better;
+* ``alignment``: ``E ||f(s) - f(s')||^2`` (Wang & Isola); lower is better;
+* ``uniformity``: ``log E exp(-2 ||f(s) - f(t)||^2)`` over pairs of distinct held-out sentences; lower is better.
+
+Nothing here sees a label.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from cselab.analysis.alignment_uniformity import alignment, uniformity
+from cselab.data.sts import StsSubset, StsTask
+from cselab.losses.info_nce import info_nce
+
+FIXED_BUDGET, TEACHER_AGREEMENT = "fixed-budget", "teacher-agreement"
+SELECTIONS = (FIXED_BUDGET, TEACHER_AGREEMENT)
+SPLIT_SEED = 0  # the seed of the held-out pairs' random partners
+DELETION, TEMPERATURE, VIEW_SEED = 0.1, 0.05, 0
+
+
+def held_out_pairs(held_out: Sequence[str], teacher_vectors: np.ndarray, seed: int = SPLIT_SEED
+                   ) -> tuple[list[str], list[str], np.ndarray]:
+    """Each held-out sentence with its nearest held-out neighbour by the teacher and with a random other one;
+    returns (first sentences, second sentences, the teacher's cosines)."""
+    unit = teacher_vectors / np.clip(np.linalg.norm(teacher_vectors, axis=1, keepdims=True), 1e-12, None)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    nearest = cos.argmax(axis=1)
+    rng = np.random.default_rng(seed)
+    n = len(held_out)
+    partner = (np.arange(n) + rng.integers(1, n, size=n)) % n  # never the sentence itself
+    firsts, seconds, targets = [], [], []
+    for i in range(n):
+        for j in (int(nearest[i]), int(partner[i])):
+            firsts.append(held_out[i])
+            seconds.append(held_out[j])
+            targets.append(float(unit[i] @ unit[j]))
+    return firsts, seconds, np.asarray(targets)
+
+
+def teacher_agreement_task(held_out: Sequence[str], teacher: Any, batch_size: int = 64) -> StsTask:
+    """The held-out pairs as an STS task whose gold scores are the teacher's cosines: the STS evaluator then
+    scores a student by its agreement with the teacher (Spearman x 100)."""
+    vectors = teacher.encode(list(held_out), batch_size=batch_size).float().numpy()
+    firsts, seconds, targets = held_out_pairs(held_out, vectors)
+    return StsTask("teacher-agreement", "dev", (StsSubset("held-out", firsts, seconds, targets),))
+
+
+class HeldOutLoss:
+    """What a fixed budget's single evaluation (the last step) records: the held-out text's InfoNCE loss
+    (:class:`HeldOutScores`), negated so that higher is better. It selects nothing,
+    since a fixed budget evaluates once, and it needs no labelled data (STS-B dev would need `cselab data fetch
+    sts`); it has the trainer's selector interface (``__call__`` and ``primary_score``)."""
+
+    primary = "held-out/-infonce"
+
+    def __init__(self, held_out: Sequence[str]) -> None:
+        self.scores = HeldOutScores(held_out)
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        return self.scores(model)
+
+    def primary_score(self, result: dict[str, float]) -> float:
+        return -float(result["infonce"])
+
+
+def deletion_view(sentence: str, ratio: float, rng: random.Random) -> str:
+    """``sentence`` with each whitespace-separated word deleted with probability ``ratio`` (at least one word
+    is kept, and at least one deleted when the sentence has two or more words and ``ratio > 0``)."""
+    words = sentence.split()
+    if len(words) < 2 or ratio <= 0:
+        return sentence
+    keep = [rng.random() >= ratio for _ in words]
+    if all(keep):
+        keep[rng.randrange(len(words))] = False
+    if not any(keep):
+        keep[rng.randrange(len(words))] = True
+    return " ".join(w for w, k in zip(words, keep, strict=True) if k)
+
+
+class HeldOutScores:
+    """``HeldOutScores(sentences)(model) -> {"infonce": ..., "alignment": ..., "uniformity": ...}``.
+
+    ``model`` is anything with ``encode(texts, batch_size=...)`` returning a ``[N, d]`` tensor (a cselab encoder).
+    """
+
+    def __init__(self, sentences: Sequence[str], *, deletion: float = DELETION, temperature: float = TEMPERATURE,
+                 seed: int = VIEW_SEED, batch_size: int = 64) -> None:
+        if len(sentences) < 2:
+            raise ValueError("held-out scores need at least two sentences")
+        rng = random.Random(seed)
+        self.sentences = list(sentences)
+        self.views = [deletion_view(s, deletion, rng) for s in self.sentences]
+        self.temperature, self.batch_size = temperature, batch_size
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        with torch.no_grad():
+            a = torch.as_tensor(model.encode(self.sentences, batch_size=self.batch_size)).float()
+            b = torch.as_tensor(model.encode(self.views, batch_size=self.batch_size)).float()
+        return {"infonce": float(info_nce(a, b, self.temperature)), "alignment": alignment(a, b),
+                "uniformity": uniformity(a)}
