@@ -17,7 +17,7 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -102,25 +102,43 @@ def fresh_sibling(path: Path, suffix: str = ".tmp") -> Path:
     return tmp
 
 
+def staging_directory(final: Path, prefix: str = "", suffix: str = "") -> Path:
+    """A new empty directory beside ``final`` to build its replacement in, named
+    ``.<final name>.<prefix>XXXXXXXX<suffix>`` (eight random characters, so processes never share one), with the
+    usual mode (``mkdtemp`` makes it owner-only). Swap it in with :func:`replace_directory`."""
+    final = Path(final).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.{prefix}", suffix=suffix))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    return tmp
+
+
 def _aside(final: Path) -> Path:
     return final.with_name(final.name + ".old")
 
 
-def replace_directory(tmp: Path, final: Path) -> Path:
-    """Move the finished directory ``tmp`` to ``final``, replacing what is there.
+def replace_directory(tmp: Path, final: Path, *, aside: Path | None = None) -> Path:
+    """Move the finished directory ``tmp`` to ``final``, replacing what is there: the one place that sets an
+    existing directory aside and renames a finished one into place.
 
-    Two renames (``final`` -> ``final.old``, ``tmp`` -> ``final``), then ``final.old`` is deleted. A kill
-    between the renames leaves only ``final.old`` and ``final.tmp``; :func:`recover_directory` (run before a
-    directory is read or written again) puts ``final.old`` back, so at every instant a complete directory
-    exists under one of the two names, never a half-written one under ``final``.
+    Two renames (``final`` -> ``aside``, ``tmp`` -> ``final``), then ``aside`` is deleted. ``aside`` defaults to
+    ``final.old``; a caller that names its own finds it again for :func:`recover_directory`. A kill between the
+    renames leaves only ``aside`` and ``tmp``; :func:`recover_directory` (run before a directory is read or
+    written again) puts ``aside`` back, so at every instant a complete directory exists under one of the two
+    names, never a half-written one under ``final``. A second rename that fails (an error, not a kill) puts
+    ``aside`` back before the error propagates. What may be replaced is the caller's to check, before this.
     """
     _kill_point("swap-written")
-    old = _aside(final)
+    old = aside if aside is not None else _aside(final)
     if final.exists():
         shutil.rmtree(old, ignore_errors=True)
         final.rename(old)
         _kill_point("swap-moved-aside")
-        tmp.rename(final)
+        try:
+            tmp.rename(final)
+        except BaseException:
+            old.rename(final)
+            raise
         _kill_point("swap-installed")
         shutil.rmtree(old)
     else:
@@ -130,27 +148,25 @@ def replace_directory(tmp: Path, final: Path) -> Path:
     return final
 
 
-def recover_directory(final: Path) -> Path | None:
-    """Undo what a kill inside :func:`replace_directory` left: restore ``final.old`` when ``final`` is missing,
-    delete the stale ``final.tmp`` / ``final.old``. Returns ``final`` if it exists afterwards, else None.
+def recover_directory(final: Path, *, temporaries: Sequence[Path] | None = None,
+                      asides: Sequence[Path] | None = None) -> Path | None:
+    """Undo what a kill inside :func:`replace_directory` left: when ``final`` is missing, put back the first of
+    ``asides`` that exists; delete the other ``asides`` and the stale ``temporaries``. They default to
+    ``final.old`` and ``final.tmp`` (the names :func:`fresh_sibling` and :func:`replace_directory` use by
+    default). Returns ``final`` if it exists afterwards, else None.
 
     Call it only while holding the directory's writer lock (:class:`DirectoryLock`): then no live process owns
     the temporary siblings."""
-    old, tmp = _aside(final), final.with_name(final.name + ".tmp")
-    if not final.exists() and old.is_dir():
-        old.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    asides = [_aside(final)] if asides is None else list(asides)
+    temporaries = [final.with_name(final.name + ".tmp")] if temporaries is None else list(temporaries)
+    if not final.exists():
+        for old in asides:
+            if old.is_dir():
+                old.rename(final)
+                break
+    for leftover in [*asides, *temporaries]:
+        shutil.rmtree(leftover, ignore_errors=True)
     return final if final.exists() else None
-
-
-def readable_directory(final: Path) -> Path | None:
-    """The complete copy of a swapped directory for a READER that holds no lock: ``final``, or ``final.old``
-    when a swap was killed between its two renames; None if there is neither."""
-    for candidate in (final, _aside(final)):
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 # -- checks before work --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,11 @@ st = pytest.importorskip("sentence_transformers", reason="sentence-transformers 
 
 import cselab  # noqa: E402
 from cselab import export as export_module  # noqa: E402
+from cselab import fileio  # noqa: E402
 from cselab.errors import CselabError  # noqa: E402
 from cselab.export import MANIFEST, export_model  # noqa: E402
+from cselab.export import calibration as calibration_module  # noqa: E402
+from cselab.export import output as output_module  # noqa: E402
 from cselab.models.encoder import Encoder, MLPHead  # noqa: E402
 from cselab.models.prompts import PromptTemplate  # noqa: E402
 from cselab.models.sentence_model import EnsembleModel, TwinModel, save_model  # noqa: E402
@@ -122,7 +126,7 @@ def test_plain_sentence_transformers_loads_the_openvino_export(saved, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["onnx", "openvino"])
 def test_int8_runs_and_stays_close(saved, fmt, tmp_path, monkeypatch):
-    monkeypatch.setattr(export_module, "CALIBRATION_SAMPLES", 32)  # speed; the benchmark calibrates on 300
+    monkeypatch.setattr(calibration_module, "CALIBRATION_SAMPLES", 32)  # speed; the benchmark calibrates on 300
     calibration = write_corpus(tmp_path / "calibration.txt") if fmt == "openvino" else None
     fp32 = cselab.load_model(export_model(saved["mean"], fmt, output=tmp_path / "fp32"), backend=fmt)
     out = export_model(saved["mean"], fmt, "int8", output=tmp_path / "int8", calibration=calibration)
@@ -181,6 +185,66 @@ def test_an_export_replaces_only_an_earlier_export(saved, tmp_path, capsys):
         export_model(saved["mean"], "onnx", output=out)
     assert (out / "notes.txt").read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary directory was left behind"
+
+
+class _Killed(BaseException):
+    """A simulated kill, raised where the process would die."""
+
+
+def _hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def _pooler(out: Path) -> str:
+    return json.loads((out / MANIFEST).read_text())["pooler"]
+
+
+def test_an_export_killed_between_the_swaps_renames_is_recovered_by_the_next(saved, tmp_path, monkeypatch):
+    out = tmp_path / "export"
+    export_model(saved["mean"], "onnx", output=out)
+
+    def kill_between_the_renames():
+        def kill(point: str) -> None:
+            if point == "swap-moved-aside":
+                raise _Killed(point)
+
+        monkeypatch.setattr(fileio, "_kill_point", kill)
+        with pytest.raises(_Killed):
+            export_model(saved["cls"], "onnx", output=out)
+        monkeypatch.undo()
+        # the earlier export is left only under its hidden set-aside name
+        assert not out.exists()
+        (aside,) = [tmp_path / name for name in _hidden(tmp_path)]
+        assert aside.name.startswith(f".{out.name}.old-") and _pooler(aside) == "mean"
+
+    kill_between_the_renames()
+    with output_module.output_lock(out):  # what the next export does first: the earlier one is put back
+        output_module.recover_output(out)
+    assert _pooler(out) == "mean" and _hidden(tmp_path) == []
+    kill_between_the_renames()
+    export_model(saved["cls"], "onnx", output=out)  # the rerun
+    assert _pooler(out) == "cls" and _hidden(tmp_path) == []
+    assert cselab.load_model(out, backend="onnx").encode(SENTENCES).shape[0] == len(SENTENCES)
+
+
+def test_an_export_killed_while_writing_leaves_a_staging_directory_the_next_one_removes(saved, tmp_path):
+    out = tmp_path / "export"
+    # a real kill (SIGKILL, in a subprocess) after the files are written, before the manifest and the swap
+    script = ("import os, signal, sys\nfrom cselab.export import writer\n"
+              "writer._check_against_torch = lambda *args: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "writer.export_model(sys.argv[1], 'onnx', output=sys.argv[2])\n")
+    done = subprocess.run([sys.executable, "-c", script, str(saved["mean"]), str(out)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    staging = [tmp_path / name for name in _hidden(tmp_path) if name.startswith(f".{out.name}.export-")]
+    assert len(staging) == 1 and (staging[0] / export_module.MODEL_FILES["onnx"]).is_file() and not out.exists()
+    # a directory of the user's that only looks like one (no staging mark, no manifest) is never touched
+    mine = tmp_path / f".{out.name}.export-12345678"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("keep")
+    export_model(saved["cls"], "onnx", output=out)  # the rerun (it also takes over the killed one's lock)
+    assert _pooler(out) == "cls" and (out / export_module.MODEL_FILES["onnx"]).is_file()
+    assert _hidden(tmp_path) == [mine.name] and (mine / "keep.txt").read_text() == "keep"
 
 
 def _one_line_error(args, capsys) -> str:

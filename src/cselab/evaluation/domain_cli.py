@@ -9,6 +9,7 @@ import click
 
 from cselab.errors import CselabError
 from cselab.evaluation.domain import Timer, domain_report, load_inputs, render_scores, score_inputs
+from cselab.fileio import write_atomic
 
 
 def eval_domain_command(model: str, labels: Path | None, pairs: Path | None, retrieval: Path | None,
@@ -34,10 +35,7 @@ def eval_domain_command(model: str, labels: Path | None, pairs: Path | None, ret
     if output is not None:
         report = domain_report(model, inputs, scores, timer.s, pooler=pooler or getattr(loaded, "pooler", None),
                                batch_size=batch_size, max_length=max_length, precision=precision)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(output.name + ".tmp")
-        tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(output)
+        write_atomic(output, json.dumps(report, indent=2) + "\n")
     if as_json:
         click.echo(json.dumps(scores))
         return

@@ -1,0 +1,101 @@
+"""The encoder as ONNX, and ONNX int8, with the settings optimum's exporters use (which cselab cannot install,
+see :mod:`cselab.export`): ``torch.onnx.export`` (the TorchScript exporter optimum uses) of the backbone with
+optimum's input and output names (``input_ids``, ``attention_mask`` [, ``token_type_ids``] ->
+``last_hidden_state``) and dynamic batch and sequence axes; and ONNX Runtime's dynamic quantizer with the
+configuration optimum's ``AutoQuantizationConfig`` picks for this CPU (``arm64``, ``avx2``, ``avx512``,
+``avx512_vnni``: per-channel, symmetric weights, the ISA's weight type), which is what
+``export_dynamic_quantized_onnx_model`` applies. The ONNX graph is also what the OpenVINO export converts."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _input_names(model: Any) -> list[str]:
+    import inspect
+
+    names = ["input_ids", "attention_mask"]
+    accepts = inspect.signature(model.backbone.forward).parameters
+    if "token_type_ids" in getattr(model.tokenizer, "model_input_names", ()) and "token_type_ids" in accepts:
+        names.append("token_type_ids")
+    return names
+
+
+def export_onnx(model: Any, path: Path) -> list[str]:
+    """The backbone as ONNX (TorchScript exporter, opset 17): ids -> the token states the pooling reads."""
+    import torch
+    from torch import nn
+
+    class TokenStates(nn.Module):
+        """What the graph computes: the token states the pooling reads, from the inputs in ``names``' order."""
+
+        def __init__(self, backbone: nn.Module, names: Sequence[str], *, first_last: bool) -> None:
+            super().__init__()
+            self.backbone, self.names, self.first_last = backbone, list(names), first_last
+
+        def forward(self, *inputs: Any) -> Any:
+            out = self.backbone(**dict(zip(self.names, inputs, strict=True)), output_hidden_states=self.first_last,
+                                return_dict=True)
+            return (out.hidden_states[1] + out.last_hidden_state) / 2 if self.first_last else out.last_hidden_state
+
+    names = _input_names(model)
+    wrapper = TokenStates(model.backbone, names, first_last=model.pooler == "first_last_avg").eval()
+    ids = torch.tensor([[model.tokenizer.cls_token_id or 1] + [5] * 6 + [model.tokenizer.sep_token_id or 2]] * 2)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+    axes = {name: {0: "batch_size", 1: "sequence_length"} for name in [*names, "last_hidden_state"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapper, tuple(example[n] for n in names), str(path), input_names=names,
+                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17, dynamo=False,
+                          do_constant_folding=True)
+    return names
+
+
+def onnx_int8_config() -> tuple[str, str]:
+    """(optimum's AutoQuantizationConfig name for this CPU, its weight type): the configuration
+    ``export_dynamic_quantized_onnx_model`` would be given here."""
+    machine = platform.machine().lower()
+    if machine in ("arm64", "aarch64"):
+        return "arm64", "QInt8"
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    if "avx512_vnni" in flags:
+        return "avx512_vnni", "QInt8"
+    if "avx512f" in flags:
+        return "avx512", "QInt8"
+    return "avx2", "QUInt8"
+
+
+def quantize_onnx_dynamic(fp32: Path, out: Path) -> dict[str, Any]:
+    """ONNX Runtime's dynamic int8 quantization with the settings of optimum's AutoQuantizationConfig for this
+    CPU (IntegerOps on every operator ONNX Runtime can run in int8, per-channel symmetric weights, full range)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.registry import IntegerOpsRegistry
+
+    name, weight_type = onnx_int8_config()
+    operators = list(IntegerOpsRegistry)
+    options = {"WeightSymmetric": True, "ActivationSymmetric": False, "EnableSubgraph": False, "ForceSymmetric": False}
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process first is logged on the root logger; optimum skips it too
+    try:
+        quantize_dynamic(fp32, out, op_types_to_quantize=operators, per_channel=True, reduce_range=False,
+                         weight_type=getattr(QuantType, weight_type), extra_options=options)
+    finally:
+        root.setLevel(level)
+    return {"method": "dynamic", "config": name, "weights": weight_type, "activations": "QUInt8", "per_channel": True,
+            "operators": operators}
+
