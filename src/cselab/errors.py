@@ -34,7 +34,7 @@ class RunInterrupted(KeyboardInterrupt):
     so library callers that stop on Ctrl-C keep doing so)."""
 
 
-# -- argument checks shared by cli.py and api.py (the wording follows click's, which the CLI prints) ---------
+# -- argument checks shared by cli/ and api.py (the wording follows click's, which the CLI prints) ---------
 def _range_text(minimum: float | None, maximum: float | None) -> str:
     if maximum is None:
         return f"x>={minimum:g}"

@@ -162,3 +162,59 @@ def test_data_download_then_fetch_from_its_directory(tmp_path, monkeypatch, caps
     code, out, err = run_cli(["data", "fetch", "sts", "--from", str(tmp_path / "archives")], capsys)
     assert code == 0, err
     assert (tmp_path / "home" / "sts" / "stsb" / "sts-test.csv").is_file()
+
+
+
+STARTS_WITHOUT_TORCH = """
+import json
+import sys
+
+import click
+
+from cselab.cli import cli, main
+
+def every_command(group, path):
+    for name, command in sorted(group.commands.items()):
+        yield [*path, name]
+        if isinstance(command, click.Group):
+            yield from every_command(command, [*path, name])
+
+def status(args):
+    try:
+        main(args)
+    except SystemExit as exc:
+        return exc.code
+    return 0
+
+helped = [status([*args, "--help"]) for args in [[], *every_command(cli, [])]]
+refused = [status(["train", "--preset", "simcse/cpu-minilm", f"train.output_dir={out}"]) for out in sys.argv[1:]]
+heavy = {m.split(".")[0] for m in sys.modules} & {"torch", "transformers", "sentence_transformers"}
+print(json.dumps({"helped": helped, "refused": refused, "heavy": sorted(heavy)}))
+"""
+
+
+def test_the_cli_starts_without_torch(tmp_path):
+    """`cselab --help` of every command, and a `cselab train` that its run directory refuses (the user's files
+    in it, or another run holding its lock), never import torch: the lock and the refusals come before the
+    heavy imports."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from cselab.fileio import LOCK_FILE
+
+    mine, busy = tmp_path / "mine", tmp_path / "busy"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own\n")
+    busy.mkdir()
+    (busy / LOCK_FILE).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": 0}))
+    done = subprocess.run([sys.executable, "-c", STARTS_WITHOUT_TORCH, str(mine), str(busy)], capture_output=True,
+                          text=True, check=True)
+    seen = json.loads(done.stdout.splitlines()[-1])  # after the help texts
+    assert len(seen["helped"]) > 15 and set(seen["helped"]) == {0}, done.stderr
+    assert seen["refused"] == [2, 2], done.stderr
+    assert "did not write" in done.stderr and "is in use by a training run" in done.stderr
+    assert seen["heavy"] == [], f"the CLI imported {seen['heavy']}"
+    version = subprocess.run([sys.executable, "-m", "cselab.cli", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and "version" in version.stdout, version.stderr

@@ -21,6 +21,7 @@ A suite domain (``cselab data fetch domains``, :mod:`cselab.data.domains`) is th
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from cselab.evaluation.domain_files import (
     read_pairs,
     read_retrieval,
 )
+from cselab.fileio import write_atomic
 
 TASKS = ("clustering", "classification", "sts", "retrieval")
 MAIN_METRIC = {"clustering": "v_measure", "classification": "accuracy", "sts": "cosine_spearman",
@@ -110,16 +112,20 @@ def build_tasks(inputs: DomainInputs, seed: int = 42) -> dict[str, Any]:
     return tasks
 
 
+def _mteb() -> Any:
+    try:
+        import mteb
+    except ImportError as exc:
+        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+    return mteb
+
+
 def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
                  precision: str = "fp32", progress: bool = False, seed: int = 42,
                  tasks: Sequence[str] | None = None) -> dict[str, float]:
     """Run mteb on the checked inputs; task -> main score x 100 (2 decimals). ``tasks`` limits the run to
     some of the inputs' tasks (e.g. only a domain's main task)."""
-    try:
-        import mteb
-    except ImportError as exc:
-        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
-
+    mteb = _mteb()
     from cselab.evaluation.domain_tasks import CachedEncoder
     from cselab.evaluation.mteb_adapter import as_mteb_encoder
     from cselab.runtime.precision import autocast_context, inference_precision
@@ -157,6 +163,30 @@ def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | P
     Every file is checked before the model loads (:class:`CselabError` naming file and line)."""
     inputs = load_inputs(labels, pairs, retrieval, domain=domain, home=home)
     return score_inputs(model, inputs, pooler=pooler, batch_size=batch_size, precision=precision, progress=progress)
+
+
+def evaluate_inputs(model_name: str, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
+                    max_length: int | None = None, precision: str = "fp32", progress: bool = False,
+                    output: Path | None = None) -> tuple[dict[str, float], float]:
+    """``cselab eval MODEL --labels/--pairs/--retrieval/--domain``: load ``model_name`` (once mteb is known to be
+    installed), score it on the checked ``inputs`` and, when ``output`` is given, write the report
+    (:func:`domain_report`) there; on any error nothing is written. Returns (task -> score, wall seconds)."""
+    _mteb()
+    from cselab.evaluation.mteb_adapter import MtebEncoder
+    from cselab.models.encoder import check_length
+    from cselab.models.sentence_model import load_model
+
+    loaded = load_model(model_name, pooler=pooler, max_length=max_length)
+    if max_length is not None:
+        check_length(loaded, max_length, "--max-length")
+    encoder = MtebEncoder(loaded, name=Path(model_name).name or model_name)
+    with Timer() as timer:
+        scores = score_inputs(encoder, inputs, batch_size=batch_size, precision=precision, progress=progress)
+    if output is not None:
+        report = domain_report(model_name, inputs, scores, timer.s, pooler=pooler or getattr(loaded, "pooler", None),
+                               batch_size=batch_size, max_length=max_length, precision=precision)
+        write_atomic(output, json.dumps(report, indent=2) + "\n")
+    return scores, timer.s
 
 
 def domain_report(model_name: str, inputs: DomainInputs, scores: dict[str, float], wall_s: float,

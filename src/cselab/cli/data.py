@@ -1,0 +1,49 @@
+"""``cselab data``: fetch, download and build the data sets, corpora and models cselab works with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cselab.cli.options import writable_dir
+
+
+@click.group()
+def data() -> None:
+    """Obtain evaluation sets, training corpora and checkpoints."""
+
+
+@data.command("fetch")
+@click.argument("target")
+@click.option("--from", "from_dir", type=click.Path(path_type=Path), help="directory holding already downloaded archives")
+@click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
+def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool) -> None:
+    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check or all."""
+    from cselab.data.fetch import fetch
+
+    path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo)
+    click.echo(f"ready: {path}")
+
+
+@data.command("download")
+@click.argument("target")
+@click.option("--to", "dest", required=True, type=click.Path(path_type=Path), callback=writable_dir("--to"),
+              help="directory to put the archives in")
+def data_download(target: str, dest: Path) -> None:
+    """Download TARGET's verified archives only (on a machine with registry access), for a later
+    `cselab data fetch TARGET --from DIR` on a machine without."""
+    from cselab.data.download import download
+
+    paths = download(target, dest, progress=click.echo)
+    click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
+
+
+@data.command("indomain")
+def data_indomain() -> None:
+    """Build the STS-B adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones."""
+    from cselab.data.indomain import build_indomain_corpora
+
+    for m in build_indomain_corpora():
+        kept = f"{m['kept']} of {m['train_sentences']} STS-B train sentences kept"
+        click.echo(f"{m['file']}: {kept}; not held out: {', '.join(m['not_held_out']) or 'none'}")
