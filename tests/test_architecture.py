@@ -20,7 +20,7 @@ SRC = ROOT / "src"
 
 # bottom to top; a module may import its own floor and the floors below it
 FLOORS: list[tuple[str, ...]] = [
-    ("errors", "version", "paths", "fileio", "provenance"),  # ground: no cselab imports but each other
+    ("errors", "version", "paths", "fileio", "provenance", "vocabulary"),  # ground: no cselab imports but each other
     ("config",),
     ("runtime",),
     ("models", "st_modules"),

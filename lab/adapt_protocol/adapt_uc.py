@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from cselab.errors import CselabError
     from cselab.experiments.ensemble import DEFAULT_GRID, ensemble_chosen_on_dev
     from cselab.experiments.results import append_record, score_test_sets
-    from cselab.models.sentence_model import COMBINE_MODES
     from cselab.provenance import provenance
     from cselab.training.run_directory import selected_model_dir
+    from cselab.vocabulary import COMBINE_MODES
     from lab.adapt_protocol.tables import read_adapt_records, training_text_of
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

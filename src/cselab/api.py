@@ -38,9 +38,7 @@ from cselab.errors import (
     check_path,
     check_text,
 )
-
-# the splits `cselab eval --splits` takes (cselab.evaluation.model_eval.SPLITS; not imported: it loads torch)
-SPLITS = ("train", "dev", "test")
+from cselab.vocabulary import BACKENDS, SPLITS
 
 
 class SentenceEncoder:
@@ -123,8 +121,8 @@ def load_model(path: str | Path, *, pooler: str | None = None, max_length: int |
     from cselab.models.poolers import check_pooler
     from cselab.models.sentence_model import load_model as load_module
     check_path(path, "path")
-    if backend not in ("torch", "onnx", "openvino"):
-        raise UsageError(f"backend: {backend!r} is not one of torch, onnx, openvino")
+    if backend not in BACKENDS:
+        raise UsageError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
     if backend != "torch":
         from cselab.export import load_for_backend
 

@@ -218,3 +218,21 @@ def test_the_cli_starts_without_torch(tmp_path):
     assert seen["heavy"] == [], f"the CLI imported {seen['heavy']}"
     version = subprocess.run([sys.executable, "-m", "cselab.cli", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and "version" in version.stdout, version.stderr
+
+
+def test_the_cli_offers_the_librarys_vocabularies():
+    """The choices of the CLI's options are cselab.vocabulary's, the words the library takes (no copy to drift)."""
+    from cselab import vocabulary
+    from cselab.cli import cli
+
+    def choices(path, option):
+        command = cli
+        for name in path:
+            command = command.commands[name]
+        return next(p for p in command.params if p.name == option).type.choices
+
+    assert choices(["ensemble"], "combine") is vocabulary.COMBINE_MODES
+    assert choices(["export"], "fmt") is vocabulary.FORMATS
+    assert choices(["export"], "quantize") is vocabulary.QUANTIZATIONS
+    for command in ("eval", "encode"):
+        assert choices([command], "backend") is vocabulary.BACKENDS

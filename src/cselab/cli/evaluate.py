@@ -9,11 +9,12 @@ import click
 
 from cselab.cli.options import POSITIVE, backend_opt, device_opt, names, precision_opt, writable_file
 from cselab.errors import CselabError
+from cselab.vocabulary import POOLERS
 
 
 @click.command("eval")
 @click.argument("model")
-@click.option("--pooler", help="override the pooler (cls, cls_before_pooler, mean, first_last_avg, pooler, mask)")
+@click.option("--pooler", help=f"override the pooler ({', '.join(POOLERS)})")
 @click.option("--tasks", default="all", show_default=True, callback=names("--tasks"),
               help="comma-separated task names, or 'all'")
 @click.option("--splits", default="dev,test", show_default=True, callback=names("--splits"),

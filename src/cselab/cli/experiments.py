@@ -10,6 +10,7 @@ import click
 
 from cselab.cli.options import config_path, device_opt, preset_opt, split_list, writable_dir, writable_file
 from cselab.errors import UsageError
+from cselab.vocabulary import COMBINE_MODES
 
 # seeds/ablate: the summary goes under the run unless --out says otherwise
 _summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path), callback=writable_dir("--out"),
@@ -108,8 +109,7 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--weight", default="0.7", show_default=True,
               help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
 @click.option("--grid", help="comma-separated weights tried with --weight dev (default: 0, 0.1, ..., 1)")
-# the choices are sentence_model.COMBINE_MODES, not imported here: the CLI starts without torch (a test pins them)
-@click.option("--combine", type=click.Choice(["sum", "concat"]), default="sum", show_default=True,
+@click.option("--combine", type=click.Choice(COMBINE_MODES), default="sum", show_default=True,
               help="sum: the papers' weighted sum of the vectors (equal sizes); concat: weighted unit vectors "
                    "side by side, cosine = (1 - w) cos_A + w cos_B (any sizes)")
 @device_opt

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 
+from cselab.vocabulary import FORMATS, QUANTIZATIONS
+
 
 @click.command("export")
 @click.argument("model")
-@click.option("--format", "fmt", required=True, type=click.Choice(["onnx", "openvino"]),
+@click.option("--format", "fmt", required=True, type=click.Choice(FORMATS),
               help="the files sentence-transformers' backend of that name loads")
-@click.option("--quantize", type=click.Choice(["int8"]),
+@click.option("--quantize", type=click.Choice(QUANTIZATIONS),
               help="int8: dynamic for onnx; static for openvino, calibrated on --calibration or the fetched corpus")
 @click.option("--output", type=click.Path(path_type=Path),
               help="a new directory (default: MODEL-FORMAT[-int8] beside MODEL); only an earlier export is replaced")

@@ -11,6 +11,7 @@ import click
 
 from cselab.errors import CselabError, UsageError, check_names, check_number
 from cselab.fileio import check_writable_dir, check_writable_file
+from cselab.vocabulary import BACKENDS
 
 POSITIVE = click.IntRange(min=1)
 
@@ -62,9 +63,8 @@ def set_device(_ctx: Any, _param: Any, value: str) -> str:
 
 device_opt = click.option("--device", default="auto", show_default=True, expose_value=False, callback=set_device,
                           help="where models compute: cpu, cuda, cuda:N; auto = CUDA when present")
-# the choices are cselab.export.BACKENDS, not imported here: the CLI starts without torch
 backend_opt = click.option(
-    "--backend", type=click.Choice(["torch", "onnx", "openvino"]), default="torch", show_default=True,
+    "--backend", type=click.Choice(BACKENDS), default="torch", show_default=True,
     help="onnx/openvino: run a directory `cselab export` wrote with ONNX Runtime / OpenVINO (CPU)")
 preset_opt = click.option("--preset", callback=not_empty("--preset"),
                           help="a preset shipped with cselab instead of --config, e.g. simcse/cpu-minilm")

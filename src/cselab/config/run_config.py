@@ -14,10 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cselab.errors import CselabError
+from cselab.vocabulary import POOLERS
 
 DEFAULT_LENGTH_GROUP_WINDOW = 16  # batches per length-sorted window unless a config says otherwise
-# the poolers cselab.models.poolers implements (named here so reading a config needs no torch)
-POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -25,7 +24,7 @@ class _Strict(BaseModel):
 
 class ModelConfig(_Strict):
     backbone: str = Field("all-MiniLM-L6-v2", description="HF/sentence-transformers directory, fetched model or hub name")
-    pooler: str = Field("cls", description="sentence vector: cls, cls_before_pooler, mean, first_last_avg, pooler, mask")
+    pooler: str = Field("cls", description=f"sentence vector: {', '.join(POOLERS)}")
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
     dropout: float | None = Field(None, ge=0.0, lt=1.0, description="backbone dropout; null keeps the checkpoint's")

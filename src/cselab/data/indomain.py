@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cselab.data.corpus import shuffled
-from cselab.data.sts import PART_TASKS, STSB_SPLITS, StsbRow, read_stsb_file, stsb_dir
+from cselab.data.sts import PART_TASKS, StsbRow, read_stsb_file, stsb_dir
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file, write_atomic, write_json_atomic
 from cselab.paths import cselab_home
+from cselab.vocabulary import SPLITS
 
 INDOMAIN_SEED = 0  # the default corpus's shuffling seed, so every corpus file here is built the same way
 STSB_EVAL_SPLITS = ("dev", "test")
@@ -58,7 +59,7 @@ def removed_keys(rows_by_split: Mapping[str, Sequence[StsbRow]], removed_dataset
     """Keys of every sentence of every STS-B dev/test pair and of every pair (any split) of ``removed_datasets``."""
     removed = set(removed_datasets)
     held_out = [r for split in STSB_EVAL_SPLITS for r in rows_by_split[split]]
-    held_out += [r for split in STSB_SPLITS for r in rows_by_split[split] if (r.dataset, r.year) in removed]
+    held_out += [r for split in SPLITS for r in rows_by_split[split] if (r.dataset, r.year) in removed]
     return {sentence_key(s) for s in _pair_sentences(held_out)}
 
 
@@ -117,10 +118,10 @@ def build_indomain_corpora(home: Path | None = None) -> list[dict]:
     would be empty (every train sentence is held out, as on a tiny or partial STS-B) is refused before any file
     is written: a 0-sentence training text is never built."""
     directory = stsb_dir(home)
-    missing = [s for s in STSB_SPLITS if not (directory / f"sts-{s}.csv").is_file()]
+    missing = [s for s in SPLITS if not (directory / f"sts-{s}.csv").is_file()]
     if missing:
         raise CselabError(f"STS-B {', '.join(missing)} not found in {directory}: run `cselab data fetch sts` first")
-    rows = {split: read_stsb_file(directory / f"sts-{split}.csv") for split in STSB_SPLITS}
+    rows = {split: read_stsb_file(directory / f"sts-{split}.csv") for split in SPLITS}
     texts = [indomain_text(name, rows) for name in INDOMAIN_CORPORA]
     for text in texts:
         if not text.sentences:

@@ -23,8 +23,8 @@ import numpy as np
 from cselab.data.corpus import split_lines, utf8_payload
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
+from cselab.vocabulary import SPLITS
 
-STSB_SPLITS: tuple[str, ...] = ("train", "dev", "test")
 # Published STS-B sizes; the fetch step checks them.
 STSB_SIZES: dict[str, int] = {"train": 5749, "dev": 1500, "test": 1379}
 
@@ -62,10 +62,10 @@ SICK_FILES: dict[str, str] = {
 }
 
 TASK_SPLITS: dict[str, tuple[str, ...]] = {
-    "stsb": STSB_SPLITS,
+    "stsb": SPLITS,
     **{name: ("test",) for name in PART_TASKS},
     **{name: ("test",) for name in SENTEVAL_STS_SUBSETS},
-    "sickr": ("train", "dev", "test"),
+    "sickr": SPLITS,
 }
 TASK_NAMES: tuple[str, ...] = tuple(TASK_SPLITS)
 # Names for tables: the partial sets never appear under the published names.
@@ -302,7 +302,7 @@ def _stsb_file(split: str, home: Path | None, senteval_dir: Path | None) -> Path
 
 
 def _load_part_task(name: str, home: Path | None, senteval_dir: Path | None) -> StsTask:
-    rows = [row for split in STSB_SPLITS for row in read_stsb_file(_stsb_file(split, home, senteval_dir))]
+    rows = [row for split in SPLITS for row in read_stsb_file(_stsb_file(split, home, senteval_dir))]
     subsets = []
     for dataset, year in PART_TASKS[name]:
         selected = [r for r in rows if r.dataset == dataset and r.year == year]
@@ -365,7 +365,7 @@ def load_task(
 def available_tasks(*, home: Path | None = None, senteval_dir: Path | None = None) -> tuple[str, ...]:
     """The task names whose data is present (for reporting averages over the sets actually available)."""
     names: list[str] = []
-    have_stsb = all((stsb_dir(home) / f"sts-{s}.csv").is_file() for s in STSB_SPLITS)
+    have_stsb = all((stsb_dir(home) / f"sts-{s}.csv").is_file() for s in SPLITS)
     root = None
     if senteval_dir is not None:
         try:
@@ -374,7 +374,7 @@ def available_tasks(*, home: Path | None = None, senteval_dir: Path | None = Non
             root = None
     if root is not None:
         bench = root / "STS" / "STSBenchmark"
-        have_stsb = have_stsb or all((bench / f"sts-{s}.csv").is_file() for s in STSB_SPLITS)
+        have_stsb = have_stsb or all((bench / f"sts-{s}.csv").is_file() for s in SPLITS)
     if have_stsb:
         names += ["stsb", *PART_TASKS]
     if root is not None:

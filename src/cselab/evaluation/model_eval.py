@@ -22,9 +22,9 @@ from cselab.models.sentence_model import load_model
 from cselab.paths import cselab_home, resolve_model_path
 from cselab.provenance import provenance
 from cselab.runtime.precision import autocast_context, inference_precision
+from cselab.vocabulary import SPLITS
 
 SENTEVAL_TASKS = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
-SPLITS = ("train", "dev", "test")
 
 
 def resolve_tasks(tasks: Sequence[str], senteval_dir: Path | None) -> list[str]:

@@ -47,26 +47,16 @@ from __future__ import annotations
 from cselab.export.calibration import CALIBRATION_READ, CALIBRATION_SAMPLES, calibration_sentences
 from cselab.export.onnx import onnx_int8_config
 from cselab.export.output import default_output
-from cselab.export.runtime import (
-    BACKENDS,
-    FORMATS,
-    MODEL_FILES,
-    ExportedModel,
-    load_exported,
-    load_for_backend,
-)
-from cselab.export.writer import CHECK_SENTENCES, QUANTIZATIONS, export_model
+from cselab.export.runtime import MODEL_FILES, ExportedModel, load_exported, load_for_backend
+from cselab.export.writer import CHECK_SENTENCES, export_model
 from cselab.models.exported import MANIFEST
 
 __all__ = [
-    "BACKENDS",
     "CALIBRATION_READ",
     "CALIBRATION_SAMPLES",
     "CHECK_SENTENCES",
-    "FORMATS",
     "MANIFEST",
     "MODEL_FILES",
-    "QUANTIZATIONS",
     "ExportedModel",
     "calibration_sentences",
     "default_output",

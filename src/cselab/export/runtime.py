@@ -16,9 +16,8 @@ import numpy as np
 
 from cselab.errors import CselabError
 from cselab.models.exported import MANIFEST, is_export_dir
+from cselab.vocabulary import BACKENDS, FORMATS
 
-FORMATS: tuple[str, ...] = ("onnx", "openvino")
-BACKENDS: tuple[str, ...] = ("torch", *FORMATS)
 # the file names sentence-transformers' backends load without model_kwargs={"file_name": ...}
 MODEL_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
 

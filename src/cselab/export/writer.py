@@ -20,10 +20,10 @@ from cselab.export.calibration import calibration_record, calibration_sentences
 from cselab.export.onnx import export_onnx, quantize_onnx_dynamic
 from cselab.export.openvino import write_openvino
 from cselab.export.output import install, new_staging, output_dir, output_lock, recover_output, seal
-from cselab.export.runtime import FORMATS, MODEL_FILES, ExportedModel
+from cselab.export.runtime import MODEL_FILES, ExportedModel
 from cselab.models.exported import MANIFEST
+from cselab.vocabulary import FORMATS, QUANTIZATIONS
 
-QUANTIZATIONS: tuple[str, ...] = ("int8",)
 CHECK_SENTENCES = [
     "A man is playing the guitar.",
     "The dog runs in the park.",

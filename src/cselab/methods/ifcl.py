@@ -77,8 +77,9 @@ from cselab.models.fusion import (
     pad_to_length,
 )
 from cselab.models.memory_queue import HippocampusQueue
-from cselab.models.poolers import POOLERS, masked_mean
+from cselab.models.poolers import masked_mean
 from cselab.paths import cselab_home
+from cselab.vocabulary import POOLERS
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from cselab.config.run_config import POOLERS
 from cselab.errors import CselabError, UsageError
+from cselab.vocabulary import POOLERS
 
 
 def check_pooler(name: str) -> str:

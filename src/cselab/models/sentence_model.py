@@ -33,10 +33,10 @@ from cselab.models.kinds import kind_class, register_kind
 from cselab.models.model_card import model_card
 from cselab.models.poolers import check_pooler
 from cselab.paths import resolve_model_path
+from cselab.vocabulary import COMBINE_MODES
 
 DESCRIPTION_FILE = "cselab.json"
 MEMBER_SEPARATOR = "."  # feature keys of a composite model: "<member>.<key>"
-COMBINE_MODES: tuple[str, ...] = ("sum", "concat")  # how an EnsembleModel combines its members
 
 
 class WeightedSum(nn.Module):

@@ -1,0 +1,19 @@
+"""The words cselab's options take, each vocabulary named once here for the library and the command line.
+
+It imports nothing: the CLI offers these choices before torch loads, and the configuration reads them without
+the models. The code that gives each word its meaning is named beside it.
+"""
+
+from __future__ import annotations
+
+# how a sentence vector is read off an encoder (cselab.models.poolers; model.pooler, --pooler)
+POOLERS: tuple[str, ...] = ("cls", "cls_before_pooler", "mean", "first_last_avg", "pooler", "mask")
+# the splits of an STS set (STS-B and SICK-R have all three, the other sets test only; `cselab eval --splits`)
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+# what `cselab export --format` writes (cselab.export), and what runs a model (--backend, load_model(backend=))
+FORMATS: tuple[str, ...] = ("onnx", "openvino")
+BACKENDS: tuple[str, ...] = ("torch", *FORMATS)
+# `cselab export --quantize`
+QUANTIZATIONS: tuple[str, ...] = ("int8",)
+# how an ensemble combines its members (cselab.models.sentence_model.EnsembleModel; `cselab ensemble --combine`)
+COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
