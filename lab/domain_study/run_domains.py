@@ -113,22 +113,29 @@ def stsb_test(model: Any) -> float:
     return float(cselab.evaluate(model, ["stsb"], splits=("test",))["stsb"]["test"])
 
 
-def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_task: Any, eval_max_length: int,
+def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held: Any, eval_max_length: int,
                   clock: Clock, echo: Any) -> Any:
-    """``observe(model, step)``: the candidate criteria and the domain's main score (the study only)."""
-    from cselab.adapt.selection import HeldOutScores
+    """``observe(model, step)``: the candidate criteria and the domain's main score (the study only).
+    ``teacher_held``: the teacher's vectors of the held-out sentences (from its pass over the text)."""
+    from cselab.adapt.selection import (
+        HeldOutDistillationLoss,
+        HeldOutScores,
+        teacher_agreement_task_from_vectors,
+    )
     from cselab.evaluation.domain import score_inputs
     from cselab.evaluation.sts_evaluator import StsEvaluator
 
     dev = StsEvaluator.from_names(["stsb"], splits=("dev",), primary="stsb/dev")
-    agreement = StsEvaluator([teacher_task], primary="teacher-agreement/dev") if teacher_task is not None else None
+    agreement = StsEvaluator([teacher_agreement_task_from_vectors(held_out, teacher_held)],
+                             primary="teacher-agreement/dev")
+    distillation = HeldOutDistillationLoss(held_out, teacher_held)
     held = HeldOutScores(held_out)
 
     def observe(model: Any, step: int) -> dict[str, float]:
         start = time.perf_counter()
         values: dict[str, float] = {}
-        if agreement is not None:
-            values["teacher_agreement"] = agreement.primary_score(agreement(model))
+        values["teacher_agreement"] = agreement.primary_score(agreement(model))
+        values.update(distillation(model))
         values["stsb_dev"] = dev.primary_score(dev(model))
         values.update(held(model))
         trained_length = model.max_length
@@ -145,51 +152,50 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_task
     return observe
 
 
-def read_curve(run_dir: Path, *, dev_is_agreement: bool) -> list[dict[str, Any]]:
-    """The observed points of ``metrics.jsonl``; with ``dev_is_agreement`` (a run that selects by the teacher
-    agreement) the selector's own score at the same step is the ``teacher_agreement`` of the point."""
+def read_curve(run_dir: Path) -> list[dict[str, Any]]:
+    """The observed points of ``metrics.jsonl`` (a step observed twice, by a resumed run: the last)."""
     observed: dict[int, dict[str, Any]] = {}
-    dev: dict[int, float] = {}
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
         if "observed" in record:
             observed[int(record["step"])] = {"step": int(record["step"]), **record["observed"]}
-        if "dev" in record:
-            dev[int(record["step"])] = float(record["dev"])
-    curve = []
-    for step in sorted(observed):
-        point = observed[step]
-        if dev_is_agreement and step in dev:
-            point["teacher_agreement"] = dev[step]
-        curve.append(point)
-    return curve
+    return [observed[step] for step in sorted(observed)]
+
+
+def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
+    """Whether ``plan`` runs what ``cselab adapt`` runs on ``text`` when no option says otherwise (the study's own
+    runtime settings aside: threads, device, the run directory and the budget given by --steps)."""
+    from cselab.adapt import plan_adapt
+    from cselab.config.run_config import RUNTIME_KEYS, flatten_config
+
+    default = plan_adapt(text, plan.output_dir, model=plan.model, steps=args.steps, batch_size=args.batch_size,
+                         max_length=args.max_length, seed=plan.config.train.seed)
+    ignore = set(RUNTIME_KEYS)
+
+    def settings(config: Any) -> dict[str, Any]:
+        return {k: v for k, v in flatten_config(config.model_dump(mode="json")).items() if k not in ignore}
+
+    return (default.teacher, default.selection, default.recipe) == (plan.teacher, plan.selection, plan.recipe) and \
+        settings(default.config) == settings(plan.config)
 
 
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
-    from cselab.adapt import (
-        FIXED_BUDGET,
-        TEACHER_AGREEMENT,
-        default_steps,
-        evaluation_every,
-        plan_adapt,
-        run_adapt,
-        split_held_out,
-    )
-    from cselab.adapt.selection import teacher_agreement_task
+    from cselab.adapt import evaluation_every, plan_adapt, run_adapt, split_held_out
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import resolve_precision, training_shape
-    from lab.domain_study.study import CONFIGURATION, TRANSDUCTIVE, selection_agreement
+    from cselab.teacher_pass import teacher_vectors
+    from lab.domain_study.study import CONFIGURATION, selection_agreement
 
     spec = get_domain(domain)
-    text = train_text(domain, transductive=configuration == TRANSDUCTIVE)
+    text = train_text(domain, transductive=CONFIGURATION[configuration].transductive)
     if args.text is not None:
-        if not configuration.startswith("cselab-") or configuration == TRANSDUCTIVE:
+        if not configuration.startswith("cselab-") or CONFIGURATION[configuration].transductive:
             raise SystemExit(f"--text trains the cselab-* configurations on another text, not {configuration}")
         text = args.text
     inputs = load_inputs(domain=domain)
@@ -198,14 +204,19 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     if run_dir.exists():
         echo(f"  {run_dir} holds an unfinished run: starting it again")
         shutil.rmtree(run_dir)
-    overrides = [f"train.threads={args.threads}"] if args.threads else []
-    overrides.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
-    no_teacher = configuration != "cselab-adapt"
-    plan = plan_adapt(text, run_dir, model=student, teacher=None if no_teacher else teacher, no_teacher=no_teacher,
-                      steps=args.steps, batch_size=args.batch_size, max_length=args.max_length, seed=seed,
-                      select=FIXED_BUDGET if no_teacher else TEACHER_AGREEMENT, overrides=overrides)
+    runtime = [f"train.threads={args.threads}"] if args.threads else []
+    runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
+    spec_c = CONFIGURATION[configuration]
+    plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
+                      no_teacher=not spec_c.teacher, steps=args.steps, batch_size=args.batch_size,
+                      max_length=args.max_length, seed=seed, select=spec_c.select,
+                      overrides=[*spec_c.overrides, *runtime])
+    if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
+        plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
+                          max_length=args.max_length, seed=seed, overrides=runtime)
     sentences = read_corpus(text).sentences
-    default = default_steps(plan.train_sentences, args.batch_size)  # what cselab adapt would run on this text
+    default = plan_adapt(text, run_dir, model=student, batch_size=args.batch_size, max_length=args.max_length,
+                         seed=seed).steps  # what cselab adapt runs on this text by default
     record: dict[str, Any] = {
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
         "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
@@ -230,35 +241,47 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         shape = training_shape(_hf_config(student), args.batch_size, args.max_length)
         precision = resolve_precision("auto", torch.device("cpu"), shape).precision
         info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,
-                          max_length=args.max_length, seed=seed, precision=precision, progress=not args.quiet)
+                          max_length=args.max_length, seed=seed, precision=precision, progress=not args.quiet,
+                          teacher=teacher if recipe == "distill" else None)
         wall = info["wall_s"]
         record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": info["sentences"],
                                    "held_out": 0}
         record["recipe"] = info
         record["config"] = {"trainer": "SentenceTransformerTrainer", **info["recipe"], "precision": precision,
                             "steps": plan.steps, "batch_size": args.batch_size, "max_length": args.max_length}
-        record["selection"] = "fixed-budget (last step)"
+        record["selection"] = ("the best STS-B dev step (the example's load_best_model_at_end)" if recipe == "distill"
+                               else "fixed-budget (last step)")
+        if recipe == "distill":
+            record["best_step"] = info["best_step"]
         model = load_model(info["model_dir"], max_length=args.eval_max_length)
     else:
         train, held = split_held_out(sentences)
-        teacher_task = None
-        if configuration != "cselab-adapt":  # the agreement a teacher would give, for the study only
-            teacher_task = teacher_agreement_task(held, load_model(teacher), batch_size=64)
         clock = Clock()
-        observer = make_observer(inputs, spec.main_task, held, teacher_task, args.eval_max_length, clock, echo)
+        # the teacher's vectors of the held-out text, from its pass over the whole text (kept in the cache, so the
+        # runs with the teacher read the same pass)
+        unique = list(dict.fromkeys(sentences))
+        vectors = teacher_vectors(teacher, unique, None, say=echo, progress=not args.quiet)
+        row = {text_: i for i, text_ in enumerate(unique)}
+        teacher_held = vectors[[row[s] for s in held]]
+        observer = make_observer(inputs, spec.main_task, held, teacher_held, args.eval_max_length, clock, echo)
         every = args.observe_every * evaluation_every(plan.steps)
         start = time.perf_counter()
         result = run_adapt(plan, progress=not args.quiet, echo=echo, observe=observer, observe_every=every)
         wall = round(time.perf_counter() - start - clock.seconds, 1)
+        summary = json.loads((run_dir / "adapt.json").read_text())
         record["observe_s"] = round(clock.seconds, 1)
+        record["teacher_s"] = summary.get("teacher_s")
         record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": len(train),
                                    "held_out": len(held)}
         record["selection"] = plan.selection
         record["best_step"] = result.best_step
         record["teacher"] = plan.teacher
+        record["recipe"] = plan.recipe
+        record["default"] = is_default(plan, Path(text), args)
         config: RunConfig = plan.config
-        record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir)}
-        curve = read_curve(run_dir, dev_is_agreement=configuration == "cselab-adapt")
+        record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir),
+                            "overrides": list(spec_c.overrides), "select": spec_c.select}
+        curve = read_curve(run_dir)
         record["curve"] = curve
         record["selection_study"] = selection_agreement(curve)
         model = load_model(result.model_dir, max_length=args.eval_max_length)

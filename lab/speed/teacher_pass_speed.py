@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from cselab.methods.distill import TEACHER_BATCH  # noqa: E402
+from cselab.teacher_pass import BATCH as TEACHER_BATCH
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "teacher_pass.jsonl"

@@ -260,6 +260,21 @@ def _publish(store: VectorStore, shared: Path) -> None:
         store.copy_to(shared)
 
 
+def pass_is_kept(teacher: str, sentences: Sequence[str], store_dir: str | Path) -> bool:
+    """Whether the teacher's pass over ``sentences`` is already finished in ``store_dir`` or in the cache (nothing to
+    run)."""
+    from cselab.models.sentence_model import load_model
+
+    teacher_dir = resolve_model_path(teacher)
+    max_length = int(getattr(load_model(teacher), "max_length", 0) or 0)
+    key = teacher_key(teacher_dir, sentences, max_length)
+    for place in (Path(store_dir), cselab_home() / CACHE_DIR / key):
+        store = VectorStore.open(place) if (place / "state.json").is_file() else None
+        if store is not None and store.key == key and store.complete:
+            return True
+    return False
+
+
 def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.ndarray:
     """The rows of a finished teacher pass in ``store_dir`` for ``sentences`` ``[len(sentences), d]``, found by
     their text (the store may hold more sentences, e.g. a held-out part)."""

@@ -9,14 +9,9 @@ from typing import Any
 
 from cselab.adapt.plan import AdaptPlan
 
-# A training step's seconds per second of timed inference over as many tokens, by the precision both run in
-# (the domain study's timing records). fp32, on a 2-core AMD EPYC: 2.3 for the 10,000-sentence stsb run (1.57 s
-# per step, 15.1 tokens per sentence, 0.355 ms per token in inference); with 2.2, `make demo` on linux-man (27
-# tokens per sentence) was estimated at 5.7 min and took 6.4, and the whole linux-man text (402 steps, 3.07 s per
-# step) at 16.2 and took 21.8. bf16, on a 2-core Intel Xeon with AMX, from two default-budget runs estimated with
-# 2.2: bbc-news (839 steps of news sentences) trained 641 s against 411 estimated (3.4), tweets (1500 steps of
-# tweets) 1289 s against 1168 (2.4); 2.9 puts both within a fifth. bf16 speeds inference more than a training step
-# (its backward pass and fp32 optimizer gain less). Other precisions (fp16 on CUDA) are unmeasured: fp32's.
+# A training step's seconds per second of timed inference over as many tokens, by the precision both run in: the
+# backward pass and the optimizer cost more than the forward, and bf16 speeds the forward more than the rest. Fitted
+# on timed adaptations (lab/books/domain_study.md, "The time of an adaptation"); other precisions use fp32's.
 TRAIN_STEP_PER_FORWARD = {"fp32": 2.2, "bf16": 2.9}
 
 
@@ -36,51 +31,54 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
     :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
     for the text's."""
-    from cselab.methods.distill import teacher_pass_precision
+    from cselab.adapt.plan import TEACHER_DIR, read_text
     from cselab.models.sentence_model import load_model
-    from cselab.runtime.precision import autocast_context, planned_precision
+    from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
+    from cselab.teacher_pass import BATCH, pass_is_kept
 
     sample = list(plan.held_out[:256])
 
-    def forward_cost(name: str, precision: str | None, **kwargs: Any) -> ForwardCost:
+    def forward_cost(name: str, precision: str | None, batch_size: int, **kwargs: Any) -> ForwardCost:
         model = load_model(name, **kwargs)
         device = next(model.parameters()).device
-        precision = precision or teacher_pass_precision(plan.config.train.precision, model)
-        tokens = sum(len(row) for row in model.token_rows(sample))
+        precision = precision or inference_precision(plan.config.train.precision, model, batch_size).precision
+        tokens = sum(len(ids) for ids in model.tokenizer(sample, truncation=True,
+                                                         max_length=model.max_length)["input_ids"])
         seconds = []
         with autocast_context(precision, device):
-            model.encode(sample[:64], batch_size=64)  # warm-up: the first call of a shape is slower
+            model.encode(sample[:batch_size], batch_size=batch_size)  # warm-up: the first call of a shape is slower
             for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
                 start = time.perf_counter()
-                model.encode(sample, batch_size=64)
+                model.encode(sample, batch_size=batch_size)
                 seconds.append(time.perf_counter() - start)
         return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)), precision)
 
-    student = forward_cost(plan.model, planned_precision(plan.config).precision, pooler="mean",
+    student = forward_cost(plan.model, planned_precision(plan.config).precision, 64, pooler="mean",
                            max_length=plan.config.model.max_length)
-    teacher = forward_cost(plan.teacher, None) if plan.teacher is not None else None
+    teacher = None
+    if plan.teacher is not None and not pass_is_kept(plan.teacher, read_text(plan.text, plan.max_sentences),
+                                                    plan.output_dir / TEACHER_DIR):
+        teacher = forward_cost(plan.teacher, None, BATCH)  # torch: an export the pass may pick runs faster
     return extrapolate_seconds(plan, student, teacher)
 
 
 def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardCost | None = None) -> float:
     """The plan's wall time from what an inference pass costs per token through the student and the teacher: the
-    steps, the evaluations and the teacher's pass over the text.
+    steps, the evaluations and the teacher's pass over the text (``teacher`` ``None``: no pass to run, none or
+    already kept).
 
-    A pairs batch encodes three rows per example, SimCSE two; a training step of n tokens costs about
-    ``TRAIN_STEP_PER_FORWARD[precision]`` inference passes over n tokens. An evaluation encodes four rows per held-out
-    sentence with a teacher (two pairs) and two without (the sentence and its deletion view). Time is counted
-    per token, not per sentence, because training batches sentences of similar length and a text of short
-    sentences trains several times faster per step than one of long ones."""
-    with_teacher = plan.teacher is not None
-    rows = 3 if with_teacher else 2
+    A distillation batch encodes each sentence once, SimCSE twice (two dropout views); a training step of n tokens
+    costs about ``TRAIN_STEP_PER_FORWARD[precision]`` inference passes over n tokens. An evaluation encodes each
+    held-out sentence once with a teacher (the distillation loss) and twice without (the sentence and its deletion
+    view). Time is counted per token, not per sentence, because training batches sentences of similar length and a
+    text of short sentences trains several times faster per step than one of long ones."""
+    rows = 1 if plan.config.method == "distill" else 2
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
     total = plan.steps * step * rows * plan.config.train.batch_size * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
-    total += evaluations * (4 if with_teacher else 2) * len(plan.held_out) * per_sentence
-    if with_teacher:
-        if teacher is None:
-            raise ValueError("a plan with a teacher needs the teacher's forward cost")
+    total += evaluations * (1 if plan.teacher is not None else 2) * len(plan.held_out) * per_sentence
+    if teacher is not None:
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence
                   * (plan.train_sentences + len(plan.held_out)))
     return total

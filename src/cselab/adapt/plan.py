@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cselab.adapt.selection import FIXED_BUDGET, SELECTIONS, TEACHER_AGREEMENT
+from cselab.adapt.selection import DEFAULT_SELECTION, FIXED_BUDGET, SELECTIONS
 from cselab.config.run_config import RunConfig, validate
 from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
@@ -20,8 +20,8 @@ from cselab.paths import MODEL_NAMES, resolve_model_path
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
 MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours mean anything
-TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE = (
-    "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png")
+TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE, PLAN_FILE = (
+    "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png", "adapt-plan.json")
 SPLIT_SEED = 0
 
 
@@ -40,10 +40,11 @@ class AdaptPlan:
     selection: str  # one of SELECTIONS
     config: RunConfig = field(repr=False)
     max_sentences: int | None = None  # only the first N distinct sentences of the text are used
+    recipe: str = "simcse"  # a key of RECIPES
 
     def describe(self) -> str:
-        recipe = (f"distil {self.teacher}'s cosines of neighbour pairs into {self.model}" if self.teacher
-                  else f"SimCSE on {self.model} (mean pooling, temperature 0.2)")
+        what = RECIPES[self.recipe].description
+        recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on, {len(self.held_out)} held out; "
                 f"{self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
 
@@ -54,23 +55,52 @@ def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:
     return unique if max_sentences is None else unique[:max_sentences]
 
 
-# The default budget: three passes over the text, at least MIN_STEPS and at most MAX_STEPS. The cap is the largest
-# budget at which every measured full-budget run of the default gained (stsb 446 steps, linux-man 402); uncapped,
-# the default lost 5.3 accuracy on tweets (1,500 steps) and 3.5 V-measure on bbc-news (839). Checked afterwards on
-# brown-genres, a domain kept outside the suite (seeds 1-2): accuracy 46.17/46.38 capped, 43.86/43.96 at the uncapped
-# 1,207 steps, 45.16 untouched; STS-B test 81.87/81.89 against 81.03/80.95 (docs/adapt.md, "The cap, and the check
-# that decides it").
-MIN_STEPS, MAX_STEPS = 100, 450
+def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
+    """What a run directory records of its plan (``adapt-plan.json``) so that ``--resume`` continues the same
+    adaptation: the text's content (a hash of its distinct sentences in order), the options that choose it, and the
+    recipe."""
+    from cselab.data.vector_store import content_key
+
+    return {"text_sha256": content_key("adapt-text/1", sentences), "sentences": len(sentences),
+            "max_sentences": plan.max_sentences, "recipe": plan.recipe, "teacher": plan.teacher,
+            "selection": plan.selection, "steps": plan.steps}
 
 
-def default_steps(train_sentences: int, batch_size: int) -> int:
-    """Three passes over the sentences, at least :data:`MIN_STEPS` and at most :data:`MAX_STEPS` steps."""
-    return int(min(MAX_STEPS, max(MIN_STEPS, math.ceil(3 * train_sentences / batch_size))))
+@dataclass(frozen=True)
+class Recipe:
+    """How ``cselab adapt`` trains: the method and its options, the learning rate and dropout, and its default budget
+    (``passes`` over the training text, at least ``min_steps`` and at most ``max_steps`` steps)."""
+
+    name: str
+    description: str
+    method: str
+    method_options: dict[str, Any]
+    lr: float
+    dropout: float
+    passes: float
+    min_steps: int
+    max_steps: int
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("simcse", "SimCSE (mean pooling, temperature 0.2)", "simcse", {"temperature": 0.2}, lr=1e-5, dropout=0.1,
+           passes=3, min_steps=100, max_steps=450),
+    Recipe("distill", "the teacher's whole embedding distilled (its PCA rotated into the student's frame, cosine loss)",
+           "distill", {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine"}, lr=1e-4,
+           dropout=0.1, passes=3, min_steps=100, max_steps=2000),
+)}
+DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
+TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
+
+
+def default_steps(train_sentences: int, batch_size: int, recipe: Recipe = RECIPES["simcse"]) -> int:
+    """The recipe's passes over the sentences, at least its ``min_steps`` and at most its ``max_steps`` steps."""
+    steps = math.ceil(recipe.passes * train_sentences / batch_size)
+    return int(min(recipe.max_steps, max(recipe.min_steps, steps)))
 
 
 def evaluation_every(steps: int) -> int:
-    """How often a run that selects by the teacher agreement scores it (and how often the domain study observes its
-    criteria): eight times over the budget."""
+    """How often a run that selects by a held-out score evaluates it: eight times over the budget."""
     return max(1, steps // 8)
 
 
@@ -85,11 +115,14 @@ def split_held_out(sentences: Sequence[str], seed: int = SPLIT_SEED) -> tuple[li
 
 
 def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
-    """The teacher's directory or fetched name; ``None`` (no option, or ``--no-teacher``): the default recipe."""
+    """The teacher's directory or fetched name: ``teacher``, else :data:`DEFAULT_TEACHER` where it is fetched;
+    ``None`` with ``--no-teacher`` or when no teacher is at hand (SimCSE then)."""
     if no_teacher and teacher is not None:
         raise CselabError("give --teacher or --no-teacher, not both")
-    if teacher is None:
+    if no_teacher:
         return None
+    if teacher is None:
+        return DEFAULT_TEACHER if Path(resolve_model_path(DEFAULT_TEACHER)).is_dir() else None
     if Path(resolve_model_path(teacher)).is_dir():
         return teacher
     fetch = next((t for t, name in MODEL_NAMES.items() if name == teacher), None)
@@ -100,11 +133,14 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
                no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int = 64,
-               seed: int = 1, max_sentences: int | None = None, select: str = FIXED_BUDGET,
+               seed: int = 1, max_sentences: int | None = None, select: str | None = None,
                overrides: Sequence[str] = ()) -> AdaptPlan:
-    """Validate the inputs and build the run configuration (nothing is written). ``select``: the last step
-    (``fixed-budget``) or, with a teacher, the step whose cosines of held-out pairs agree best with the teacher's
-    (``teacher-agreement``; the untouched model is a candidate)."""
+    """Validate the inputs and build the run configuration (nothing is written).
+
+    With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
+    ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default :data:`DEFAULT_SELECTION`): the last step
+    (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with the teacher's
+    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate)."""
     from cselab.config.run_config import apply_overrides
 
     if steps is not None and steps < 1:
@@ -113,10 +149,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--batch-size must be at least 2 (in-batch negatives), got {batch_size}")
     if max_length < 8:
         raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
-    if select not in SELECTIONS:
+    if select is not None and select not in SELECTIONS:
         raise CselabError(f"--select must be one of {', '.join(SELECTIONS)}, got {select!r}")
-    if select == TEACHER_AGREEMENT and teacher is None:
-        raise CselabError("--select teacher-agreement needs a --teacher")
     if max_sentences is not None and max_sentences < MIN_SENTENCES:
         raise CselabError(f"--max-sentences must be at least {MIN_SENTENCES}, got {max_sentences}")
     sentences = read_text(text, max_sentences)
@@ -124,33 +158,31 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
                           f"{MIN_SENTENCES} (one per line)")
     teacher_name = _resolve_teacher(teacher, no_teacher)
+    select = select or (DEFAULT_SELECTION if teacher_name is not None else FIXED_BUDGET)
+    if select != FIXED_BUDGET and teacher_name is None:
+        raise CselabError(f"--select {select} compares the model with a teacher: give --teacher (or fetch "
+                          f"{DEFAULT_TEACHER}: `cselab data fetch models-mpnet`)")
+    recipe = RECIPES["distill" if teacher_name is not None else "simcse"]
     train, held = split_held_out(sentences)
     output_dir = Path(output_dir)
-    n_steps = steps if steps is not None else default_steps(len(train), batch_size)
-    every = evaluation_every(n_steps)
+    n_steps = steps if steps is not None else default_steps(len(train), batch_size, recipe)
     raw: dict[str, Any] = {
-        "protocol": "adapt-domain",
-        "model": {"backbone": model, "pooler": "mean", "max_length": max_length},
+        "protocol": "adapt-domain", "method": recipe.method,
+        "model": {"backbone": model, "pooler": "mean", "max_length": max_length, "dropout": recipe.dropout},
         "data": {"corpus": str(output_dir / TRAIN_FILE)},
         "train": {"output_dir": str(output_dir), "seed": seed, "batch_size": batch_size, "max_steps": n_steps,
-                  "scheduler": "linear", "precision": "auto", "eval_every": every, "eval_at_start": True},
+                  "scheduler": "linear", "precision": "auto", "lr": recipe.lr},
+        "method_options": dict(recipe.method_options),
     }
     if teacher_name is not None:
-        raw["method"] = "distill"
-        raw["model"]["dropout"] = 0.0
-        raw["train"]["lr"] = 1e-4
-        raw["method_options"] = {"teacher": teacher_name, "target": "pairs", "neighbours": 30, "random_pairs": 1}
-    else:
-        raw["method"] = "simcse"
-        raw["model"]["dropout"] = 0.1
-        raw["train"]["lr"] = 1e-5
-        raw["method_options"] = {"temperature": 0.2}
+        raw["method_options"].update(teacher=teacher_name, teacher_vectors=str(output_dir / TEACHER_DIR))
     if select == FIXED_BUDGET:  # one evaluation, at the last step, which is the result
-        raw["train"]["eval_every"] = n_steps
-        raw["train"]["eval_at_start"] = False
+        raw["train"].update(eval_every=n_steps, eval_at_start=False)
+    else:  # step 0, the untouched model, is a candidate
+        raw["train"].update(eval_every=evaluation_every(n_steps), eval_at_start=True)
     config = validate(RunConfig, apply_overrides(raw, list(overrides)))
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences)
+                     config, max_sentences, recipe.name)
 
 
 def write_texts(plan: AdaptPlan, train: Sequence[str]) -> None:

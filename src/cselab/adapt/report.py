@@ -27,21 +27,40 @@ def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(model_dir / CARD_FILE, model_card(description))
 
 
-def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
-    """``adapt-report.md`` and ``adapt-report.png``: the scores before/after and the selection curve."""
+CRITERION_NAMES = {"held-out/-distillation-loss": "held-out distillation loss", "held-out/-infonce": "held-out InfoNCE",
+                   "teacher-agreement/dev": "agreement with the teacher (Spearman x 100)"}
+
+
+def selection_curve(output_dir: Path, criterion: str | None) -> list[tuple[int, float]]:
+    """The selection criterion at each evaluated step, as ``metrics.jsonl`` logged it (``dev``), with a loss shown
+    as the loss (the trainer logs a loss negated, so that higher is better)."""
+    sign = -1.0 if criterion and "/-" in criterion else 1.0
     curve = []
     metrics = output_dir / "metrics.jsonl"
     if metrics.is_file():
-        for line in metrics.read_text().splitlines():
+        for line in metrics.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             if "dev" in record:
-                curve.append((int(record["step"]), float(record["dev"])))
-    plot_adaptation(summary.get("before", {}), summary.get("after", {}), curve, summary["selection"],
-                    output_dir / PLOT_FILE)
+                curve.append((int(record["step"]), sign * float(record["dev"])))
+    return curve
+
+
+def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
+    """``adapt-report.md`` and, where there is something to draw, ``adapt-report.png``: the scores before/after on
+    the user's labelled data and the curve of the selection criterion (when more than one step was scored)."""
+    criterion = summary.get("criterion")
+    curve = selection_curve(output_dir, criterion)
+    if len(curve) < 2:
+        curve = []  # a fixed budget scores its last step only: nothing to draw
+    name = CRITERION_NAMES.get(str(criterion), str(criterion or summary["selection"]))
+    lower_is_better = bool(criterion and "/-" in criterion)
+    drawn = plot_adaptation(summary.get("before", {}), summary.get("after", {}), curve, name, lower_is_better,
+                            output_dir / PLOT_FILE)
     lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
-             f"{summary['held_out']} held out for selection)", f"- model: {summary['model']}",
-             f"- teacher: {summary['teacher'] or 'none'}", f"- selection: {summary['selection']}, "
-             f"best step {summary['best_step']} of {summary['steps']}",
+             f"{summary['held_out']} held out)", f"- model: {summary['model']}",
+             f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
+                                                             else ""),
+             f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}",
              f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
     if summary.get("before"):
         lines += ["| score | before | after | change |", "|---|---|---|---|"]
@@ -50,7 +69,10 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
             change = f"{new - old:+.2f}" if new is not None else ""
             lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None else f"| {key} | {old:.2f} | | |")
         lines.append("")
-    lines += [f"![before/after and selection]({PLOT_FILE})", ""]
+    if curve:
+        lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]
+    if drawn is not None:
+        lines += [f"![before/after and selection]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
 
@@ -58,15 +80,20 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
 def _time_split(summary: dict[str, Any]) -> str:
     if "train_s" not in summary:  # written before the split was recorded
         return ""
-    return f" ({summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring before/after)"
+    teacher = f"{summary['teacher_s']:.0f} s the teacher's pass, " if summary.get("teacher_s") else ""
+    return f" ({teacher}{summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring before/after)"
 
 
 def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],
-                    selection: str, path: str | Path) -> Path:
-    """``cselab adapt``'s picture: the user's scores before and after (left; absent when no labelled file was
-    given) and the selection score at every evaluated step (right)."""
+                    criterion: str, lower_is_better: bool, path: str | Path) -> Path | None:
+    """``cselab adapt``'s picture: the user's scores before and after (absent when no labelled file was given)
+    and the selection criterion at every scored step (absent when one step was scored). Nothing to draw: no file
+    (``None``)."""
     keys = [k for k in before if k in after]
-    panels = 2 if keys else 1
+    panels = int(bool(keys)) + int(len(curve) >= 2)
+    if panels == 0:
+        Path(path).unlink(missing_ok=True)
+        return None
     fig = new_figure(5.2 * panels, 4.0)
     if keys:
         ax = fig.add_subplot(1, panels, 1)
@@ -79,14 +106,14 @@ def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], cur
         ax.set_ylabel("score")
         ax.legend(fontsize=8)
         ax.set_title("your task")
-    ax = fig.add_subplot(1, panels, panels)
-    if curve:
+    if len(curve) >= 2:
+        ax = fig.add_subplot(1, panels, panels)
         steps, scores = zip(*curve, strict=True)
         ax.plot(steps, scores, marker="o")
-        best = int(np.argmax(scores))
+        best = int(np.argmin(scores) if lower_is_better else np.argmax(scores))
         ax.scatter([steps[best]], [scores[best]], color="red", zorder=3, label="selected")
         ax.legend(fontsize=8)
-    ax.set_xlabel("step")
-    ax.set_ylabel(selection)
-    ax.set_title("selection (no labels)")
+        ax.set_xlabel("step")
+        ax.set_ylabel(criterion)
+        ax.set_title("selection (no labels)")
     return save_figure(fig, path)

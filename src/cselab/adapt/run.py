@@ -1,19 +1,44 @@
-"""``run_adapt``: the whole adaptation of a plan: the run directory, the texts, training with the plan's selection,
-the scores before and after on the user's labelled data, the model card and the report."""
+"""``run_adapt``: the whole adaptation of a plan: the run directory, the texts, the teacher's pass, training with the
+plan's selection, the scores before and after on the user's labelled data, the model card and the report.
+
+The run directory is cselab's to write only when it is new, empty, or an adaptation of the same text
+(``adapt-plan.json``): every check is made before anything is written, so a refused run leaves no trace.
+``--resume`` continues an adaptation of the same text with the same options (a changed text or option is
+refused), refuses a directory that holds nothing to resume, and changes nothing in a finished one.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cselab.adapt.plan import ADAPT_FILE, AdaptPlan, evaluation_every, read_text, split_held_out, write_texts
+from cselab.adapt.plan import (
+    ADAPT_FILE,
+    HELD_OUT_FILE,
+    PLAN_FILE,
+    TEACHER_DIR,
+    TRAIN_FILE,
+    AdaptPlan,
+    evaluation_every,
+    plan_facts,
+    read_text,
+    split_held_out,
+    write_texts,
+)
 from cselab.adapt.report import annotate_model, write_report
-from cselab.adapt.selection import HeldOutLoss, teacher_agreement_task
+from cselab.adapt.selection import (
+    DISTILLATION_LOSS,
+    FIXED_BUDGET,
+    HeldOutDistillationLoss,
+    HeldOutLoss,
+    teacher_agreement_task_from_vectors,
+)
 from cselab.errors import CselabError
-from cselab.fileio import write_json_atomic
+from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
 
 
@@ -28,39 +53,110 @@ class AdaptResult:
     report: Path
 
 
+def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str:
+    """Whether ``plan.output_dir`` may hold this adaptation: ``"fresh"`` (new or empty), ``"resume"`` or
+    ``"finished"`` (only with ``resume``); anything else is refused in one line. Reads only."""
+    from cselab.training.run_directory import RunDirectory
+
+    directory = plan.output_dir
+    if not directory.exists() or not [p for p in directory.iterdir() if not p.name.startswith(LOCK_FILE)]:
+        if resume:
+            raise CselabError(f"--resume: {directory} holds no adaptation to resume; drop --resume to start one")
+        return "fresh"
+    RunDirectory(directory).claim()  # a directory holding files that cselab did not write is refused
+    try:
+        saved = json.loads((directory / PLAN_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CselabError(f"{directory} holds another cselab run, not an adaptation; choose another --output") from None
+    except (OSError, ValueError) as exc:
+        raise CselabError(f"{directory / PLAN_FILE} is damaged ({exc}); choose another --output") from None
+    finished = (directory / ADAPT_FILE).is_file()
+    if not resume:
+        if finished:
+            raise CselabError(f"{directory} holds a finished adaptation; choose another --output")
+        raise CselabError(f"{directory} holds an unfinished adaptation: add --resume to continue it, or choose "
+                          "another --output")
+    changed = [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in facts.items() if saved.get(key) != value]
+    if changed:
+        what = "the text changed" if any(c.startswith(("text_sha256", "sentences")) for c in changed) else \
+            "; ".join(changed[:3])
+        raise CselabError(f"--resume: {directory} adapted another text or with other options ({what}); resume with "
+                          "the text and options it was started with, or choose another --output")
+    return "finished" if finished else "resume"
+
+
+def _finished_result(plan: AdaptPlan) -> AdaptResult:
+    summary = json.loads((plan.output_dir / ADAPT_FILE).read_text(encoding="utf-8"))
+    return AdaptResult(plan.output_dir / "best", summary.get("best_step"), summary.get("selection", plan.selection),
+                       summary.get("before") or {}, summary.get("after") or {}, float(summary.get("wall_s") or 0.0),
+                       plan.output_dir / "adapt-report.md")
+
+
+def _texts_in_place(plan: AdaptPlan, train: list[str]) -> bool:
+    """Whether the run directory's texts are this plan's (a resumed run reads them)."""
+    def lines(name: str) -> list[str] | None:
+        try:
+            return (plan.output_dir / name).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return None
+    return lines(TRAIN_FILE) == train and lines(HELD_OUT_FILE) == list(plan.held_out)
+
+
+def _selector(plan: AdaptPlan, teacher_held: Any) -> Any:
+    """What scores a step: the plan's selection criterion, or (fixed budget) what the last step records."""
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+
+    batch = plan.config.train.eval_batch_size
+    if plan.teacher is None:
+        return HeldOutLoss(plan.held_out)
+    if plan.selection in (FIXED_BUDGET, DISTILLATION_LOSS):
+        return HeldOutDistillationLoss(plan.held_out, teacher_held, batch_size=batch)
+    task = teacher_agreement_task_from_vectors(plan.held_out, teacher_held)
+    return StsEvaluator([task], batch_size=batch, primary="teacher-agreement/dev")
+
+
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
               progress: bool = True, echo: Callable[[str], None] = print,
               observe: Callable[[Any, int], dict[str, float]] | None = None,
               observe_every: int | None = None, estimate_s: float | None = None) -> AdaptResult:
-    """Split the text, train with the plan's selection, score before/after with ``evaluate`` (the user's
-    labelled files), and write the model card's figures and the report. ``estimate_s``, the time estimate shown
-    before training, is recorded beside the measured times in ``adapt.json``.
+    """Split the text, run the teacher's pass, train with the plan's selection, score before/after with
+    ``evaluate`` (the user's labelled files), and write the model card's figures and the report. ``estimate_s``, the
+    time estimate shown before training, is recorded beside the measured times in ``adapt.json``.
 
     ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
-    ``observe_every`` steps (default :func:`evaluation_every` of the budget, with or without a teacher) and at the
-    last step, and logs what it returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected.
-    The domain study records the candidate selection criteria and the domain's score this way."""
-    from cselab.evaluation.sts_evaluator import StsEvaluator
+    ``observe_every`` steps (default :func:`evaluation_every` of the budget) and at the last step, and logs what it
+    returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected. The domain study records the
+    candidate selection criteria and the domain's score this way."""
     from cselab.models.sentence_model import load_model
+    from cselab.runtime.devices import pick_device
+    from cselab.teacher_pass import read_teacher_vectors, teacher_vectors
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
     start = time.perf_counter()
-    train_text, _ = split_held_out(read_text(plan.text, plan.max_sentences))
+    sentences = read_text(plan.text, plan.max_sentences)
+    train_text, _ = split_held_out(sentences)
+    facts = plan_facts(plan, sentences)
     with RunDirectory(plan.output_dir) as run_dir:
-        if not resume and (plan.output_dir / ADAPT_FILE).exists():
-            raise CselabError(f"{plan.output_dir} holds a finished adaptation; choose another --output")
+        state = check_output(plan, facts, resume=resume)
+        if state == "finished":
+            echo(f"adapt: {plan.output_dir} holds this adaptation, finished; nothing to do")
+            return _finished_result(plan)
         run_dir.mark()
-        write_texts(plan, train_text)
-        selector: Any
+        if state == "fresh":
+            write_json_atomic(plan.output_dir / PLAN_FILE, facts)
+        if not _texts_in_place(plan, train_text):
+            write_texts(plan, train_text)
+        teacher_s = 0.0
+        teacher_held = None
         if plan.teacher is not None:
-            echo(f"adapt: the teacher {plan.teacher} encodes the {len(plan.held_out)} held-out sentences")
-            task = teacher_agreement_task(plan.held_out, load_model(plan.teacher),
-                                          batch_size=plan.config.train.eval_batch_size)
-            selector = StsEvaluator([task], batch_size=plan.config.train.eval_batch_size,
-                                    primary="teacher-agreement/dev")
-        else:
-            selector = HeldOutLoss(plan.held_out)
+            clock = time.perf_counter()
+            store = plan.output_dir / TEACHER_DIR
+            teacher_vectors(plan.teacher, sentences, store, device=pick_device(plan.config.train.device),
+                            requested_precision=plan.config.train.precision, say=echo, progress=progress)
+            teacher_held = read_teacher_vectors(store, plan.held_out)
+            teacher_s = time.perf_counter() - clock
+        selector = _selector(plan, teacher_held)
         clock = time.perf_counter()
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
         evaluate_s = time.perf_counter() - clock
@@ -68,7 +164,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                           observe_every=observe_every or evaluation_every(plan.steps))
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
-        train_s = time.perf_counter() - clock  # with a teacher, its pass over the text is part of it
+        train_s = time.perf_counter() - clock
         model_dir = plan.output_dir / BEST_DIR
         clock = time.perf_counter()
         after = evaluate(load_model(model_dir)) if evaluate else {}
@@ -77,11 +173,12 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
-                   "selection": plan.selection, "steps": plan.steps, "best_step": result.best_step,
+                   "recipe": plan.recipe, "selection": plan.selection, "criterion": getattr(selector, "primary", None),
+                   "steps": plan.steps, "best_step": result.best_step,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
-                   "before": before, "after": after, "wall_s": round(wall, 3), "train_s": round(train_s, 3),
-                   "evaluate_s": round(evaluate_s, 3), "estimate_s": None if estimate_s is None else round(estimate_s, 1),
-                   "provenance": provenance()}
+                   "before": before, "after": after, "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
+                   "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
+                   "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance()}
         annotate_model(model_dir, summary)
         report = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
@@ -96,3 +193,4 @@ def summary_of(result: AdaptResult) -> str:
             lines.append(f"{key}: {old:.2f} -> {new:.2f} ({new - old:+.2f})")
     lines.append(f"report: {result.report} ({result.wall_s:.0f} s)")
     return "\n".join(lines)
+

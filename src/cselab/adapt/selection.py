@@ -2,6 +2,9 @@
 can watch on the held-out part of the user's text.
 
 * ``fixed-budget``: the last step of the budget;
+* ``distillation-loss`` (with a teacher): the step with the least distillation loss on the held-out text
+  (:class:`HeldOutDistillationLoss`: the student's cosines of every pair of held-out sentences against the
+  teacher's); the untouched model (step 0) is a candidate;
 * ``teacher-agreement`` (with a teacher): the step whose cosines of held-out pairs agree best with the teacher's
   (Spearman x 100 between the student's and the teacher's cosines of each held-out sentence with its nearest held-out
   neighbour and with a random one); the untouched model (step 0) is a candidate.
@@ -28,10 +31,12 @@ import torch
 
 from cselab.analysis.alignment_uniformity import alignment, uniformity
 from cselab.data.sts import StsSubset, StsTask
+from cselab.losses.distillation import similarity_distillation_mse
 from cselab.losses.info_nce import info_nce
 
-FIXED_BUDGET, TEACHER_AGREEMENT = "fixed-budget", "teacher-agreement"
-SELECTIONS = (FIXED_BUDGET, TEACHER_AGREEMENT)
+FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT = "fixed-budget", "distillation-loss", "teacher-agreement"
+SELECTIONS = (FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT)
+DEFAULT_SELECTION = FIXED_BUDGET  # with a teacher; without one the budget is always fixed
 SPLIT_SEED = 0  # the seed of the held-out pairs' random partners
 DELETION, TEMPERATURE, VIEW_SEED = 0.1, 0.05, 0
 
@@ -57,11 +62,39 @@ def held_out_pairs(held_out: Sequence[str], teacher_vectors: np.ndarray, seed: i
 
 
 def teacher_agreement_task(held_out: Sequence[str], teacher: Any, batch_size: int = 64) -> StsTask:
+    """:func:`teacher_agreement_task_from_vectors` with the teacher run here on the held-out sentences."""
+    vectors = teacher.encode(list(held_out), batch_size=batch_size).float().numpy()
+    return teacher_agreement_task_from_vectors(held_out, vectors)
+
+
+def teacher_agreement_task_from_vectors(held_out: Sequence[str], teacher_vectors: np.ndarray) -> StsTask:
     """The held-out pairs as an STS task whose gold scores are the teacher's cosines: the STS evaluator then
     scores a student by its agreement with the teacher (Spearman x 100)."""
-    vectors = teacher.encode(list(held_out), batch_size=batch_size).float().numpy()
-    firsts, seconds, targets = held_out_pairs(held_out, vectors)
+    firsts, seconds, targets = held_out_pairs(held_out, np.asarray(teacher_vectors, dtype=np.float64))
     return StsTask("teacher-agreement", "dev", (StsSubset("held-out", firsts, seconds, targets),))
+
+
+class HeldOutDistillationLoss:
+    """The distillation loss on the held-out text, width-free: the mean squared difference between the student's and
+    the teacher's cosines over every pair of held-out sentences (``losses.similarity_distillation_mse``; the teacher's
+    vectors come from its pass over the text). Lower is better; the trainer's selection score is its negation."""
+
+    primary = "held-out/-distillation-loss"
+
+    def __init__(self, held_out: Sequence[str], teacher_vectors: Any, *, batch_size: int = 64) -> None:
+        if len(held_out) < 2:
+            raise ValueError("the held-out distillation loss needs at least two sentences")
+        self.sentences = list(held_out)
+        self.teacher = torch.as_tensor(np.asarray(teacher_vectors, dtype=np.float32))
+        self.batch_size = batch_size
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        with torch.no_grad():
+            student = torch.as_tensor(model.encode(self.sentences, batch_size=self.batch_size)).float()
+        return {"distillation_loss": float(similarity_distillation_mse(student, self.teacher))}
+
+    def primary_score(self, result: dict[str, float]) -> float:
+        return -float(result["distillation_loss"])
 
 
 class HeldOutLoss:

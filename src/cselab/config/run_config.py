@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -171,3 +172,21 @@ def _valid_keys(model: type[BaseModel], path: list[str]) -> list[str]:
 
 def dump_config(config: RunConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+# settings that change neither the maths nor the data of a run: where it runs, with how many threads, how often it
+# logs, where it writes. Two configurations that differ only in these describe the same run.
+RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
+                          "train.tensorboard", "train.output_dir"})
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration (``RunConfig.model_dump()``) as dotted keys -> values (``train.lr``; an empty mapping
+    is a value)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            out.update(flatten_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -86,17 +86,6 @@ from cselab.methods.base import Method, MethodOptions, StepContext, register_met
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model
 
-TEACHER_BATCH = 128  # sentences per batch of the teacher's pass over the text
-
-
-def teacher_pass_precision(requested: str, teacher: nn.Module) -> str:
-    """The precision of the teacher's pass over the text: the run's ``train.precision`` (``auto``: bf16 where the
-    probe says it pays, as the training steps do). On a 2-core Intel Xeon with AMX the pass ran 1.6-1.7 times
-    faster in bf16. ``cselab adapt``'s estimate times it the same way."""
-    from cselab.runtime.precision import inference_precision
-
-    return inference_precision(requested, teacher, batch_size=TEACHER_BATCH).precision
-
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
