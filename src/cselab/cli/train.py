@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cselab.cli.options import config_path, preset_opt
-from cselab.training.run_directory import RunDirectory, check_run_options
+from cselab.training.run_directory import RunDirectory
 
 
 @click.command("presets")
@@ -66,16 +66,15 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from cselab.config.run_config import load_config
 
-    check_run_options(resume, overwrite, allow_change)
     config_file = config_path(config_file, preset)
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
-    with RunDirectory(config.train.output_dir):  # a second run into it is refused before torch loads
+    # the options are checked and a second run into the directory is refused before torch loads
+    with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:
         from cselab.experiments.runs import train_and_record
 
-        summary = train_and_record(config, resume=resume, results_file=results, variant=variant, row=row,
-                                   config_source=source, overrides=list(overrides),
-                                   overwrite=overwrite, allow_change=allow_change)
+        summary = train_and_record(config, opened=run, results_file=results, variant=variant, row=row,
+                                   config_source=source, overrides=list(overrides))
     click.echo(summary)
 
 
@@ -101,12 +100,12 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
     from cselab.experiments.pipeline import distill_config
     from cselab.experiments.runs import train_and_record
 
-    check_run_options(resume, overwrite, allow_change)
     config_file = config_path(config_file, preset)
     if device:
         overrides = (*overrides, f"train.device={device}")
     config = distill_config(teacher, student, corpus, output_dir=output_dir, config_file=config_file,
                             overrides=list(overrides))
-    click.echo(train_and_record(config, resume=resume, results_file=results, variant="-D",
-                                config_source=str(config_file) if config_file else None, overrides=list(overrides),
-                                overwrite=overwrite, allow_change=allow_change))
+    with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:
+        summary = train_and_record(config, opened=run, results_file=results, variant="-D",
+                                   config_source=str(config_file) if config_file else None, overrides=list(overrides))
+    click.echo(summary)

@@ -13,13 +13,7 @@ from cselab.experiments.results import append_record, results_record, score_test
 from cselab.fileio import check_writable_file, write_atomic
 from cselab.models.model_card import record_test_scores
 from cselab.runtime.launch import is_main_process
-from cselab.training.run_directory import (
-    BEST_DIR,
-    RESULTS_FILE,
-    RunDirectory,
-    check_resume_config,
-    check_run_options,
-)
+from cselab.training.run_directory import BEST_DIR, RESULTS_FILE, OpenedRun, RunDirectory, check_resume_config
 from cselab.training.trainer import Trainer
 
 
@@ -37,48 +31,62 @@ def _recorded(output_dir: Path) -> dict[str, Any] | None:
 
 def train_and_record(config: RunConfig, *, resume: bool = False, results_file: Path | None = None, variant: str = "",
                      row: str = "", config_source: str | None = None, overrides: list[str] | None = None,
-                     progress: bool = True, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> str:
+                     progress: bool = True, overwrite: bool = False, allow_change: tuple[str, ...] = (),
+                     opened: OpenedRun | None = None) -> str:
     """Train, then score the best checkpoint on test; returns a printable summary.
 
     A twin method with a ``pipeline`` block runs the whole two-stage recipe (finished stages are skipped and
-    an interrupted one resumes, so ``resume`` is implied). The run directory is locked from training to
-    record; ``--resume`` of a run already scored reports its record instead of scoring (and appending) again.
+    an interrupted one resumes, so ``resume`` is implied). The run directory is opened here with ``resume``,
+    ``overwrite`` and ``allow_change`` (:meth:`RunDirectory.open`: contradictions are refused before any work)
+    and locked from training to record, unless a caller opened it already and gives it as ``opened`` (the CLI,
+    before torch loads; its options are then the run's). ``--resume`` of a run already scored reports its record
+    instead of scoring (and appending) again.
     """
-    check_run_options(resume, overwrite, allow_change)  # contradictions are refused before any work
+    if opened is not None:
+        if resume or overwrite or allow_change:
+            raise ValueError("the options of an opened run are the ones it was opened with; give them to "
+                             "RunDirectory.open, not to train_and_record")
+        return _train_and_record(opened, results_file=results_file, variant=variant, row=row,
+                                 config_source=config_source, overrides=overrides, progress=progress)
+    with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as opened:
+        return _train_and_record(opened, results_file=results_file, variant=variant, row=row,
+                                 config_source=config_source, overrides=overrides, progress=progress)
+
+
+def _train_and_record(opened: OpenedRun, *, results_file: Path | None, variant: str, row: str,
+                      config_source: str | None, overrides: list[str] | None, progress: bool) -> str:
+    config = opened.config
     if results_file is not None:
         check_writable_file(results_file, "results file")  # before training, not after it
     if config.method_options.get("pipeline"):
-        if overwrite or allow_change:  # the pipeline keeps finished stages and resumes an interrupted one
-            raise UsageError(f"{'--overwrite' if overwrite else '--allow-change'} does not apply to a two-stage "
+        if opened.overwrite or opened.allow_change:  # the pipeline keeps finished stages and resumes an interrupted one
+            raise UsageError(f"{'--overwrite' if opened.overwrite else '--allow-change'} does not apply to a two-stage "
                              "run: finished stages are kept and an interrupted one resumes; choose another "
                              "train.output_dir to start again")
         return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
                                  config_source=config_source, overrides=overrides).summary()
-    output_dir = Path(config.train.output_dir)
-    main_rank = is_main_process()
-    with RunDirectory(output_dir):
-        recorded = _recorded(output_dir) if resume and main_rank else None
-        if recorded is not None:
-            check_resume_config(output_dir, config, allow_change)  # a changed configuration is refused here too
-            if results_file is not None:
-                append_record(results_file, recorded)
-            return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),
-                            recorded.get("wall_s", 0.0), recorded.get("train_sentences_per_s", 0.0), output_dir,
-                            note=" (already recorded; not scored again)")
-        trainer = Trainer(config, progress=progress)
-        result = trainer.run(resume=resume, overwrite=overwrite, allow_change=allow_change)
-        if not trainer.dist.is_main:
-            trainer.dist.close()
-            return ""
-        scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size,
-                                 device=trainer.device)
-        record_test_scores(output_dir / BEST_DIR, scores)  # the model card shows them
-        record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
-                                overrides=overrides)
-        write_atomic(output_dir / RESULTS_FILE, json.dumps(record, indent=2) + "\n")
+    output_dir = opened.path
+    recorded = _recorded(output_dir) if opened.resume and is_main_process() else None
+    if recorded is not None:
+        check_resume_config(output_dir, config, opened.allow_change)  # a changed configuration is refused here too
         if results_file is not None:
-            append_record(results_file, record)
+            append_record(results_file, recorded)
+        return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),
+                        recorded.get("wall_s", 0.0), recorded.get("train_sentences_per_s", 0.0), output_dir,
+                        note=" (already recorded; not scored again)")
+    trainer = Trainer(config, progress=progress)
+    result = trainer.run(opened=opened)
+    if not trainer.dist.is_main:
         trainer.dist.close()
+        return ""
+    scores = score_test_sets(output_dir / BEST_DIR, batch_size=config.train.eval_batch_size, device=trainer.device)
+    record_test_scores(output_dir / BEST_DIR, scores)  # the model card shows them
+    record = results_record(config, result, scores, variant=variant, row=row, config_source=config_source,
+                            overrides=overrides)
+    write_atomic(output_dir / RESULTS_FILE, json.dumps(record, indent=2) + "\n")
+    if results_file is not None:
+        append_record(results_file, record)
+    trainer.dist.close()
     return _summary(config.method, variant, result.steps, record["scores"], result.best_step, result.wall_s,
                     result.train_sentences_per_s, output_dir)
 

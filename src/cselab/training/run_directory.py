@@ -1,6 +1,9 @@
 """The output directory of one training run: who may write it, how it is opened (fresh, resumed, overwritten)
 and how its books are kept straight after a kill. :class:`RunDirectory` is the one owner that the CLI, the
-Python API, the recorded runs and the trainer all open a run directory through.
+Python API, the recorded runs and the trainer all open a run directory through: ``with RunDirectory.open(config,
+resume=..., overwrite=..., allow_change=...) as run:`` checks the options (here, once), holds the lock until the
+block ends, and :meth:`OpenedRun.start` decides how the run starts. The outermost layer opens the run and hands
+it down (the CLI before torch loads, else :func:`cselab.experiments.runs.train_and_record`, else the trainer).
 
 * Only cselab's: a directory is new, a cselab run (it holds :data:`RUN_MARKER`, or the files of a run made
   before the marker existed), or refused, so a user's own files are never replaced, ``--overwrite`` included.
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +54,17 @@ def selected_model_dir(run_dir: str | Path) -> Path:
     return staged if staged.is_dir() else Path(run_dir) / BEST_DIR
 
 
+def state_dir(run_dir: str | Path, rank: int = 0) -> Path:
+    """Where a rank saves the state a ``--resume`` continues from: ``last`` (rank 0), ``last-rank<R>``."""
+    return Path(run_dir) / (LAST_DIR if rank == 0 else f"{LAST_DIR}-rank{rank}")
+
+
 class RunDirectory:
     """The owner of one run directory: its writer lock (taken by the main process only, nesting), the check
     that it is cselab's to write, and the recovery of a checkpoint swap that a kill cut short.
 
-    ``with RunDirectory(path):`` holds it; every layer that writes a run (CLI, API, recorded runs, trainer)
-    goes through here, and since the lock nests, an inner layer opening the same directory costs nothing.
+    ``with RunDirectory(path):`` holds it; a training run opens it with :meth:`open`, which checks the run's
+    options too. The lock nests: an inner layer holding the same directory costs nothing.
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -78,6 +88,17 @@ class RunDirectory:
         if self._lock is not None:
             self._lock.release()
 
+    @classmethod
+    @contextmanager
+    def open(cls, config: RunConfig, *, resume: bool = False, overwrite: bool = False,
+             allow_change: Sequence[str] = ()) -> Iterator[OpenedRun]:
+        """Open ``config``'s ``train.output_dir`` for a run: the options are refused here if they contradict each
+        other (:func:`check_run_options`, before any work), then the directory is locked and claimed until the
+        block ends. Nothing is decided or changed yet: :meth:`OpenedRun.start` does that when the run starts."""
+        check_run_options(resume, overwrite, allow_change)
+        with cls(config.train.output_dir) as directory:
+            yield OpenedRun(directory, config, resume=resume, overwrite=overwrite, allow_change=tuple(allow_change))
+
     def claim(self) -> None:
         """Refuse the directory if it holds files that cselab did not write (nothing is written here: a run
         that then fails on its input leaves no trace; :func:`write_config` marks the directory)."""
@@ -98,6 +119,65 @@ class RunDirectory:
         """Undo checkpoint swaps that a kill cut between their renames (see :func:`recover_directory`)."""
         for name in checkpoint_dirs:
             recover_directory(self.path / name)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """How a run starts (:meth:`OpenedRun.start`): from the saved state in ``state_dir`` (None: from step 0), with
+    the configuration changes a ``--resume`` was allowed (key -> (old, new)), which the run records."""
+
+    state_dir: Path | None
+    changes: dict[str, tuple[Any, Any]]
+
+
+@dataclass(frozen=True)
+class OpenedRun:
+    """A run directory opened by :meth:`RunDirectory.open` (its lock held, its options checked) for ``config``."""
+
+    directory: RunDirectory
+    config: RunConfig
+    resume: bool = False
+    overwrite: bool = False
+    allow_change: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return self.directory.path
+
+    def start(self, *, rank: int = 0, say: Callable[[str], None] | None = None) -> RunStart:
+        """Decide how the run starts, on every rank (only rank 0 changes files). Checkpoint swaps that a kill cut
+        short are undone first. Then ``overwrite`` removes an unfinished run's files (a finished run is refused)
+        and starts at step 0; ``resume`` refuses a changed configuration (:func:`check_resume_config`) and
+        continues the saved state, or, for a run killed before its first save, removes its files and starts at
+        step 0 (``say`` tells so); neither refuses a directory that already holds a run. Nothing is loaded here:
+        the caller loads the state."""
+        out, main = self.path, rank == 0
+        if main:
+            self.directory.recover(BEST_DIR)
+        saved = recover_directory(state_dir(out, rank))
+        changes: dict[str, tuple[Any, Any]] = {}
+        if self.overwrite:
+            if is_finished(out):
+                raise CselabError(f"--overwrite: {out} holds a finished run; delete it yourself if it is not "
+                                  "wanted, or choose another train.output_dir")
+            if main:
+                clear_run(out, (LAST_DIR, BEST_DIR))
+            saved = None
+        elif self.resume:
+            changes = check_resume_config(out, self.config, self.allow_change)
+            if saved is None:
+                if is_finished(out):
+                    raise CselabError(f"--resume: {out} holds a finished run but no saved state")
+                # killed before its first save: nothing to continue, so the run starts again from step 0
+                if say is not None:
+                    say(f"--resume: {out} holds no saved state yet; starting the run from step 0")
+                if main:
+                    clear_run(out, (LAST_DIR, BEST_DIR))
+        elif saved is not None or (out / BEST_DIR).exists() or (out / METRICS_FILE).exists():
+            raise CselabError(
+                f"{out} already holds a run; pass --resume to continue it, --overwrite to start an unfinished "
+                "one again, or choose another train.output_dir")
+        return RunStart(saved, changes)
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -159,8 +239,8 @@ def check_run_options(resume: bool, overwrite: bool, allow_change: Sequence[str]
 def check_resume_config(directory: Path, config: RunConfig,
                         allow_change: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
     """Refuse a ``--resume`` whose configuration differs from the recorded one, except ``allow_change`` keys;
-    returns the allowed changes (key -> (old, new)) so the run can record them."""
-    check_run_options(True, False, allow_change)
+    returns the allowed changes (key -> (old, new)) so the run can record them. ``allow_change`` is taken as
+    checked (:meth:`RunDirectory.open` checked it)."""
     saved = read_saved_config(directory)
     if saved is None:
         return {}

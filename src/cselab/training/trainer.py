@@ -5,6 +5,7 @@ It knows nothing about methods beyond :class:`~cselab.methods.base.Method`'s con
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -20,7 +21,6 @@ import torch
 
 from cselab.config.run_config import RunConfig
 from cselab.errors import CselabError, RunInterrupted, UsageError
-from cselab.fileio import recover_directory
 from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import save_model
@@ -39,7 +39,7 @@ from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
 from cselab.training.length_grouping import group_window
-from cselab.training.run_directory import BEST_DIR, LAST_DIR, RunDirectory, check_run_options
+from cselab.training.run_directory import BEST_DIR, LAST_DIR, OpenedRun, RunDirectory, state_dir
 
 
 @dataclass
@@ -164,7 +164,6 @@ class Trainer:
         self._observe_every = observe_every or tc.eval_every
         self._grouped: tuple[tuple[int, int], torch.Tensor] | None = None
         self._writer = None
-        self._run_directory: RunDirectory | None = None
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
@@ -218,7 +217,7 @@ class Trainer:
     def _save_last(self) -> None:
         self.state.wall_seconds = self._wall_before + time.perf_counter() - self._started
         save_state(
-            self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}",
+            state_dir(self.output_dir, self.dist.rank),
             method=self.method,
             optimizer=self.optimizer,
             scheduler=self.scheduler,
@@ -250,46 +249,22 @@ class Trainer:
         self.method.train(was_training)
         self._log({"step": self.state.step, "observed": {k: float(v) for k, v in (values or {}).items()}})
 
-    def _state_dir(self) -> Path:
-        return self.output_dir / LAST_DIR if self.dist.is_main else self.output_dir / f"{LAST_DIR}-rank{self.dist.rank}"
-
-    def _prepare_output(self, resume: bool, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> None:
-        """Lock the output directory and open it fresh, resumed or overwritten (see :mod:`.run_directory`)."""
+    def _start(self, opened: OpenedRun) -> None:
+        """Start the run in the directory ``opened`` (:meth:`OpenedRun.start` decides fresh, resumed or
+        overwritten): load the saved state it names, cut the metrics log back to it, write the configuration."""
+        if opened.path != self.output_dir:
+            raise ValueError(f"the run directory opened is {opened.path}, but this run writes {self.output_dir}")
         out = self.output_dir
-        check_run_options(resume, overwrite, allow_change)
-        if self.dist.is_main:
-            self._run_directory = RunDirectory(out).__enter__()  # released in run()'s finally
-            self._run_directory.recover(BEST_DIR)
-        state_dir = recover_directory(self._state_dir())
-        changes: dict[str, tuple[Any, Any]] = {}  # allowed configuration changes of a --resume
-        if overwrite:
-            if rundir.is_finished(out):
-                raise CselabError(f"--overwrite: {out} holds a finished run; delete it yourself if it is not "
-                                  "wanted, or choose another train.output_dir")
-            if self.dist.is_main:
-                rundir.clear_run(out, (LAST_DIR, BEST_DIR))
-            state_dir = None
-        elif resume:
-            changes = rundir.check_resume_config(out, self.config, allow_change)
-            if state_dir is None:
-                if rundir.is_finished(out):
-                    raise CselabError(f"--resume: {out} holds a finished run but no saved state")
-                # killed before its first save: nothing to continue, so the run starts again from step 0
-                if self.progress:
-                    print(f"--resume: {out} holds no saved state yet; starting the run from step 0", file=sys.stderr)
-                if self.dist.is_main:
-                    rundir.clear_run(out, (LAST_DIR, BEST_DIR))
-        elif state_dir is not None or (out / BEST_DIR).exists() or (out / rundir.METRICS_FILE).exists():
-            raise CselabError(
-                f"{out} already holds a run; pass --resume to continue it, --overwrite to start an unfinished "
-                "one again, or choose another train.output_dir")
-        if state_dir is not None and not overwrite:
+        say = (lambda message: print(message, file=sys.stderr)) if self.progress else None
+        start = opened.start(rank=self.dist.rank, say=say)
+        if start.state_dir is not None:
             self.state, extra = load_state(
-                state_dir, method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
+                start.state_dir, method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
                 generator=self.generator, rank=self.dist.rank,
             )
             if self.state.step > self.total_steps:  # an allowed change that ends the run before where it is
-                changed = ", ".join(f"{k}={v[1]}" for k, v in changes.items() if k in ("train.max_steps", "train.epochs"))
+                changed = ", ".join(f"{k}={v[1]}" for k, v in start.changes.items()
+                                    if k in ("train.max_steps", "train.epochs"))
                 raise UsageError(f"--resume: the saved state of {out} is at step {self.state.step}, but "
                                  f"{changed or 'the configuration'} ends the run at step {self.total_steps}; "
                                  f"a run cannot end before its saved step (give at least {self.state.step} steps)")
@@ -297,8 +272,9 @@ class Trainer:
             self._saved_step, self._wall_before = self.state.step, self.state.wall_seconds
             if self.dist.is_main:
                 rundir.truncate_metrics(out, self.state.step)
-                if changes:  # the log says from which step the allowed changes apply
-                    self._log({"step": self.state.step, "config_change": {k: list(v) for k, v in changes.items()}})
+                if start.changes:  # the log says from which step the allowed changes apply
+                    self._log({"step": self.state.step,
+                               "config_change": {k: list(v) for k, v in start.changes.items()}})
         if self.dist.is_main:
             rundir.write_config(out, self.config)  # what runs from here (allowed changes included)
             if self.config.train.tensorboard:
@@ -394,24 +370,33 @@ class Trainer:
             self._grouped = (key, grouped)
         return self._grouped[1]
 
-    def run(self, *, resume: bool = False, overwrite: bool = False, allow_change: tuple[str, ...] = ()) -> TrainResult:
+    def run(self, *, resume: bool = False, overwrite: bool = False, allow_change: tuple[str, ...] = (),
+            opened: OpenedRun | None = None) -> TrainResult:
         """Train to the end; ``resume`` continues the saved state, ``overwrite`` starts an unfinished run again,
-        ``allow_change`` names the :data:`~.run_directory.CHANGEABLE_KEYS` that may differ on resume."""
+        ``allow_change`` names the :data:`~.run_directory.CHANGEABLE_KEYS` that may differ on resume. The run
+        directory is opened with these options here, unless a caller opened it already and gives it as
+        ``opened`` (:meth:`RunDirectory.open`; then its options are the run's and these are not given)."""
+        if opened is not None and (resume or overwrite or allow_change):
+            raise ValueError("the options of an opened run are the ones it was opened with; give them to "
+                             "RunDirectory.open, not to run()")
         try:
             if self.dist.is_main:
                 code_version()  # what the run's records will name, read as it starts
                 _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
-            self._prepare_output(resume, overwrite, tuple(allow_change))
-            return self._loop()
+            with contextlib.ExitStack() as stack:
+                if opened is None:
+                    opened = stack.enter_context(RunDirectory.open(
+                        self.config, resume=resume, overwrite=overwrite, allow_change=allow_change))
+                stack.callback(self._close_writer)  # before the directory is let go
+                self._start(opened)
+                return self._loop()
         except KeyboardInterrupt:
             raise self._interrupted() from None
-        finally:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
-            if self._run_directory is not None:
-                self._run_directory.__exit__(None, None, None)
-                self._run_directory = None
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def _loop(self) -> TrainResult:
         from tqdm.auto import tqdm
