@@ -469,7 +469,3 @@ class Trainer:
             (self.output_dir / rundir.SUMMARY_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
         return result
 
-
-def train(config: RunConfig, *, resume: bool = False, progress: bool = True) -> TrainResult:
-    """Library entry point of ``cselab train``."""
-    return Trainer(config, progress=progress).run(resume=resume)
