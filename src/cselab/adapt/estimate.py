@@ -82,3 +82,16 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence
                   * (plan.train_sentences + len(plan.held_out)))
     return total
+
+
+MAX_ESTIMATE_DAYS = 30  # a budget estimated to train longer than this is refused as a mistake
+
+
+def check_budget(plan: AdaptPlan, estimate_s: float) -> None:
+    """Refuse a budget whose estimate is absurd (more than :data:`MAX_ESTIMATE_DAYS` days), naming the estimate."""
+    days = estimate_s / 86400
+    if days > MAX_ESTIMATE_DAYS:
+        from cselab.errors import UsageError
+
+        raise UsageError(f"--steps {plan.steps}: estimated {days:,.0f} days on this machine; give fewer steps (the "
+                         "default for this text is the recipe's, without --steps)")

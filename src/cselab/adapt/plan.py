@@ -114,6 +114,31 @@ def split_held_out(sentences: Sequence[str], seed: int = SPLIT_SEED) -> tuple[li
     return [s for i, s in enumerate(unique) if i not in held], [s for i, s in enumerate(unique) if i in held]
 
 
+def _check_model(model: str, what: str) -> str:
+    """``model`` as a directory of one encoder (a fetched name, a sentence-transformers or HF directory, a saved
+    cselab encoder); anything else is refused in one line that says what to give instead."""
+    from cselab.models.sentence_model import read_description
+
+    path = Path(resolve_model_path(model))
+    if not path.exists():
+        fetch = next((t for t, name in MODEL_NAMES.items() if name == model), None)
+        if fetch is not None:
+            raise CselabError(f"{what} {model} is not fetched: run `cselab data fetch {fetch}`")
+        raise CselabError(f"{what} not found: {model} (a model directory or a fetched model's name)")
+    if not path.is_dir():
+        raise CselabError(f"{what} {model} is a file; give a model directory")
+    if (path / "best").is_dir() and not (path / "config.json").exists() and not (path / "cselab.json").exists():
+        raise CselabError(f"{what} {model} is a run directory; its model is {path / 'best'}")
+    description = read_description(path)
+    kind = description.get("kind") if description else None
+    if kind is not None and kind != "encoder":
+        raise CselabError(f"{what} {model} is a {kind}, not one encoder; adapt one encoder (e.g. a -D student, or "
+                          "one member of the twin)")
+    if description is None and not (path / "config.json").is_file() and not (path / "modules.json").is_file():
+        raise CselabError(f"{what} {model} holds no model (no config.json or modules.json)")
+    return model
+
+
 def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
     """The teacher's directory or fetched name: ``teacher``, else :data:`DEFAULT_TEACHER` where it is fetched;
     ``None`` with ``--no-teacher`` or when no teacher is at hand (SimCSE then)."""
@@ -143,6 +168,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate)."""
     from cselab.config.run_config import apply_overrides
 
+    if no_teacher and teacher is not None:
+        raise CselabError("give --teacher or --no-teacher, not both")
     if steps is not None and steps < 1:
         raise CselabError(f"--steps must be at least 1, got {steps}")
     if batch_size < 2:
@@ -153,6 +180,10 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--select must be one of {', '.join(SELECTIONS)}, got {select!r}")
     if max_sentences is not None and max_sentences < MIN_SENTENCES:
         raise CselabError(f"--max-sentences must be at least {MIN_SENTENCES}, got {max_sentences}")
+    for override in overrides:
+        if override.split("=", 1)[0].strip() == "train.output_dir":
+            raise CselabError("train.output_dir: cselab adapt trains in --output; give --output instead")
+    _check_model(model, "--model")
     sentences = read_text(text, max_sentences)
     if len(set(sentences)) < MIN_SENTENCES:
         raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
@@ -181,6 +212,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     else:  # step 0, the untouched model, is a candidate
         raw["train"].update(eval_every=evaluation_every(n_steps), eval_at_start=True)
     config = validate(RunConfig, apply_overrides(raw, list(overrides)))
+    from cselab.methods import METHODS
+
+    METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
                      config, max_sentences, recipe.name)
 

@@ -56,14 +56,18 @@ class AdaptResult:
 def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str:
     """Whether ``plan.output_dir`` may hold this adaptation: ``"fresh"`` (new or empty), ``"resume"`` or
     ``"finished"`` (only with ``resume``); anything else is refused in one line. Reads only."""
-    from cselab.training.run_directory import RunDirectory
+    from cselab.training.run_directory import RUN_MARKER
 
     directory = plan.output_dir
     if not directory.exists() or not [p for p in directory.iterdir() if not p.name.startswith(LOCK_FILE)]:
         if resume:
             raise CselabError(f"--resume: {directory} holds no adaptation to resume; drop --resume to start one")
         return "fresh"
-    RunDirectory(directory).claim()  # a directory holding files that cselab did not write is refused
+    if not (directory / RUN_MARKER).is_file():  # only cselab's marker makes a directory cselab's to write
+        names = sorted(p.name for p in directory.iterdir() if not p.name.startswith(LOCK_FILE))
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise CselabError(f"{directory} holds files that cselab did not write ({shown}); give --output a new or "
+                          "empty directory")
     try:
         saved = json.loads((directory / PLAN_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -7,23 +7,26 @@ from typing import Any
 
 import click
 
+from cselab.adapt.selection import SELECTIONS
 from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
+from cselab.errors import CselabError
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
 @click.argument("text", type=click.Path(path_type=Path))
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
-@click.option("--teacher", help="distil this larger encoder's cosines instead of SimCSE (e.g. all-mpnet-base-v2, "
-              "after `cselab data fetch models-mpnet`)")
-@click.option("--select", default="fixed-budget", show_default=True, metavar="fixed-budget|teacher-agreement",
-              help="the model kept: the last step, or (with --teacher) the step that agrees best with the teacher "
-              "on held-out pairs of your text (the untouched model is a candidate)")
-@click.option("--no-teacher", is_flag=True, help="SimCSE on a fixed budget: the default, kept for scripts that name it")
+@click.option("--teacher", help="the larger encoder whose embedding is distilled into MODEL (default: all-mpnet-base-v2 "
+              "when fetched, `cselab data fetch models-mpnet`)")
+@click.option("--select", metavar="|".join(SELECTIONS),
+              help="the model kept: the last step (fixed-budget), or with a teacher the step with the least held-out "
+              "distillation loss (distillation-loss) or the best agreement with the teacher on held-out pairs "
+              "(teacher-agreement); the untouched model is then a candidate [default: the recipe's]")
+@click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
               help="the run directory; the adapted model is OUTPUT/best")
-@click.option("--steps", type=POSITIVE, help="training steps (default: three passes over the text, 100 to 450)")
+@click.option("--steps", type=POSITIVE, help="training steps (default: the recipe's passes over the text)")
 @click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--max-length", type=click.IntRange(min=8), default=64, show_default=True, help="tokens per sentence")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
@@ -36,38 +39,44 @@ from cselab.cli.options import writable_dir as _writable_dir
 @click.option("--device", default="auto", show_default=True, callback=_set_device,
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
-def adapt_command(text: Path, model: str, teacher: str | None, select: str, no_teacher: bool, output_dir: Path,
+def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool, output_dir: Path,
                   steps: int | None, batch_size: int, max_length: int, seed: int, max_sentences: int | None,
                   labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, resume: bool,
                   device: str, overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
 
-    Trains MODEL with SimCSE (its own mean pooling, temperature 0.2) on a budget set from the text's size; with
-    --teacher it distils the teacher's cosines of neighbour pairs of your sentences instead. It keeps the last step
-    (--select teacher-agreement: the step that agrees best with the teacher on a held-out part of your text). No
-    labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and after on your labelled
-    data."""
+    With a teacher (all-mpnet-base-v2 once fetched, or --teacher) it distils the teacher's embedding of your sentences
+    into MODEL; with --no-teacher (or no teacher at hand) it trains MODEL with SimCSE. A part of your text is held out
+    and never trained on. No labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and
+    after on your labelled data. Everything is checked before anything is written."""
     from cselab.adapt import plan_adapt
+    from cselab.adapt.plan import plan_facts, read_text
+    from cselab.adapt.run import check_output
 
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
                       select=select, overrides=overrides)
+    # the output is checked before any model loads: a user's directory, another run, another text are refused here
+    check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
     evaluate = None
     if labels or pairs or retrieval or domain:
+        import importlib.util
+
         from cselab.evaluation.domain import load_inputs, score_inputs
 
+        if importlib.util.find_spec("mteb") is None:  # scoring runs mteb: refused now, not after training
+            raise CselabError("scoring before/after runs mteb, which is not installed: pip install 'cselab[mteb]'")
         inputs = load_inputs(labels, pairs, retrieval, domain=domain)  # every file checked before training
 
         def evaluate(encoder: Any) -> dict[str, float]:
             return score_inputs(encoder, inputs)
     from cselab.adapt import estimate_seconds, run_adapt, summary_of
-    from cselab.training.run_directory import RunDirectory
+    from cselab.adapt.estimate import check_budget
 
-    if output_dir.is_dir():
-        RunDirectory(output_dir).claim()  # a directory holding the user's files is refused before models load
     click.echo(plan.describe())
-
     estimate = estimate_seconds(plan)
-    click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (training, its evaluations, the teacher pass; not loading models)")
+    check_budget(plan, estimate)
+    click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (training, its evaluations, the teacher "
+               "pass; not loading models)")
     click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo, estimate_s=estimate)))
