@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cselab.config.run_config import RunConfig, dump_config, load_config
+# RUNTIME_KEYS: settings that change neither the maths nor the data; they may differ on --resume without a word
+from cselab.config.run_config import RUNTIME_KEYS, RunConfig, dump_config, flatten_config, load_config
 from cselab.errors import CselabError, UsageError, refuse_both
 from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
 from cselab.runtime.launch import is_main_process
@@ -35,9 +36,6 @@ from cselab.runtime.launch import is_main_process
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 BEST_DIR, LAST_DIR = "best", "last"  # the selected model, and the state a --resume continues from
 STAGE1_DIR, STAGE2_DIR = "stage1", "stage2"  # a two-stage run's stages (cselab.experiments.pipeline)
-# settings that change neither the maths nor the data: they may differ on --resume without a word
-RUNTIME_KEYS = frozenset({"train.device", "train.threads", "train.eval_batch_size", "train.log_every",
-                          "train.tensorboard", "train.output_dir"})
 # settings that only move where the run stops or what it looks at in between: --allow-change KEY permits them
 # (with a linear schedule a new max_steps also bends the rest of the learning-rate ramp; that is what is asked)
 CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train.save_every")
@@ -180,19 +178,9 @@ class OpenedRun:
         return RunStart(saved, changes)
 
 
-def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        if isinstance(value, Mapping) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def config_changes(old: RunConfig, new: RunConfig) -> dict[str, tuple[Any, Any]]:
     """Dotted key -> (old value, new value) for every setting that differs, runtime-only keys left out."""
-    a, b = _flat(old.model_dump(mode="json")), _flat(new.model_dump(mode="json"))
+    a, b = flatten_config(old.model_dump(mode="json")), flatten_config(new.model_dump(mode="json"))
     missing = "<unset>"
     return {key: (a.get(key, missing), b.get(key, missing)) for key in sorted(set(a) | set(b))
             if key not in RUNTIME_KEYS and a.get(key, missing) != b.get(key, missing)}
