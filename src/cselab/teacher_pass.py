@@ -34,6 +34,7 @@ import numpy as np
 from cselab.data.vector_store import VectorStore, content_key, write_texts
 from cselab.errors import CselabError
 from cselab.paths import cselab_home, resolve_model_path
+from cselab.vocabulary import FORMATS
 
 AGREEMENT = 0.995  # the least mean cosine with torch fp32's vectors on the probe for a way to be eligible
 PROBE_SENTENCES = 64
@@ -136,7 +137,7 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
         seconds, vectors = _timed(runner, probe)
         candidates.append(Candidate("torch", precision, seconds, float((vectors * reference).sum(1).mean())))
         runners[("torch", precision)] = runner
-    for fmt in ("onnx", "openvino"):
+    for fmt in FORMATS:
         if fmt not in allowed:
             continue
         from cselab.export import export_model, load_exported

@@ -11,7 +11,7 @@ from cselab.adapt.plan import AdaptPlan
 
 # A training step's seconds per second of timed inference over as many tokens, by the precision both run in: the
 # backward pass and the optimizer cost more than the forward, and bf16 speeds the forward more than the rest. Fitted
-# on timed adaptations (lab/books/domain_study.md, "The time of an adaptation"); other precisions use fp32's.
+# on timed adaptations of the domain suite (docs/adapt.md, "Time"); other precisions use fp32's.
 TRAIN_STEP_PER_FORWARD = {"fp32": 2.2, "bf16": 2.9}
 
 

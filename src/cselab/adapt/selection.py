@@ -33,9 +33,10 @@ from cselab.analysis.alignment_uniformity import alignment, uniformity
 from cselab.data.sts import StsSubset, StsTask
 from cselab.losses.distillation import similarity_distillation_mse
 from cselab.losses.info_nce import info_nce
+from cselab.vocabulary import ADAPT_SELECTIONS
 
-FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT = "fixed-budget", "distillation-loss", "teacher-agreement"
-SELECTIONS = (FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT)
+SELECTIONS = ADAPT_SELECTIONS
+FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT = SELECTIONS
 DEFAULT_SELECTION = FIXED_BUDGET  # with a teacher; without one the budget is always fixed
 SPLIT_SEED = 0  # the seed of the held-out pairs' random partners
 DELETION, TEMPERATURE, VIEW_SEED = 0.1, 0.05, 0

@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from cselab.adapt.selection import SELECTIONS
 from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
 from cselab.errors import CselabError
+from cselab.vocabulary import ADAPT_SELECTIONS
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
@@ -19,7 +19,7 @@ from cselab.errors import CselabError
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
 @click.option("--teacher", help="the larger encoder whose embedding is distilled into MODEL (default: all-mpnet-base-v2 "
               "when fetched, `cselab data fetch models-mpnet`)")
-@click.option("--select", metavar="|".join(SELECTIONS),
+@click.option("--select", metavar="|".join(ADAPT_SELECTIONS),
               help="the model kept: the last step (fixed-budget), or with a teacher the step with the least held-out "
               "distillation loss (distillation-loss) or the best agreement with the teacher on held-out pairs "
               "(teacher-agreement); the untouched model is then a candidate [default: the recipe's]")
