@@ -17,6 +17,7 @@ import pytest
 from cselab.data import builders as builders_mod
 from cselab.data import domains as dm
 from cselab.data import download as download_mod
+from cselab.data import fetch as fetch_mod
 from cselab.data import sources as sources_mod
 from cselab.data.fetch import fetch
 from cselab.data.indomain import sentence_key
@@ -234,6 +235,47 @@ def test_parse_man_page_macros_and_escapes():
     assert sections["DESCRIPTION"] == ["The open() system call opens pathname. (read(2), write(2))",
                                        "O_CREAT If pathname does not exist, create it - see creat(2).",
                                        "Last \\'word'."]
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("users", ["directory", "file"])
+def test_a_fetch_never_replaces_what_the_user_put_there(suite_archives, tmp_path, monkeypatch, users):
+    """`cselab data fetch domains --from GOOD` over the user's own domains/ (their own domain and notes, no
+    manifest) or a file named domains: refused in one line before any archive is read, every byte left as it was."""
+    home = tmp_path / "home"
+    if users == "directory":
+        (home / "domains" / "mydomain").mkdir(parents=True)
+        (home / "domains" / "mydomain" / "labels.tsv").write_text("my text\tmy label\n")
+        (home / "domains" / "notes.md").write_text("# my notes\n")
+        expected = "domains holds no manifest of cselab's (mydomain, notes.md); cselab replaces only what its fetch wrote"
+    else:
+        home.mkdir()
+        (home / "domains").write_text("my file\n")
+        expected = "domains is a file, not a directory cselab fetched"
+    before = _tree(home)
+    monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
+    with pytest.raises(CselabError) as err:
+        fetch("domains", home=home, from_dir=suite_archives, progress=lambda _m: None)
+    assert expected in str(err.value) and "move it away" in str(err.value) and "\n" not in str(err.value)
+    assert _tree(home) == before  # nothing renamed, deleted or written (not even a hidden copy)
+
+
+def test_verify_finds_a_changed_task_file_and_rebuild_restores_it(suite, suite_archives):
+    labels = suite / "domains" / "bbc-news" / "labels.tsv"
+    good = labels.read_bytes()
+    labels.write_bytes(good + b"my extra item\tsport\n")
+    messages: list[str] = []
+    fetch("domains", home=suite, from_dir=suite_archives, progress=messages.append)  # fast: nothing re-read
+    assert messages == [f"domains: already in {suite / 'domains'} (--verify checks its files, --rebuild fetches it "
+                        "again)"]
+    with pytest.raises(CselabError, match=r"bbc-news/labels.tsv has \d+ bytes, manifest.json recorded \d+: it changed "
+                                          r"after the fetch; fetch it again with `cselab data fetch domains --rebuild`"):
+        fetch("domains", home=suite, from_dir=suite_archives, progress=lambda _m: None, verify=True)
+    fetch("domains", home=suite, from_dir=suite_archives, progress=lambda _m: None, rebuild=True, verify=True)
+    assert labels.read_bytes() == good
 
 
 def test_domain_lookup_errors(tmp_path):

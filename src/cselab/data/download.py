@@ -18,6 +18,8 @@ from pathlib import Path
 from cselab.data.sources import (
     ALL_TARGETS,
     ARCHIVES,
+    MANIFEST,
+    MODEL_MANIFEST,
     SUBPROCESS_TIMEOUT_S,
     TARGET_ARCHIVES,
     Archive,
@@ -196,20 +198,129 @@ def lines_bytes(lines: list[str]) -> bytes:
     return "".join(f"{line}\n" for line in lines).encode("utf-8")
 
 
-def install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict]) -> None:
-    """Build a target directory in a staging sibling (``.<name>.XXXXXXXX.tmp``), write its manifest and swap it
-    in with :func:`cselab.fileio.replace_directory` (an incomplete earlier result, one without a manifest, is set
-    aside as ``.<name>.old-<pid>`` and replaced). A complete result that another process finished meanwhile is
-    kept. What a killed fetch leaves is removed by the next fetch of the target (``fetch._remove_stale_temporaries``)."""
+STAGING_MARK = ".cselab-fetch-staging"  # in a build directory until its manifest is written
+_STAGING = r"[a-z0-9_]{8}\.tmp"  # staging_directory's eight random characters and the suffix install_dir gives
+
+
+def install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict], *, rebuild: bool = False) -> None:
+    """Build a target directory in a staging sibling (``.<name>.XXXXXXXX.tmp``, marked as cselab's until its
+    manifest is written), write its manifest and swap it in with :func:`cselab.fileio.replace_directory`. What is
+    at ``final`` is replaced only when :func:`check_replaceable` allows it (checked again just before the swap);
+    without ``rebuild`` a complete result that another process finished meanwhile is kept. What a killed fetch
+    leaves is removed by the next fetch of the target (:func:`remove_leftovers`)."""
     tmp = staging_directory(final, suffix=".tmp")
     try:
+        (tmp / STAGING_MARK).touch()
         manifest = build(tmp)
         (tmp / manifest_name).write_bytes(json_bytes(manifest))
-        if is_complete(final / manifest_name):
+        (tmp / STAGING_MARK).unlink()
+        if not rebuild and is_complete(final / manifest_name):
             return  # another process finished the same target meanwhile; keep its result
+        check_replaceable(final)
         replace_directory(tmp, final, aside=final.with_name(f".{final.name}.old-{os.getpid()}"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# What is cselab's: a target directory is replaced only when its manifests list everything in it
+# --------------------------------------------------------------------------------------------------
+
+
+def manifests(directory: Path) -> list[Path]:
+    """The manifests cselab wrote in a target directory: the target's own and a variant's
+    (``corpus/manifest+stsb-train.json``)."""
+    own = [directory / name for name in (MANIFEST, MODEL_MANIFEST) if (directory / name).is_file()]
+    return own + sorted(directory.glob("manifest+*.json"))
+
+
+def read_manifest(path: Path) -> dict[str, dict]:
+    """The ``files`` entry of a manifest (name -> {"bytes", "sha256"}); CselabError when it cannot be read."""
+    try:
+        files = json.loads(path.read_text(encoding="utf-8")).get("files")
+        if isinstance(files, dict) and all(isinstance(e, dict) for e in files.values()):
+            return files
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise CselabError(f"{path} is not a manifest cselab can read, so it cannot tell cselab's files in "
+                      f"{path.parent} from yours; move the directory away and fetch again")
+
+
+def _unlisted(directory: Path) -> list[str]:
+    """What is in ``directory`` that none of its manifests lists (files, links and directories holding none of
+    the listed files; a directory's content is not named again); everything when it holds no manifest."""
+    listed: set[str] = set()
+    for manifest in manifests(directory):
+        listed |= {manifest.name, *read_manifest(manifest)}
+    listed |= {parent.as_posix() for name in list(listed) for parent in Path(name).parents if parent != Path(".")}
+    present = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*"))
+    unlisted = [name for name in present if name not in listed]
+    return [name for name in unlisted if not any(parent.as_posix() in unlisted for parent in Path(name).parents)]
+
+
+def check_replaceable(final: Path) -> None:
+    """Refuse, in one line that says what is in the way and what to do, to replace ``final`` unless it is missing,
+    an empty directory or a directory cselab fetched (everything in it listed by its manifests)."""
+    hint = "move it away (or point CSELAB_HOME elsewhere) and fetch again"
+    if final.is_symlink():
+        raise CselabError(f"{final} is a link, which cselab never replaces; {hint}")
+    if not final.exists():
+        return
+    if not final.is_dir():
+        raise CselabError(f"{final} is a file, not a directory cselab fetched; {hint}")
+    unlisted = _unlisted(final)
+    if unlisted:
+        shown = ", ".join(unlisted[:3]) + (f" and {len(unlisted) - 3} more" if len(unlisted) > 3 else "")
+        if not manifests(final):
+            raise CselabError(f"{final} holds no manifest of cselab's ({shown}); cselab replaces only what its fetch "
+                              f"wrote: {hint}")
+        raise CselabError(f"{final} holds files no manifest of cselab's lists ({shown}); cselab replaces only what "
+                          "its fetch wrote: move them out of it and fetch again")
+
+
+def verify_dir(directory: Path) -> int:
+    """Check every file the manifests of ``directory`` list against its recorded size and sha256; returns how many
+    were checked, CselabError naming the first that differs."""
+    checked = 0
+    for manifest in manifests(directory):
+        for name, entry in read_manifest(manifest).items():
+            path = directory / name
+            if not path.is_file():
+                raise CselabError(f"{path} is missing ({manifest.name} lists it)")
+            size = path.stat().st_size
+            if size != entry.get("bytes"):
+                raise CselabError(f"{path} has {size} bytes, {manifest.name} recorded {entry.get('bytes')}: "
+                                  "it changed after the fetch")
+            if sha256_file(path) != entry.get("sha256"):
+                raise CselabError(f"{path} has another sha256 than {manifest.name} recorded: it changed after the fetch")
+            checked += 1
+    return checked
+
+
+def remove_leftovers(final: Path) -> None:
+    """Delete what killed fetches of ``final`` left beside it: build directories (``.<name>.XXXXXXXX.tmp``) that
+    hold the staging mark or their manifest, and directories set aside by a swap (``.<name>.old-<pid>``) that are
+    empty or a fetched directory. Anything else of those names is not cselab's and stays. Call it only under the
+    target's fetch lock, so none belongs to a live fetch."""
+    if not final.parent.is_dir():
+        return
+    staging = re.compile(rf"\.{re.escape(final.name)}\.{_STAGING}")
+    aside = re.compile(rf"\.{re.escape(final.name)}\.old-\d+")
+    for path in final.parent.iterdir():
+        if path.is_symlink() or not path.is_dir():
+            continue
+        built = staging.fullmatch(path.name) is not None
+        if not (built or aside.fullmatch(path.name)):
+            continue
+        if (built and (path / STAGING_MARK).is_file()) or _is_fetched_or_empty(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _is_fetched_or_empty(path: Path) -> bool:
+    try:
+        return not any(path.iterdir()) or (bool(manifests(path)) and not _unlisted(path))
+    except CselabError:
+        return False
 
 
 def files_entry(directory: Path, names: list[str]) -> dict[str, dict]:

