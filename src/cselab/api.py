@@ -89,6 +89,10 @@ class SentenceEncoder:
         from cselab.models.sentence_model import save_model
 
         check_path(path, "path")
+        if getattr(self.model, "kind", None) == "export":
+            raise UsageError(f"save: {self.source} is an {self.model.backend} export, which holds no torch weights to "
+                             "save; copy its directory as it is, or load the model directory it was exported from "
+                             "(backend='torch') and save that")
         return save_model(self.model, path)
 
     def __repr__(self) -> str:
@@ -123,13 +127,13 @@ def load_model(path: str | Path, *, pooler: str | None = None, max_length: int |
     check_path(path, "path")
     if backend not in BACKENDS:
         raise UsageError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    if backend != "torch":
-        from cselab.export import load_for_backend
-
-        return SentenceEncoder(load_for_backend(path, backend, pooler=pooler, max_length=max_length), source=str(path))
     if check_text(pooler, "pooler", optional=True) is not None:
         check_pooler(pooler)
     check_optional_int(max_length, "max_length")
+    if backend != "torch":  # an export fixed its pooler and length: giving either is refused there
+        from cselab.export import load_for_backend
+
+        return SentenceEncoder(load_for_backend(path, backend, pooler=pooler, max_length=max_length), source=str(path))
     module = load_module(path, pooler=pooler, max_length=max_length)
     if max_length is not None:
         check_length(module, max_length, "max_length")

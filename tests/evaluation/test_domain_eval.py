@@ -205,6 +205,10 @@ def _write_retrieval(root: Path, queries: str, corpus: str, qrels: str, corpus_n
     (("q1\tfind a dog\n", "d1\ta dog\n", "q2\td1\t1\n"), "qrels.tsv, line 1: query id 'q2' is not in queries.tsv"),
     (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\tyes\n"), "qrels.tsv, line 1: relevance 'yes' is not a number"),
     (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\t0.5\n"), "qrels.tsv, line 1: relevance '0.5' must be a whole number"),
+    # the evaluator takes C integers: 1e300 ended in its SystemError
+    (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\t1e300\n"),
+     "qrels.tsv, line 1: relevance '1e300' must be a whole number from 0 to 1000"),
+    (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\t1001\n"), "relevance '1001' must be a whole number from 0 to 1000"),
     (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\n"), "qrels.tsv, line 1: 2 tab-separated field(s), expected 3"),
     (("q1\tfind a dog\n", "d1\ta dog\n", "q1\td1\t0\n"), "qrels.tsv: no query has a relevant document"),
     (("q1\tfind a dog\nq1\tagain\n", "d1\ta dog\n", "q1\td1\t1\n"), "queries.tsv, line 2: id 'q1' again (first on line 1)"),
@@ -229,11 +233,17 @@ def test_missing_inputs_are_one_line_errors(tmp_path, capsys):
     for args, expected in ((["--labels", str(tmp_path / "none.tsv")], "labels file not found"),
                            (["--retrieval", str(tmp_path)], "has no queries.tsv (or queries.jsonl)"),
                            (["--domain", "bbc-news"], "cselab data fetch domains"),
-                           (["--domain", "nope"], "unknown domain 'nope'")):
+                           (["--domain", "nope"], "unknown domain 'nope'"),
+                           (["--domain", ""], "unknown domain ''")):  # not "no domain": the STS evaluation
         with pytest.raises(SystemExit):
             main(["eval", "m", *args])
         err = capsys.readouterr().err
         assert err.startswith("error: ") and expected in err and err.count("\n") == 1, err
+
+
+def test_the_highest_relevance_is_read(tmp_path):
+    root = _write_retrieval(tmp_path / "ret", "q1\tfind a dog\n", "d1\ta dog\nd2\ta cat\n", "q1\td1\t1000\nq1\td2\t0\n")
+    assert read_retrieval(root).qrels == {"q1": {"d1": 1000, "d2": 0}}
 
 
 def test_reader_details(tmp_path):

@@ -309,3 +309,21 @@ def test_twins_ensembles_and_cot_bert_are_refused_in_one_line_and_members_export
                for m in ("encoder_1", "encoder_2")]
     summed = sum(m.encode(SENTENCES) for m in members)
     assert np.abs(summed - cselab.load_model(twin_dir).encode(SENTENCES)).max() <= 2 * TOL
+
+
+def test_eval_of_an_export_on_the_users_files_runs_through_its_backend(saved, tmp_path, capsys):
+    """`cselab eval EXPORT --labels F --backend onnx` scores the export on ONNX Runtime (it used to drop --backend
+    and refuse the export as a torch model), as `cselab.evaluate_domain` does with an export loaded by the API; the
+    scores are the torch model's."""
+    pytest.importorskip("mteb", reason="mteb is not installed (pip install 'cselab[mteb]')")
+    out = export_model(saved["mean"], "onnx", output=tmp_path / "export")
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("".join(f"{SENTENCES[i % 3]} {i}\t{'abc'[i % 3]}\n" for i in range(15)))
+    scores = {}
+    for name, model, backend in (("torch", saved["mean"], "torch"), ("onnx", out, "onnx")):
+        code, text, err = run_cli(["eval", str(model), "--labels", str(labels), "--backend", backend, "--json"], capsys)
+        assert code == 0, err
+        scores[name] = json.loads(text.strip().splitlines()[-1])
+    assert scores["onnx"] == pytest.approx(scores["torch"], abs=0.01)
+    api = cselab.evaluate_domain(cselab.load_model(out, backend="onnx"), labels=labels)
+    assert api == pytest.approx(scores["torch"], abs=0.01)

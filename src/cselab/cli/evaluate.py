@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from cselab.cli.options import POSITIVE, backend_opt, device_opt, names, precision_opt, writable_file
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError
 from cselab.vocabulary import POOLERS
 
 
@@ -41,10 +41,11 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
                  domain: str | None, backend: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks, or with --labels /
     --pairs / --retrieval / --domain on those files instead (docs: cselab.evaluation.domain)."""
-    if labels_file or pairs_file or retrieval_dir or domain:
+    if any(value is not None for value in (labels_file, pairs_file, retrieval_dir, domain)):
+        _refuse_sts_options(click.get_current_context())
         return _eval_domain(model, labels_file, pairs_file, retrieval_dir, domain, pooler=pooler,
                             batch_size=batch_size, max_length=max_length, as_json=as_json, output=output,
-                            precision=precision)
+                            precision=precision, backend=backend)
     from cselab.evaluation.model_eval import evaluate_model, render_table
 
     report = evaluate_model(model, pooler=pooler, tasks=tasks, splits=splits,
@@ -57,16 +58,27 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
         click.echo(f"results: {report['output']}")
 
 
+def _refuse_sts_options(ctx: click.Context) -> None:
+    """--tasks, --splits and --senteval-dir choose STS tasks: given with the files of the domain branch, they would
+    be ignored, so they are refused."""
+    from click.core import ParameterSource
+
+    for name, option in (("tasks", "--tasks"), ("splits", "--splits"), ("senteval_dir", "--senteval-dir")):
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            raise UsageError(f"{option} chooses STS tasks and does not apply to --labels/--pairs/--retrieval/--domain, "
+                             "which score their own files; drop it")
+
+
 def _eval_domain(model: str, labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, *,
                  pooler: str | None, batch_size: int, max_length: int | None, as_json: bool, output: Path | None,
-                 precision: str) -> None:
+                 precision: str, backend: str) -> None:
     """The domain branch of ``cselab eval``: every file checked before the model loads, then a table (or one JSON
     object task -> score with --json); the report goes to --output when given."""
     from cselab.evaluation.domain import evaluate_inputs, load_inputs, render_scores
 
     inputs = load_inputs(labels, pairs, retrieval, domain=domain)  # every file checked before the model loads
     scores, wall_s = evaluate_inputs(model, inputs, pooler=pooler, batch_size=batch_size, max_length=max_length,
-                                     precision=precision, progress=not as_json, output=output)
+                                     precision=precision, progress=not as_json, output=output, backend=backend)
     if as_json:
         click.echo(json.dumps(scores))
         return

@@ -139,6 +139,9 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
     encoder = CachedEncoder(as_mteb_encoder(model, pooler=pooler))  # each distinct text embedded once for all the tasks
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
+        if getattr(encoder.model, "kind", None) == "export":
+            raise CselabError(f"precision {precision!r}: an export's precision was fixed when it was written (int8: "
+                              "cselab export --quantize int8); score it in fp32, or the torch model in bf16")
         choice = inference_precision(precision, encoder.model, batch_size)
         context = autocast_context(choice.precision, next(encoder.model.parameters()).device)
     with context:
@@ -167,24 +170,31 @@ def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | P
 
 def evaluate_inputs(model_name: str, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
                     max_length: int | None = None, precision: str = "fp32", progress: bool = False,
-                    output: Path | None = None) -> tuple[dict[str, float], float]:
+                    output: Path | None = None, backend: str = "torch") -> tuple[dict[str, float], float]:
     """``cselab eval MODEL --labels/--pairs/--retrieval/--domain``: load ``model_name`` (once mteb is known to be
-    installed), score it on the checked ``inputs`` and, when ``output`` is given, write the report
-    (:func:`domain_report`) there; on any error nothing is written. Returns (task -> score, wall seconds)."""
+    installed; ``backend`` onnx/openvino for a directory ``cselab export`` wrote), score it on the checked
+    ``inputs`` and, when ``output`` is given, write the report (:func:`domain_report`) there; on any error nothing
+    is written. Returns (task -> score, wall seconds)."""
     _mteb()
     from cselab.evaluation.mteb_adapter import MtebEncoder
-    from cselab.models.encoder import check_length
-    from cselab.models.sentence_model import load_model
 
-    loaded = load_model(model_name, pooler=pooler, max_length=max_length)
-    if max_length is not None:
-        check_length(loaded, max_length, "--max-length")
+    if backend != "torch":
+        from cselab.export import load_for_backend
+
+        loaded = load_for_backend(model_name, backend, pooler=pooler, max_length=max_length, precision=precision)
+    else:
+        from cselab.models.encoder import check_length
+        from cselab.models.sentence_model import load_model
+
+        loaded = load_model(model_name, pooler=pooler, max_length=max_length)
+        if max_length is not None:
+            check_length(loaded, max_length, "--max-length")
     encoder = MtebEncoder(loaded, name=Path(model_name).name or model_name)
     with Timer() as timer:
         scores = score_inputs(encoder, inputs, batch_size=batch_size, precision=precision, progress=progress)
     if output is not None:
         report = domain_report(model_name, inputs, scores, timer.s, pooler=pooler or getattr(loaded, "pooler", None),
-                               batch_size=batch_size, max_length=max_length, precision=precision)
+                               batch_size=batch_size, max_length=max_length, precision=precision, backend=backend)
         write_atomic(output, json.dumps(report, indent=2) + "\n")
     return scores, timer.s
 

@@ -6,9 +6,10 @@ Three formats, UTF-8, one item per line (blank lines are skipped, a UTF-8 byte-o
   classifier is scored by 5-fold cross-validation, so every label must be able to appear in training and test);
 - pairs, ``s1<TAB>s2<TAB>score``: a numeric similarity score, at least two pairs, not all of one score;
 - retrieval, a directory with ``queries.tsv`` (``qid<TAB>text``), ``corpus.tsv`` (``did<TAB>text``) and
-  ``qrels.tsv`` (``qid<TAB>did<TAB>relevance``, an optional BEIR header ``query-id corpus-id score``). Queries and
-  corpus may instead be ``queries.jsonl`` / ``corpus.jsonl`` (``{"_id": ..., "text": ..., "title": ...}``, BEIR's
-  form; ``id`` for ``_id`` works too, a title is put before the text).
+  ``qrels.tsv`` (``qid<TAB>did<TAB>relevance``, a whole number from 0 to :data:`MAX_RELEVANCE`, an optional BEIR
+  header ``query-id corpus-id score``). Queries and corpus may instead be ``queries.jsonl`` / ``corpus.jsonl``
+  (``{"_id": ..., "text": ..., "title": ...}``, BEIR's form; ``id`` for ``_id`` works too, a title is put before
+  the text).
 
 Every problem is a :class:`~cselab.errors.CselabError` of one line that names the file, the line and what is
 wrong. The label text of a labels line is everything after its LAST tab (so a text may hold tabs).
@@ -26,6 +27,7 @@ from cselab.errors import CselabError
 
 MIN_ITEMS_PER_LABEL = 5
 QRELS_HEADER = ("query-id", "corpus-id", "score")
+MAX_RELEVANCE = 1000  # graded judgements are small (TREC: 0-4); mteb's evaluator (pytrec_eval) takes C integers
 
 
 @dataclass(frozen=True)
@@ -221,8 +223,8 @@ def read_retrieval(directory: str | Path) -> RetrievalSet:
         if did not in corpus:
             raise CselabError(f"{path}, line {n}: document id {did!r} is not in {_pick(directory, 'corpus').name}")
         value = _number(rel, path, n, "relevance")
-        if value != int(value) or value < 0:
-            raise CselabError(f"{path}, line {n}: relevance {rel!r} must be a whole number >= 0")
+        if value != int(value) or not 0 <= value <= MAX_RELEVANCE:
+            raise CselabError(f"{path}, line {n}: relevance {rel!r} must be a whole number from 0 to {MAX_RELEVANCE}")
         if did in qrels.get(qid, {}):
             raise CselabError(f"{path}, line {n}: ({qid!r}, {did!r}) judged twice")
         qrels.setdefault(qid, {})[did] = int(value)

@@ -251,9 +251,14 @@ def as_mteb_encoder(model: Any, *, pooler: str | None = None) -> MtebEncoder:
     """``model`` as mteb's encoder: an adapter already, a module, cselab's API wrapper of one, or a path/name."""
     if isinstance(model, MtebEncoder):
         return model
-    if not isinstance(model, nn.Module) and isinstance(getattr(model, "model", None), nn.Module):
-        model = model.model  # cselab.load_model's SentenceEncoder wraps the module
-    return MtebEncoder(model) if isinstance(model, nn.Module) else MtebEncoder.from_path(model, pooler=pooler)
+    if not isinstance(model, nn.Module) and _runs(getattr(model, "model", None)):
+        model = model.model  # cselab.load_model's SentenceEncoder wraps the module (or an export's runner)
+    return MtebEncoder(model) if _runs(model) else MtebEncoder.from_path(model, pooler=pooler)
+
+
+def _runs(model: Any) -> bool:
+    """A torch module, or what runs an export (:class:`cselab.export.ExportedModel`: encode and hidden_size)."""
+    return isinstance(model, nn.Module) or (callable(getattr(model, "encode", None)) and hasattr(model, "hidden_size"))
 
 
 def run_mteb(model: str | Path | nn.Module, task_names: Sequence[str], *, home: Path | None = None,

@@ -20,11 +20,46 @@ from cselab.vocabulary import BACKENDS, FORMATS
 
 # the file names sentence-transformers' backends load without model_kwargs={"file_name": ...}
 MODEL_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
+# a tokenizer's vocabulary: without one of these, transformers builds an empty tokenizer (every word [UNK])
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+AGAIN = "export the model again (cselab export)"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _read_json(path: Path, kind: type) -> Any:
+    """A JSON file of an export that must hold a ``kind`` (dict or list); one-line CselabError otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CselabError(f"{path} is missing; {AGAIN}") from None
+    except (OSError, ValueError) as exc:
+        raise CselabError(f"{path} cannot be read ({_one_line(exc)}); {AGAIN}") from None
+    if not isinstance(data, kind):
+        wanted = "an object" if kind is dict else "a list"
+        raise CselabError(f"{path} is damaged: a JSON {type(data).__name__}, not {wanted}; {AGAIN}")
+    return data
+
+
+def _positive_int(value: Any, path: Path, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CselabError(f"{path}: {key!r} is {value!r}, not a whole number >= 1; {AGAIN}")
+    return value
+
+
+def _inside(root: Path, name: Any) -> bool:
+    """Whether ``name`` is a relative path that stays inside ``root``."""
+    return isinstance(name, str) and bool(name) and not Path(name).is_absolute() and ".." not in Path(name).parts
 
 
 class ExportedModel:
     """An exported directory run by ONNX Runtime or OpenVINO: ``encode`` returns float32 ``[N, d]`` torch
-    vectors like :meth:`cselab.models.encoder.Encoder.encode`. ``threads`` defaults to torch's thread count."""
+    vectors like :meth:`cselab.models.encoder.Encoder.encode`. ``threads`` defaults to torch's thread count.
+    Every file is checked before the runtime loads the model: a damaged or incomplete export is one
+    :class:`CselabError` naming the file, never a runtime's exception."""
 
     kind = "export"
 
@@ -33,26 +68,17 @@ class ExportedModel:
             raise CselabError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
         self.path = Path(path)
         self.backend = backend
-        try:
-            manifest = json.loads((self.path / MANIFEST).read_text()) if is_export_dir(self.path) else {}
-        except (OSError, ValueError) as exc:
-            raise CselabError(f"{self.path / MANIFEST} cannot be read ({exc}); export the model again") from None
-        if manifest.get("format", backend) != backend:
-            raise CselabError(f"{self.path} is an {manifest['format']} export; load it with backend "
-                              f"{manifest['format']!r}, not {backend!r}")
-        file = self.path / (manifest.get("file") or MODEL_FILES[backend])
+        self.manifest = self._read_manifest(backend)
+        name = self.manifest.get("file", MODEL_FILES[backend])
+        if not _inside(self.path, name):
+            raise CselabError(f"{self.path / MANIFEST}: 'file' is {name!r}, not a path inside the export; {AGAIN}")
+        file = self.path / name
         if not file.is_file():
-            raise CselabError(f"{self.path} holds no {backend} model ({MODEL_FILES[backend]}); write one with "
+            raise CselabError(f"{self.path} holds no {backend} model ({name}); write one with "
                               f"`cselab export {path} --format {backend}` and load the directory it writes")
-        self.manifest = manifest
         self.file = file
         self._read_modules()
-        from transformers import AutoTokenizer
-
-        from cselab.models.backbone import quiet_transformers
-
-        quiet_transformers()
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.tokenizer = self._load_tokenizer()
         if threads is None:
             import torch
 
@@ -60,40 +86,101 @@ class ExportedModel:
         self.threads = int(threads)
         self._run, self.input_names = (self._onnxruntime if backend == "onnx" else self._openvino)(file)
 
+    def _read_manifest(self, backend: str) -> dict[str, Any]:
+        """``cselab_export.json`` checked (``{}`` for a sentence-transformers directory without one): its format is
+        ``backend`` and every file it lists is there."""
+        if not is_export_dir(self.path):
+            return {}
+        path = self.path / MANIFEST
+        manifest = _read_json(path, dict)
+        fmt = manifest.get("format", backend)
+        if fmt not in FORMATS:
+            raise CselabError(f"{path}: 'format' is {fmt!r}, not one of {', '.join(FORMATS)}; {AGAIN}")
+        if fmt != backend:
+            raise CselabError(f"{self.path} is an {fmt} export; load it with backend {fmt!r}, not {backend!r}")
+        listed = manifest.get("files", [])
+        if not isinstance(listed, list) or not all(_inside(self.path, name) for name in listed):
+            raise CselabError(f"{path}: 'files' is not a list of paths inside the export; {AGAIN}")
+        missing = [name for name in listed if not (self.path / name).is_file()]
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            raise CselabError(f"{self.path} lacks {missing[0]}{more}, which its {MANIFEST} lists; {AGAIN}")
+        return manifest
+
+    def _load_tokenizer(self) -> Any:
+        """The export's tokenizer, refused when it has no vocabulary (transformers would build an empty one that
+        turns every word into [UNK])."""
+        if not any((self.path / name).is_file() for name in TOKENIZER_FILES):
+            raise CselabError(f"{self.path} holds no tokenizer files (one of {', '.join(TOKENIZER_FILES)}): every word "
+                              f"would be [UNK]; {AGAIN}, or copy the tokenizer files of the model it came from into it")
+        from transformers import AutoTokenizer
+
+        from cselab.models.backbone import quiet_transformers
+
+        quiet_transformers()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self.path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CselabError(f"{self.path}: its tokenizer cannot be loaded ({_one_line(exc)}); {AGAIN}") from None
+        if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+            raise CselabError(f"{self.path}: its tokenizer has no vocabulary beyond its special tokens: every word "
+                              f"would be [UNK]; {AGAIN}")
+        return tokenizer
+
     # -- the sentence-transformers modules after the encoder ---------------------------------------------
     def _read_modules(self) -> None:
-        try:
-            modules = json.loads((self.path / "modules.json").read_text())
-            config = json.loads((self.path / "sentence_bert_config.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise CselabError(f"{self.path} is not a sentence-transformers export directory ({exc})") from None
-        self.max_length = int(config.get("max_seq_length") or 512)
-        self.pooling, self.dense, self.normalize = "cls", None, False
+        modules_file = self.path / "modules.json"
+        modules = _read_json(modules_file, list)
+        config_file = self.path / "sentence_bert_config.json"
+        config = _read_json(config_file, dict)
+        self.max_length = _positive_int(config.get("max_seq_length") or 512, config_file, "max_seq_length")
+        self.pooling, self.dense, self.normalize, self.dimension = "cls", None, False, None
+        for i, module in enumerate(modules):
+            if not (isinstance(module, dict) and isinstance(module.get("type", ""), str)
+                    and isinstance(module.get("path", ""), str)):
+                raise CselabError(f"{modules_file}: entry {i} is not a module object (type and path); {AGAIN}")
         for module in modules[1:]:
             kind = module.get("type", "").rsplit(".", 1)[-1]
             folder = self.path / module.get("path", "")
             if kind == "Pooling":
-                pooling = json.loads((folder / "config.json").read_text())
+                pooling = _read_json(folder / "config.json", dict)
                 mean = pooling.get("pooling_mode_mean_tokens") or pooling.get("pooling_mode") == "mean"
                 cls = pooling.get("pooling_mode_cls_token") or pooling.get("pooling_mode") == "cls"
                 if not (mean or cls):
                     raise CselabError(f"{folder}: only cls and mean pooling run here")
                 self.pooling = "mean" if mean else "cls"
-                self.dimension = int(pooling["word_embedding_dimension"])
+                self.dimension = _positive_int(pooling.get("word_embedding_dimension"), folder / "config.json",
+                                               "word_embedding_dimension")
             elif kind == "Dense":
-                from safetensors.numpy import load_file
-
-                dense = json.loads((folder / "config.json").read_text())
-                if dense.get("activation_function", "").rsplit(".", 1)[-1] not in ("Tanh", "Identity"):
+                dense = _read_json(folder / "config.json", dict)
+                activation = dense.get("activation_function", "")
+                if not isinstance(activation, str) or activation.rsplit(".", 1)[-1] not in ("Tanh", "Identity"):
                     raise CselabError(f"{folder}: only a tanh or identity Dense runs here")
-                weights = load_file(folder / "model.safetensors")
-                self.dense = (weights["linear.weight"], weights.get("linear.bias"),
-                              dense.get("activation_function", "").endswith("Tanh"))
-                self.dimension = int(dense["out_features"])
+                self.dense = (*self._dense_weights(folder, dense), activation.endswith("Tanh"))
+                self.dimension = _positive_int(dense.get("out_features"), folder / "config.json", "out_features")
             elif kind == "Normalize":
                 self.normalize = True
             else:
                 raise CselabError(f"{self.path}: module {module.get('type')} does not run outside torch")
+        if self.dimension is None:
+            raise CselabError(f"{modules_file} lists no Pooling module, so the vectors' size is unknown; {AGAIN}")
+
+    @staticmethod
+    def _dense_weights(folder: Path, config: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        path = folder / "model.safetensors"
+        try:
+            weights = load_file(path)
+        except FileNotFoundError:
+            raise CselabError(f"{path} is missing; {AGAIN}") from None
+        except (OSError, SafetensorError) as exc:
+            raise CselabError(f"{path} cannot be read ({_one_line(exc)}); {AGAIN}") from None
+        weight, bias = weights.get("linear.weight"), weights.get("linear.bias")
+        if weight is None or weight.ndim != 2 or weight.shape[0] != config.get("out_features"):
+            raise CselabError(f"{path} holds no linear.weight of {config.get('out_features')} rows; {AGAIN}")
+        return weight, bias
 
     @property
     def hidden_size(self) -> int:
@@ -114,8 +201,17 @@ class ExportedModel:
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+        failures = tuple(getattr(state, name) for name in ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
+                                                            "NoModel", "NoSuchFile", "NotImplemented",
+                                                            "RuntimeException") if hasattr(state, name))
+        try:
+            session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        except (RuntimeError, *failures) as exc:
+            raise CselabError(f"{file} cannot be loaded by ONNX Runtime ({_one_line(exc)}); {AGAIN}") from None
         names = [i.name for i in session.get_inputs()]
+        self._check_graph(file, names, [o.name for o in session.get_outputs()])
         return (lambda feed: session.run(["last_hidden_state"], feed)[0]), names
 
     def _openvino(self, file: Path) -> tuple[Any, list[str]]:
@@ -125,15 +221,27 @@ class ExportedModel:
         # optimum-intel's defaults (latency hint) and fp32 arithmetic where the export is fp32
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads,
                   "INFERENCE_PRECISION_HINT": "f32"}
-        compiled = core.compile_model(core.read_model(str(file)), "CPU", config)
+        try:
+            compiled = core.compile_model(core.read_model(str(file)), "CPU", config)
+        except RuntimeError as exc:
+            raise CselabError(f"{file} cannot be loaded by OpenVINO ({_one_line(exc)}); {AGAIN}") from None
         request = compiled.create_infer_request()
         names = [i.get_any_name() for i in compiled.inputs]
+        self._check_graph(file, names, ["last_hidden_state"] if compiled.outputs else [])
 
         def run(feed: dict[str, np.ndarray]) -> np.ndarray:
             request.infer(feed)
             return request.get_output_tensor(0).data.copy()
 
         return run, names
+
+    @staticmethod
+    def _check_graph(file: Path, inputs: list[str], outputs: list[str]) -> None:
+        """The graph takes token ids and an attention mask and returns the token states (optimum's names)."""
+        missing = [name for name in ("input_ids", "attention_mask") if name not in inputs]
+        if missing or "last_hidden_state" not in outputs:
+            raise CselabError(f"{file} is not an encoder graph cselab runs (inputs {', '.join(inputs) or 'none'}; "
+                              f"it needs input_ids and attention_mask in and last_hidden_state out); {AGAIN}")
 
     # -- encoding --------------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False,
@@ -200,8 +308,14 @@ def load_exported(path: str | Path, backend: str, *, threads: int | None = None)
 def load_for_backend(path: str | Path, backend: str, *, pooler: str | None = None, max_length: int | None = None,
                      precision: str = "fp32", threads: int | None = None) -> ExportedModel:
     """:func:`load_exported` for ``cselab encode``/``eval``: what an export fixed (pooling, length, precision)
-    cannot be overridden, so asking to is an error rather than silently ignored."""
-    fixed = [f"--{name} {value}" for name, value in (("pooler", pooler), ("max-length", max_length)) if value]
+    cannot be overridden, so asking to is an error rather than silently ignored (an unknown pooler is refused as
+    such first)."""
+    if pooler is not None:
+        from cselab.models.poolers import check_pooler
+
+        check_pooler(pooler)
+    fixed = [f"--{name} {value!r}" for name, value in (("pooler", pooler), ("max-length", max_length))
+             if value is not None]
     if precision != "fp32":
         fixed.append(f"--precision {precision}")
     if fixed:
