@@ -26,11 +26,19 @@ import torch
 
 import cselab
 from cselab.errors import CselabError, UsageError
-from tests.cli.test_robustness import snapshot
+from tests.cli.test_robustness import (
+    EXPORT_DAMAGES,
+    EXPORT_INSTALLED,
+    MTEB_INSTALLED,
+    RUNTIME_MISSING,
+    copy_export,
+    snapshot,
+    write_export,
+)
 from tests.helpers import run_cli, write_corpus, write_sts_home
 
 MODEL, MODULE, CONFIG = object(), object(), object()  # placeholders, filled per case
-Setup = Callable[[Path], None]
+Setup = Callable[[Path, Path], None]  # (the case's scratch directory, the workspace)
 API_CASES: list[tuple[str, str, tuple, dict, str, type[Exception], Setup | None]] = []
 
 
@@ -40,7 +48,7 @@ def api_case(cid: str, target: str, args: tuple = (), kwargs: dict | None = None
 
 
 def user_file(name: str, text: str) -> Setup:
-    def setup(t: Path) -> None:
+    def setup(t: Path, w: Path) -> None:
         (t / name).parent.mkdir(parents=True, exist_ok=True)
         (t / name).write_text(text)
     return setup
@@ -66,6 +74,26 @@ for cid, value, expect in (
     ("over-positions", 1024, "max_length 1024 is longer than the model's 128 position embeddings"),
 ):
     api_case(f"load-max-length-{cid}", "load_model", ("{W}/model",), {"max_length": value}, expect)
+# load_model(backend=onnx|openvino): a damaged, incomplete or foreign export is one CselabError naming the file;
+# what an export fixed (pooler, length) is refused, and a bad value is refused as for torch
+for cid, fmt, edit, expect in EXPORT_DAMAGES:
+    api_case(f"load-export-{cid}", "load_model", ("{T}/x",), {"backend": fmt},
+             expect if EXPORT_INSTALLED else RUNTIME_MISSING[fmt], CselabError, copy_export(fmt, edit))
+EXPORT = "{W}/export-onnx"
+api_case("load-export-max-length-0", "load_model", (EXPORT,), {"backend": "onnx", "max_length": 0},
+         "max_length: 0 is not in the range x>=1")
+api_case("load-export-pooler-empty", "load_model", (EXPORT,), {"backend": "onnx", "pooler": ""}, "pooler is empty")
+api_case("load-export-pooler-given", "load_model", (EXPORT,), {"backend": "onnx", "pooler": "cls"},
+         "--pooler 'cls': an export's pooling, length and precision were fixed", CselabError)
+api_case("load-export-max-length-given", "load_model", (EXPORT,), {"backend": "onnx", "max_length": 16},
+         "--max-length 16: an export's pooling, length and precision were fixed", CselabError)
+api_case("save-export", "save_export", ("{T}/saved",),
+         expect="holds no torch weights to save; copy its directory" if EXPORT_INSTALLED else RUNTIME_MISSING["onnx"],
+         exc=UsageError if EXPORT_INSTALLED else CselabError)
+api_case("evaluate-domain-export-precision", "evaluate_domain_export", (), {"labels": "{W}/labels.tsv",
+                                                                          "precision": "bf16"},
+         expect=(RUNTIME_MISSING["onnx"] if not EXPORT_INSTALLED else "mteb, which is not installed"
+                 if not MTEB_INSTALLED else "precision 'bf16': an export's precision was fixed"), exc=CselabError)
 
 # -- SentenceEncoder, encode, save ---------------------------------------------------------------------------
 api_case("encoder-none", "SentenceEncoder", (None,), expect="model: a NoneType is not a sentence model")
@@ -179,6 +207,9 @@ def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
     write_corpus(w / "corpus.txt", n=40)
     write_sts_home(w / "home")
     (w / "afile").write_text("a plain file\n")
+    (w / "labels.tsv").write_text("".join(f"the dog runs {i}\t{'ab'[i % 2]}\n" for i in range(10)))
+    for fmt in ("onnx", "openvino"):
+        write_export(w / "model", w / f"export-{fmt}", fmt)
     return w
 
 
@@ -220,9 +251,15 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
     t = tmp_path / "t"
     t.mkdir()
     if setup is not None:
-        setup(t)
+        setup(t, workspace)
+
+    def exported() -> cselab.SentenceEncoder:
+        return cselab.load_model(workspace / "export-onnx", backend="onnx")
+
     functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate, "evaluate_domain": cselab.evaluate_domain,
-                 "SentenceEncoder": cselab.SentenceEncoder, "encode": loaded.encode, "save": loaded.save}
+                 "SentenceEncoder": cselab.SentenceEncoder, "encode": loaded.encode, "save": loaded.save,
+                 "save_export": lambda *a, **k: exported().save(*a, **k),
+                 "evaluate_domain_export": lambda *a, **k: cselab.evaluate_domain(exported(), *a, **k)}
     args = tuple(fill(a, workspace, t, loaded) for a in args)
     kwargs = {k: fill(v, workspace, t, loaded) for k, v in kwargs.items()}
     before_args = [copy.deepcopy(a) for a in args if plain(a)]

@@ -58,7 +58,35 @@ def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
         assert exc.value.code == 0
     finally:
         os.environ.pop("CSELAB_HOME") if old_home is None else os.environ.__setitem__("CSELAB_HOME", old_home)
+    for fmt in ("onnx", "openvino"):
+        write_export(w / "trained" / "best", w / f"export-{fmt}", fmt)
+    (w / "labels.tsv").write_text("".join(f"the dog runs {i}\t{'ab'[i % 2]}\n" for i in range(10)))
     return w
+
+
+EXPORT_INSTALLED = all(importlib.util.find_spec(name) for name in ("onnx", "onnxruntime", "openvino"))
+
+
+def write_export(model: Path, out: Path, fmt: str) -> Path:
+    """``cselab export`` of ``model`` into ``out``. Without the export extra, a stand-in: the model saved as cselab
+    saves it (the sentence-transformers files) and a manifest of the format, with an empty model file (every case
+    with it then ends in the runtime's absence)."""
+    if EXPORT_INSTALLED:
+        from cselab.export import export_model
+
+        return export_model(model, fmt, output=out)
+    from cselab.export import MANIFEST, MODEL_FILES
+    from cselab.models.sentence_model import load_sentence_model, save_model
+
+    save_model(load_sentence_model(model), out)
+    for name in ("cselab.json", "model.safetensors", "README.md"):  # an export holds no torch model
+        (out / name).unlink(missing_ok=True)
+    (out / MODEL_FILES[fmt]).parent.mkdir()
+    for name in (MODEL_FILES[fmt], *(("openvino/openvino_model.bin",) if fmt == "openvino" else ())):
+        (out / name).write_bytes(b"")
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    (out / MANIFEST).write_text(json.dumps({"format": fmt, "file": MODEL_FILES[fmt], "files": [*files, MANIFEST]}))
+    return out
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
@@ -740,6 +768,133 @@ case("indomain-no-sts", ["data", "indomain"], mkdir("h"), "cselab data fetch sts
 case("indomain-empty-train-split", ["data", "indomain"], sts_home_with_split("train", ""), "has no rows",
      {"CSELAB_HOME": "{T}/home"})
 
+# data fetch: what is at a target's place is cselab's to replace only when its manifest says so; anything else is
+# refused before anything is downloaded or written (an empty --from directory: the refusal comes first)
+FETCH = ["data", "fetch", "domains", "--from", "{T}/arch"]
+H = {"CSELAB_HOME": "{T}/h"}
+case("fetch-over-users-directory", FETCH, both(mkdir("arch"), write("h/domains/mydomain/labels.tsv", "a text\tx\n"),
+                                             write("h/domains/notes.md", "my notes\n")),
+     "domains holds no manifest of cselab's (mydomain, notes.md)", H)
+case("fetch-over-users-file", FETCH, both(mkdir("arch"), write("h/domains", "my file\n")),
+     "domains is a file, not a directory cselab fetched", H)
+case("fetch-over-users-link", FETCH, both(mkdir("arch/elsewhere"), lambda t, w: (t / "h").mkdir(),
+                                        lambda t, w: (t / "h" / "domains").symlink_to(t / "arch" / "elsewhere")),
+     "domains is a link, which cselab never replaces", H)
+case("fetch-sts-over-half-written-directory", ["data", "fetch", "sts", "--from", "{T}/arch"],
+     both(mkdir("arch"), write("h/sts/stsb/sts-train.csv", "half written")), "sts holds no manifest of cselab's (stsb)",
+     H)
+case("fetch-keeps-users-look-alike-of-a-leftover", ["data", "fetch", "sts", "--from", "{T}/arch"],
+     both(mkdir("arch"), write("h/.sts.abcdefgh.tmp/keep.txt", "mine"), write("h/.sts.old-4242/keep.txt", "mine")),
+     "not found in", H)
+
+
+def fetched(target: str, files: dict[str, str], recorded: dict[str, str] | None = None, *,
+            manifest: str | None = None) -> Setup:
+    """``T/h/<target>``: ``files`` and a manifest recording ``recorded`` (default: ``files``) as fetched."""
+    def setup(t: Path, w: Path) -> None:
+        root = t / "h" / target
+        for name, text in files.items():
+            write(f"h/{target}/{name}", text)(t, w)
+        entries = {name: {"bytes": len(text.encode()), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+                   for name, text in (recorded or files).items()}
+        (root / "manifest.json").write_text(manifest if manifest is not None else json.dumps({"files": entries}))
+    return setup
+
+
+LABELS = "a text\tx\n"
+case("fetch-verify-changed-size", ["data", "fetch", "domains", "--verify"],
+     fetched("domains", {"bbc-news/labels.tsv": LABELS + "more\ty\n"}, {"bbc-news/labels.tsv": LABELS}),
+     "labels.tsv has 16 bytes, manifest.json recorded 9: it changed after the fetch; fetch it again with "
+     "`cselab data fetch domains --rebuild`", H)
+case("fetch-verify-changed-bytes", ["data", "fetch", "domains", "--verify"],
+     fetched("domains", {"bbc-news/labels.tsv": LABELS.replace("x", "y")}, {"bbc-news/labels.tsv": LABELS}),
+     "labels.tsv has another sha256 than manifest.json recorded", H)
+case("fetch-rebuild-keeps-users-file", [*FETCH, "--rebuild"],
+     both(mkdir("arch"), fetched("domains", {"bbc-news/labels.tsv": LABELS, "bbc-news/mine.txt": "my notes\n"},
+                                 {"bbc-news/labels.tsv": LABELS})),
+     "domains holds files no manifest of cselab's lists (bbc-news/mine.txt)", H)
+case("fetch-manifest-a-list", FETCH, both(mkdir("arch"), fetched("domains", {"x.txt": "x"}, manifest="[1]")),
+     "manifest.json is not a manifest cselab can read", H)
+
+# eval: the domain branch takes only its own options, and an empty --domain is a domain name, not "no domain"
+EVAL_LABELS = ["eval", M, "--labels", "{W}/labels.tsv"]
+case("eval-domain-empty", ["eval", M, "--domain", ""], expect="unknown domain ''")
+for option, value in (("--tasks", "stsb"), ("--splits", "test"), ("--senteval-dir", "{T}")):
+    case(f"eval-labels-with{option}", [*EVAL_LABELS, option, value],
+         expect=f"{option} chooses STS tasks and does not apply to --labels/--pairs/--retrieval/--domain")
+case("eval-labels-backend-onnx-on-torch-model", [*EVAL_LABELS, "--backend", "onnx"],
+     expect="holds no onnx model" if MTEB_INSTALLED and EXPORT_INSTALLED else "is not installed")
+RETRIEVAL = both(write("r/queries.tsv", "q1\ta man plays\n"), write("r/corpus.tsv", "d1\ta man plays the guitar\n"))
+for cid, relevance in (("huge", "1e300"), ("over-int32", "2147483648"), ("over-range", "1001"), ("negative", "-1")):
+    case(f"eval-retrieval-relevance-{cid}", ["eval", M, "--retrieval", "{T}/r"],
+         both(RETRIEVAL, write("r/qrels.tsv", f"q1\td1\t{relevance}\n")),
+         f"qrels.tsv, line 1: relevance '{relevance}' must be a whole number from 0 to 1000", reader=True)
+
+# exports: damaged, incomplete or foreign directories through `cselab encode` and `cselab eval --backend`
+RUNTIME_MISSING = {"onnx": "--backend onnx needs onnxruntime", "openvino": "--backend openvino needs openvino"}
+
+
+def tokenizer_files(d: Path) -> None:
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        (d / name).unlink(missing_ok=True)
+
+
+EXPORT_DAMAGES = [  # (id, format, edit, a part of the message)
+    ("manifest-list", "onnx", set_json("cselab_export.json", [1, 2]), "cselab_export.json is damaged: a JSON list"),
+    ("manifest-file-number", "onnx", edit_json("cselab_export.json", lambda j: j.update(file=7)),
+     "'file' is 7, not a path inside the export"),
+    ("manifest-format-unknown", "onnx", edit_json("cselab_export.json", lambda j: j.update(format="tflite")),
+     "'format' is 'tflite', not one of onnx, openvino"),
+    ("onnx-truncated", "onnx", truncate("onnx/model.onnx"), "model.onnx cannot be loaded by ONNX Runtime"),
+    ("onnx-random-bytes", "onnx", set_bytes("onnx/model.onnx", bytes(range(256)) * 7),
+     "model.onnx cannot be loaded by ONNX Runtime"),
+    ("modules-dict", "onnx", set_json("modules.json", {"a": 1}), "modules.json is damaged: a JSON dict, not a list"),
+    ("modules-entry-text", "onnx", set_json("modules.json", ["a", "b"]), "modules.json: entry 0 is not a module"),
+    ("sbert-config-list", "onnx", set_json("sentence_bert_config.json", [1]),
+     "sentence_bert_config.json is damaged: a JSON list"),
+    ("pooling-without-dimension", "onnx",
+     edit_json("1_Pooling/config.json", lambda j: j.pop("word_embedding_dimension")),
+     "'word_embedding_dimension' is None, not a whole number >= 1"),
+    ("pooling-config-missing", "onnx", remove("1_Pooling/config.json"),
+     "lacks 1_Pooling/config.json, which its cselab_export.json lists"),
+    ("tokenizer-missing", "onnx", tokenizer_files, "which its cselab_export.json lists"),
+    ("no-manifest-no-tokenizer", "onnx", lambda d: (remove("cselab_export.json")(d), tokenizer_files(d)),
+     "holds no tokenizer files"),
+    ("openvino-xml-truncated", "openvino", truncate("openvino/openvino_model.xml"),
+     "openvino_model.xml cannot be loaded by OpenVINO"),
+    ("openvino-bin-missing", "openvino", remove("openvino/openvino_model.bin"),
+     "lacks openvino/openvino_model.bin, which its cselab_export.json lists"),
+]
+
+
+def copy_export(fmt: str, edit: Callable[[Path], None] | None = None) -> Setup:
+    """A copy of the workspace's export of ``trained/best`` in ``T/x``, then ``edit`` applied to it."""
+    def setup(t: Path, w: Path) -> None:
+        shutil.copytree(w / f"export-{fmt}", t / "x")
+        if edit is not None:
+            edit(t / "x")
+    return setup
+
+
+ENCODE_X = ["encode", "{T}/x", "--input", "{W}/sentences.txt", "--output", "{T}/o.npy"]
+for cid, fmt, edit, expect in EXPORT_DAMAGES:
+    expect = expect if EXPORT_INSTALLED else RUNTIME_MISSING[fmt]
+    case(f"encode-export-{cid}", [*ENCODE_X, "--backend", fmt], copy_export(fmt, edit), expect)
+    case(f"eval-export-{cid}", ["eval", "{T}/x", "--backend", fmt, "--tasks", "stsb"], copy_export(fmt, edit), expect)
+case("eval-export-manifest-list-as-torch", ["eval", "{T}/x", "--tasks", "stsb"],
+     copy_export("onnx", set_json("cselab_export.json", [1])), "holds a damaged cselab_export.json")
+case("eval-export-manifest-not-json-as-torch", ["eval", "{T}/x", "--tasks", "stsb"],
+     copy_export("onnx", set_bytes("cselab_export.json", b"{nope")), "holds a damaged cselab_export.json")
+case("eval-labels-export-damaged", ["eval", "{T}/x", "--labels", "{W}/labels.tsv", "--backend", "onnx"],
+     copy_export("onnx", set_json("modules.json", {"a": 1})),
+     "modules.json is damaged" if MTEB_INSTALLED and EXPORT_INSTALLED else "is not installed")
+case("encode-export-pooler-empty", [*ENCODE_X, "--backend", "onnx", "--pooler", ""], copy_export("onnx"),
+     "unknown pooler ''")
+case("encode-export-pooler-given", [*ENCODE_X, "--backend", "onnx", "--pooler", "cls"], copy_export("onnx"),
+     "--pooler 'cls': an export's pooling, length and precision were fixed")
+case("eval-export-max-length-given", ["eval", "{T}/x", "--backend", "onnx", "--max-length", "16", "--tasks", "stsb"],
+     copy_export("onnx"), "--max-length 16: an export's pooling, length and precision were fixed")
+
 
 @pytest.mark.parametrize(("cid", "args", "setup", "expect", "env"), CASES, ids=[c[0] for c in CASES])
 def test_malformed_input_is_one_clean_error(cid, args, setup, expect, env, workspace, tmp_path, monkeypatch, capsys):
@@ -835,12 +990,21 @@ def test_default_length_is_cut_to_the_position_embeddings(tiny_bert_dir, tiny_ro
 
 
 def test_fetch_removes_what_killed_fetches_left(tmp_path, monkeypatch, capsys):
+    from cselab.data.download import STAGING_MARK
+
     home = tmp_path / "home"
-    (home / ".sts.k3j2.tmp" / "stsb").mkdir(parents=True)  # a build directory of a killed fetch
-    (home / ".sts.old-4242").mkdir()
+    (home / ".sts.k3j2abcd.tmp" / "stsb").mkdir(parents=True)  # a build directory of a killed fetch: marked
+    (home / ".sts.k3j2abcd.tmp" / STAGING_MARK).touch()
+    (home / ".sts.old-4242").mkdir()  # set aside by a swap: empty, or a fetched directory
+    (home / ".sts.old-4343").mkdir()
+    (home / ".sts.old-4343" / "manifest.json").write_text(json.dumps({"files": {}}))
+    (home / ".sts.zzzzzzzz.tmp").mkdir()  # the user's, only named like one: no mark, no manifest
+    (home / ".sts.zzzzzzzz.tmp" / "keep.txt").write_text("mine")
     (tmp_path / "arch").mkdir()
     monkeypatch.setenv("CSELAB_HOME", str(home))
     with pytest.raises(SystemExit) as exc:
         main(["data", "fetch", "sts", "--from", str(tmp_path / "arch")])
     assert exc.value.code == 2 and "not found in" in capsys.readouterr().err
-    assert sorted(p.name for p in home.iterdir()) == []  # leftovers and the fetch lock are gone
+    # cselab's leftovers and the fetch lock are gone; the user's look-alike stays
+    assert sorted(p.name for p in home.iterdir()) == [".sts.zzzzzzzz.tmp"]
+    assert (home / ".sts.zzzzzzzz.tmp" / "keep.txt").read_text() == "mine"
