@@ -44,13 +44,17 @@ def test_a_new_directory_is_marked_by_its_first_file_and_reopened(tmp_path):
         pass
 
 
-def test_a_run_made_before_the_marker_is_still_cselabs(tmp_path):
-    out = tmp_path / "old-run"
+def test_files_that_look_like_a_run_do_not_make_a_directory_cselabs(tmp_path):
+    """Only the marker does: a user's config.yaml beside a results.json or a metrics.jsonl stays theirs."""
+    out = tmp_path / "looks-like-a-run"
     out.mkdir()
-    (out / "config.yaml").write_text("method: simcse\n")
+    (out / "config.yaml").write_text("mine: 1\n")
     (out / "metrics.jsonl").write_text('{"step": 1}\n')
-    with RunDirectory(out):
+    (out / "results.json").write_text("{}\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(CselabError, match="did not write"), RunDirectory(out):
         pass
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_an_empty_existing_directory_is_taken(tmp_path):

@@ -5,8 +5,8 @@ resume=..., overwrite=..., allow_change=...) as run:`` checks the options (here,
 block ends, and :meth:`OpenedRun.start` decides how the run starts. The outermost layer opens the run and hands
 it down (the CLI before torch loads, else :func:`cselab.experiments.runs.train_and_record`, else the trainer).
 
-* Only cselab's: a directory is new, a cselab run (it holds :data:`RUN_MARKER`, or the files of a run made
-  before the marker existed), or refused, so a user's own files are never replaced, ``--overwrite`` included.
+* Only cselab's: a directory is new (or empty), a cselab run (it holds :data:`RUN_MARKER`), or refused, so a
+  user's own files are never replaced, ``--overwrite`` included; files that look like a run's are not enough.
 * One writer: the run holds :class:`cselab.fileio.DirectoryLock` on the directory from start to record, so a
   second ``cselab train`` into it is refused at once instead of mixing two runs' files.
 * After a kill: a checkpoint swap cut between its renames is undone (:func:`cselab.fileio.recover_directory`),
@@ -41,8 +41,6 @@ STAGE1_DIR, STAGE2_DIR = "stage1", "stage2"  # a two-stage run's stages (cselab.
 CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train.save_every")
 _RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE)
 RUN_MARKER = ".cselab-run"  # written when a run first opens its directory: the directory is cselab's
-# what only a cselab run leaves behind: a directory holding one of these (and no marker) predates the marker
-_RUN_EVIDENCE = (METRICS_FILE, SUMMARY_FILE, RESULTS_FILE, LAST_DIR, BEST_DIR, STAGE1_DIR, STAGE2_DIR)
 
 
 def selected_model_dir(run_dir: str | Path) -> Path:
@@ -103,7 +101,7 @@ class RunDirectory:
         if (self.path / RUN_MARKER).exists():
             return
         names = sorted(p.name for p in self.path.iterdir() if not p.name.startswith(LOCK_FILE))
-        if names and not any((self.path / name).exists() for name in _RUN_EVIDENCE):
+        if names:
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise CselabError(f"{self.path} holds files that cselab did not write ({shown}); a run directory must be "
                               "new or a cselab run: choose another train.output_dir")
