@@ -1,0 +1,239 @@
+"""`cselab adapt` with a teacher: the default teacher once fetched, the teacher's pass kept in the run, the held-out
+distillation loss as the selection criterion, and a run directory that is never another's (resume only the same
+adaptation; refusals leave no trace).
+
+Expected values come from numpy over the models' own ``encode``, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cselab.errors import CselabError
+from cselab.models.sentence_model import load_model
+from tests.helpers import WORDS, build_tiny_model_dir, run_cli
+
+
+def write_text(path: Path, n: int = 240, seed: int = 0) -> Path:
+    import random
+
+    rng = random.Random(seed)
+    words = [w for w in WORDS if w.isalpha()]
+    lines = {" ".join(rng.choice(words) for _ in range(rng.randint(4, 10))) for _ in range(n * 2)}
+    path.write_text("\n".join(sorted(lines)[:n]) + "\n")
+    return path
+
+
+def _unit(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (the lock aside) and the sha256 of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and ".cselab.lock" not in p.name}
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory):
+    """A 48-wide teacher: wider than the 32-wide student, as all-mpnet-base-v2 is than all-MiniLM-L6-v2."""
+    return build_tiny_model_dir(tmp_path_factory.mktemp("teacher"), "bert", seed=7, hidden_size=48)
+
+
+@pytest.fixture
+def home_with_teacher(tmp_path, monkeypatch, teacher_dir):
+    """A data home where the default teacher (all-mpnet-base-v2) is 'fetched': the tiny teacher under its name."""
+    home = tmp_path / "home"
+    shutil.copytree(teacher_dir, home / "models" / "all-mpnet-base-v2")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    return home
+
+
+def _args(text, student, out, *extra):
+    return ["adapt", str(text), "--model", str(student), "--output", str(out), "--batch-size", "8",
+            "--max-length", "16", "--steps", "4", "train.precision=fp32", *extra]
+
+
+def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_with_teacher, tiny_bert_dir, tmp_path):
+    from cselab.adapt import plan_adapt
+
+    text = write_text(tmp_path / "text.txt")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
+    assert (plan.teacher, plan.recipe, plan.config.method) == ("all-mpnet-base-v2", "distill", "distill")
+    options = plan.config.method_options
+    assert (options["target"], options["projection"]) == ("vectors", "pca-rotation")
+    assert options["teacher_vectors"] == str(tmp_path / "a" / "teacher")
+    simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
+    assert (simcse.teacher, simcse.recipe, simcse.config.method) == (None, "simcse", "simcse")
+
+
+def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
+    from cselab.adapt import plan_adapt
+
+    plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir))  # empty home
+    assert (plan.teacher, plan.recipe) == (None, "simcse")
+    with pytest.raises(CselabError, match="compares the model with a teacher"):
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir),
+                   select="distillation-loss")
+
+
+def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--select", "distillation-loss", "train.eval_every=2"),
+                           capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["teacher"], summary["recipe"], summary["selection"]) == ("all-mpnet-base-v2", "distill",
+                                                                            "distillation-loss")
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    assert sorted(scores) == [0, 2, 4]  # the untouched model is a candidate
+    assert summary["best_step"] == max(scores, key=lambda s: (scores[s], -s))
+    # the selected model's score is minus the mean squared difference of its cosines and the teacher's over every
+    # pair of held-out sentences, both models encoding here
+    held = (out / "held-out.txt").read_text().splitlines()
+    student = _unit(load_model(out / "best").encode(held).numpy())
+    teacher = _unit(load_model(home_with_teacher / "models" / "all-mpnet-base-v2").encode(held).numpy())
+    off = ~np.eye(len(held), dtype=bool)
+    expected = -float(((student @ student.T - teacher @ teacher.T)[off] ** 2).mean())
+    assert scores[summary["best_step"]] == pytest.approx(expected, abs=1e-5)
+    # the teacher's pass is kept in the run: every sentence of the text, train and held out, in the text's order
+    state = json.loads((out / "teacher" / "state.json").read_text())
+    assert state["filled"] == state["rows"] == 240 and state["dim"] == 48
+    # the report draws the criterion it selected by
+    report = (out / "adapt-report.md").read_text()
+    assert "held-out distillation loss by step: 0:" in report and (out / "adapt-report.png").is_file()
+
+
+def test_a_fixed_budget_without_labels_draws_no_empty_plot(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(write_text(tmp_path / "text.txt"), tiny_bert_dir, out, "--select", "fixed-budget"),
+                           capsys)
+    assert code == 0, err
+    assert json.loads((out / "adapt.json").read_text())["best_step"] == 4
+    assert not (out / "adapt-report.png").exists() and "adapt-report.png" not in (out / "adapt-report.md").read_text()
+
+
+def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                      capsys, monkeypatch):
+    from cselab import teacher_pass
+    from cselab.training.trainer import Trainer
+
+    text = write_text(tmp_path / "text.txt")
+    args = ["train.save_every=2", "train.eval_every=2", "--select", "distillation-loss"]
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "whole", *args), capsys)
+    assert code == 0, err
+    real_step, passes = Trainer.train_step, []
+
+    def killed_at_step_3(self, batch):
+        if self.state.step == 3:
+            raise KeyboardInterrupt
+        return real_step(self, batch)
+
+    real_choose = teacher_pass.choose_runner
+    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: passes.append(1) or real_choose(*a, **k))
+    monkeypatch.setattr(Trainer, "train_step", killed_at_step_3)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", *args), capsys)
+    assert code == 130 and "--resume" in err
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", *args, "--resume"), capsys)
+    assert code == 0, err
+    assert passes == [], "the teacher's pass was kept in the cache (the first run) and in the run: never run again"
+    for name in ("model.safetensors", "cselab.json"):
+        whole, resumed = (tmp_path / run / "best" / name for run in ("whole", "killed"))
+        if name == "cselab.json":  # the description names its run's config: compare what was trained
+            a, b = json.loads(whole.read_text())["training"], json.loads(resumed.read_text())["training"]
+            assert (a["step"], a["dev_score"]) == (b["step"], b["dev_score"])
+        else:
+            assert whole.read_bytes() == resumed.read_bytes()
+
+
+def test_resume_refuses_another_text_and_changes_nothing_of_a_finished_run(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                          capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out), capsys)
+    assert code == 0, err
+    before = snapshot(out)
+    # a finished adaptation resumed: nothing to do, nothing written
+    code, stdout, err = run_cli(_args(text, tiny_bert_dir, out, "--resume"), capsys)
+    assert code == 0 and "nothing to do" in stdout and snapshot(out) == before
+    # the same directory for another text, or with --max-sentences: refused in one line, nothing written
+    other = write_text(tmp_path / "other.txt", seed=9)
+    for extra, message in (([], "another text"), (["--max-sentences", "200"], "another text")):
+        code, _, err = run_cli(_args(other if not extra else text, tiny_bert_dir, out, "--resume", *extra), capsys)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        assert snapshot(out) == before
+    # without --resume a finished adaptation is refused too
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out), capsys)
+    assert code == 2 and "finished adaptation" in err and snapshot(out) == before
+
+
+@pytest.mark.parametrize("case", ["user-files", "train-run", "nothing-to-resume", "bogus-method", "output-dir-override",
+                                  "absurd-steps"])
+def test_refused_runs_leave_no_trace(case, home_with_teacher, tiny_bert_dir, tmp_path, capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "out"
+    out.mkdir()
+    extra: list[str] = []
+    message = {"user-files": "did not write", "train-run": "not an adaptation", "nothing-to-resume": "no adaptation to resume",
+               "bogus-method": "unknown method", "output-dir-override": "train.output_dir",
+               "absurd-steps": "days on this machine"}[case]
+    if case == "user-files":
+        (out / "config.yaml").write_text("mine: 1\n")
+        (out / "results.json").write_text("{}\n")
+        (out / "train.txt").write_text("my own text\n")
+    elif case == "train-run":
+        (out / ".cselab-run").write_text("a cselab run directory\n")
+        (out / "metrics.jsonl").write_text('{"step": 1}\n')
+        (out / "best").mkdir()
+    elif case == "nothing-to-resume":
+        extra = ["--resume"]
+        out.rmdir()
+    elif case == "bogus-method":
+        extra = ["method=bogus"]
+    elif case == "output-dir-override":
+        extra = [f"train.output_dir={tmp_path / 'elsewhere'}"]
+    else:
+        extra = ["--steps", "1000000000000"]
+    def users_files() -> dict[str, str]:  # the data home is cselab's cache (a precision probe may be kept there)
+        return {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home/")}
+
+    before = users_files()
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), *extra], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert users_files() == before, "a refused adaptation writes nothing"
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("what", ["run-directory", "twin", "text-file", "not-fetched"])
+def test_a_model_that_is_not_one_encoder_is_refused_in_one_line(what, tiny_bert_dir, tmp_path, capsys):
+    from cselab.models.encoder import Encoder
+    from cselab.models.sentence_model import TwinModel, save_model
+
+    text = write_text(tmp_path / "text.txt")
+    if what == "run-directory":
+        model = tmp_path / "run"
+        save_model(Encoder.from_pretrained(tiny_bert_dir, pooler="mean"), model / "best")
+        message = "its model is"
+    elif what == "twin":
+        a = Encoder.from_pretrained(tiny_bert_dir, pooler="cls")
+        model = save_model(TwinModel(a, Encoder.from_pretrained(tiny_bert_dir, pooler="cls")), tmp_path / "twin")
+        message = "not one encoder"
+    elif what == "text-file":
+        model = text
+        message = "is a file"
+    else:
+        model = "all-MiniLM-L6-v2"  # the empty data home has nothing fetched
+        message = "cselab data fetch models"
+    code, _, err = run_cli(["adapt", str(text), "--model", str(model), "--output", str(tmp_path / "o")], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "o").exists()
