@@ -54,6 +54,7 @@ class Recipe:
     warmup_ratio: float
     weight_decay: float
     example: str  # the sentence-transformers example script the settings come from
+    max_length: int | None = 64  # tokens of a training sentence (None: the model's own max_seq_length)
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -64,7 +65,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("mnrl", "MultipleNegativesRankingLoss", 5e-5, "linear", 0.1, 0.01,
            "examples/unsupervised_learning/SimCSE/train_simcse_from_file.py"),
     Recipe("distill", "MSELoss", 1e-4, "linear", 0.1, 0.0,
-           "examples/sentence_transformer/training/distillation/model_distillation.py"),
+           "examples/sentence_transformer/training/distillation/model_distillation.py", max_length=None),
 )}
 DISTILL_EVALUATIONS = 8  # the example evaluates (and may keep) every 500 of its steps; here every eighth of the budget
 MSE_SENTENCES = 500  # the held-out sentences of the MSEEvaluator (the example holds out NLI and Wikipedia sentences)
@@ -172,7 +173,7 @@ def _distill_setup(model: Any, teacher_dir: str | Path, sentences: list[str], st
 
 
 def train_peer(recipe_name: str, model_dir: str | Path, text: str | Path, output_dir: str | Path, *, steps: int,
-               batch_size: int = 64, max_length: int = 64, seed: int = 1, precision: str = "fp32",
+               batch_size: int = 64, max_length: int | None = None, seed: int = 1, precision: str = "fp32",
                progress: bool = True, teacher: str | Path | None = None) -> dict[str, Any]:
     """Train one recipe; the model is saved to ``output_dir/model``. Returns what ran (settings, wall seconds from
     loading the model to the saved result, the last logged loss). ``teacher``: the teacher of ``distill``."""
@@ -195,6 +196,7 @@ def train_peer(recipe_name: str, model_dir: str | Path, text: str | Path, output
     random.seed(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = SentenceTransformer(str(model_dir), device=device)
+    max_length = max_length or recipe.max_length or model.max_seq_length
     model.max_seq_length = max_length
     sentences = read_sentences(text)
     extra: dict[str, Any] = {"save_strategy": "no", "eval_strategy": "no"}
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--max-length", type=int, help="tokens of a training sentence (default: the recipe's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--teacher", help="the distill recipe's teacher (a local sentence-transformers directory)")

@@ -67,11 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--text", type=Path, help="train the cselab-* configurations on this file instead of the "
                         "domain's train.txt (recorded; e.g. whole documents instead of sentences)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, default=64, help="tokens per sentence in training")
+    parser.add_argument("--max-length", type=int, help="tokens of a training example (default: cselab adapt's recipe's; "
+                        "the sentence-transformers recipes: 64)")
     parser.add_argument("--eval-max-length", type=int, default=256,
                         help="tokens per text when a MiniLM-based model is scored (the checkpoint's own)")
     parser.add_argument("--observe-every", type=int, default=2,
-                        help="observe the criteria every N-th evaluation of cselab adapt (1: every one)")
+                        help="observe the criteria every N-th evaluation of cselab adapt (1: every one; 0: never, "
+                        "no selection study for these runs)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every configuration (0: torch's)")
     parser.add_argument("--model", default=STUDENT, help="the start checkpoint (a name in $CSELAB_HOME/models or a dir)")
     parser.add_argument("--teacher", default=LARGER_MODEL, help="cselab adapt's teacher and the `mpnet` row")
@@ -209,7 +211,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     spec_c = CONFIGURATION[configuration]
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
                       no_teacher=not spec_c.teacher, steps=args.steps, batch_size=args.batch_size,
-                      max_length=args.max_length, seed=seed, select=spec_c.select,
+                      max_length=args.max_length, seed=seed, select=spec_c.select, units=spec_c.units,
                       overrides=[*spec_c.overrides, *runtime])
     if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
         plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
@@ -224,7 +226,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     trains = configuration not in ("checkpoint", "mpnet")
     if trains:
         record.update({"steps": plan.steps, "default_steps": default, "batch_size": args.batch_size,
-                       "max_length": args.max_length})
+                       "max_length": args.max_length or plan.config.model.max_length})
         if plan.steps != default:
             record["budget_note"] = (args.budget_note or "") + f" ({plan.steps} of the default {default} steps)"
     echo(f"{domain} / {configuration} / seed {seed}: "
@@ -238,17 +240,19 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["config"] = {"pooler": "mean", "max_length": getattr(model, "max_length", None)}
         record["eval_max_length"] = getattr(model, "max_length", None)
     elif recipe := CONFIGURATION[configuration].recipe:
-        shape = training_shape(_hf_config(student), args.batch_size, args.max_length)
+        max_length = args.max_length or RECIPES[recipe].max_length  # None: the model's own max_seq_length
+        shape = training_shape(_hf_config(student), args.batch_size, max_length or 256)
         precision = resolve_precision("auto", torch.device("cpu"), shape).precision
         info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,
-                          max_length=args.max_length, seed=seed, precision=precision, progress=not args.quiet,
+                          max_length=max_length, seed=seed, precision=precision, progress=not args.quiet,
                           teacher=teacher if recipe == "distill" else None)
         wall = info["wall_s"]
+        record["max_length"] = info["max_length"]
         record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": info["sentences"],
                                    "held_out": 0}
         record["recipe"] = info
         record["config"] = {"trainer": "SentenceTransformerTrainer", **info["recipe"], "precision": precision,
-                            "steps": plan.steps, "batch_size": args.batch_size, "max_length": args.max_length}
+                            "steps": plan.steps, "batch_size": args.batch_size, "max_length": info["max_length"]}
         record["selection"] = ("the best STS-B dev step (the example's load_best_model_at_end)" if recipe == "distill"
                                else "fixed-budget (last step)")
         if recipe == "distill":
@@ -263,8 +267,9 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         vectors = teacher_vectors(teacher, unique, None, say=echo, progress=not args.quiet)
         row = {text_: i for i, text_ in enumerate(unique)}
         teacher_held = vectors[[row[s] for s in held]]
-        observer = make_observer(inputs, spec.main_task, held, teacher_held, args.eval_max_length, clock, echo)
-        every = args.observe_every * evaluation_every(plan.steps)
+        observer = (make_observer(inputs, spec.main_task, held, teacher_held, args.eval_max_length, clock, echo)
+                    if args.observe_every else None)
+        every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
         result = run_adapt(plan, progress=not args.quiet, echo=echo, observe=observer, observe_every=every)
         wall = round(time.perf_counter() - start - clock.seconds, 1)
@@ -282,8 +287,9 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir),
                             "overrides": list(spec_c.overrides), "select": spec_c.select}
         curve = read_curve(run_dir)
-        record["curve"] = curve
-        record["selection_study"] = selection_agreement(curve)
+        if curve:
+            record["curve"] = curve
+            record["selection_study"] = selection_agreement(curve)
         model = load_model(result.model_dir, max_length=args.eval_max_length)
     start = time.perf_counter()
     scores = score_inputs(model, inputs)

@@ -46,6 +46,7 @@ class Configuration:
     teacher: bool = False  # cselab adapt with the study's teacher, else --no-teacher
     select: str | None = None  # cselab adapt --select (None: its default)
     overrides: tuple[str, ...] = ()  # cselab adapt KEY=VALUE overrides
+    units: str | None = None  # cselab adapt --units (None: the recipe's)
     transductive: bool = False  # trained on the text WITH the test items' text
 
 
@@ -64,21 +65,25 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   overrides=("method_options.target=pairs", "method_options.neighbours=30",
                              "method_options.random_pairs=1", "method_options.projection=none",
                              "method_options.vector_loss=mse", "model.dropout=0.0")),
+    Configuration("cselab-distill-pca-cos-lines", "`cselab adapt`: the teacher's PCA rotated into the student, "
+                  "cosine loss, on lines", teacher=True, units="lines",
+                  overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
+                             "model.max_length=64")),
     Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher's PCA rotated into the student, cosine loss",
-                  teacher=True, overrides=(*_DISTILL, "method_options.projection=pca-rotation",
-                                           "method_options.vector_loss=cosine")),
+                  teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
+                                                             "method_options.vector_loss=cosine")),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
-                  teacher=True, overrides=(*_DISTILL, "method_options.projection=pca-rotation",
-                                           "method_options.vector_loss=mse")),
+                  teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
+                                                             "method_options.vector_loss=mse")),
     Configuration("cselab-distill-head-cos", "`cselab adapt`: a linear head onto the teacher (LEAF), cosine loss",
-                  teacher=True, overrides=(*_DISTILL, "method_options.projection=linear-head",
-                                           "method_options.vector_loss=cosine")),
+                  teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=linear-head",
+                                                             "method_options.vector_loss=cosine")),
     Configuration("cselab-distill-head-mse", "`cselab adapt`: a linear head onto the teacher (LEAF), MSE",
-                  teacher=True, overrides=(*_DISTILL, "method_options.projection=linear-head",
-                                           "method_options.vector_loss=mse")),
+                  teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=linear-head",
+                                                             "method_options.vector_loss=mse")),
     Configuration("cselab-distill-sim", "`cselab adapt`: the teacher's in-batch cosine matrix (MSE)", teacher=True,
-                  overrides=("method_options.target=similarities", "method_options.projection=none",
-                             "method_options.vector_loss=mse")),
+                  units="passages", overrides=("method_options.target=similarities", "method_options.projection=none",
+                                               "method_options.vector_loss=mse")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",

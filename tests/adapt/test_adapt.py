@@ -94,7 +94,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
     assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
     distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
-                        select="distillation-loss", overrides=["train.eval_every=25"])
+                        select="distillation-loss", units="lines", overrides=["train.eval_every=25"])
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
     # 100 x 2.2 x 1 row (one view) x 64 x 0.02 s = 281.6 s; 5 evaluations (step 0 and every 25) x 1 row x 20 x
     # 0.02 = 2 s; the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
@@ -103,10 +103,16 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s
     fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
-                       select="fixed-budget")
+                       select="fixed-budget", units="lines")
     assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
         ("fixed-budget", 100, False)
     assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(281.6 + 0.4 + 24)
+    # passages: an example holds as many tokens as its lines, 220 lines in len(train_units) passages
+    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                          select="fixed-budget", units="passages")
+    lines = 220 / len(passages.train_units)
+    assert lines > 1.5
+    assert extrapolate_seconds(passages, student, teacher) == pytest.approx(281.6 * lines + 0.4 + 24)
 
 
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
@@ -204,3 +210,20 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
     held = (out / "held-out.txt").read_text().splitlines()
     expected = -HeldOutScores(held)(load_model(out / "best"))["infonce"]
     assert scores[3] == pytest.approx(expected, abs=1e-4)
+
+
+def test_passages_hold_every_line_once_within_the_length():
+    from cselab.adapt.plan import make_passages
+
+    sentences = [f"s{i}" for i in range(500)]
+    lengths = [1 + (7 * i) % 40 for i in range(500)]  # tokens of each line, 1 to 40
+    passages = make_passages(sentences, lengths, 100, seed=3)
+    assert passages == make_passages(sentences, lengths, 100, seed=3)  # seeded
+    members = [p.split(" ") for p in passages]
+    assert sorted(s for m in members for s in m) == sorted(sentences)  # every line exactly once
+    size = {s: n for s, n in zip(sentences, lengths, strict=True)}
+    for m in members:  # several lines only where they fit; one line may be longer alone
+        assert len(m) == 1 or sum(size[s] for s in m) <= 100
+    counts = [len(m) for m in members]
+    assert min(counts) == 1 and max(counts) >= 5  # targets drawn from 1 to 100 tokens: singles and long passages
+    assert make_passages(sentences, lengths, 100, seed=4) != passages

@@ -105,9 +105,14 @@ def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teac
     off = ~np.eye(len(held), dtype=bool)
     expected = -float(((student @ student.T - teacher @ teacher.T)[off] ** 2).mean())
     assert scores[summary["best_step"]] == pytest.approx(expected, abs=1e-5)
-    # the teacher's pass is kept in the run: every sentence of the text, train and held out, in the text's order
+    # the teacher's pass is kept in the run: every training example (passages of the training lines, by default
+    # with a teacher) and every held-out sentence
+    passages = (out / "train.txt").read_text().splitlines()
+    text_lines = set(text.read_text().splitlines())
+    assert len(passages) < 220 and all(any(line in p for line in text_lines) for p in passages)
     state = json.loads((out / "teacher" / "state.json").read_text())
-    assert state["filled"] == state["rows"] == 240 and state["dim"] == 48
+    assert state["filled"] == state["rows"] == len(passages) + 20 and state["dim"] == 48
+    assert (out / "teacher" / "texts.txt").read_text().splitlines() == passages + held
     # the report draws the criterion it selected by
     report = (out / "adapt-report.md").read_text()
     assert "held-out distillation loss by step: 0:" in report and (out / "adapt-report.png").is_file()

@@ -31,7 +31,7 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
     :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
     for the text's."""
-    from cselab.adapt.plan import TEACHER_DIR, read_text
+    from cselab.adapt.plan import TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
     from cselab.teacher_pass import BATCH, pass_is_kept
@@ -56,7 +56,7 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     student = forward_cost(plan.model, planned_precision(plan.config).precision, 64, pooler="mean",
                            max_length=plan.config.model.max_length)
     teacher = None
-    if plan.teacher is not None and not pass_is_kept(plan.teacher, read_text(plan.text, plan.max_sentences),
+    if plan.teacher is not None and not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out],
                                                     plan.output_dir / TEACHER_DIR):
         teacher = forward_cost(plan.teacher, None, BATCH)  # torch: an export the pass may pick runs faster
     return extrapolate_seconds(plan, student, teacher)
@@ -67,20 +67,22 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     steps, the evaluations and the teacher's pass over the text (``teacher`` ``None``: no pass to run, none or
     already kept).
 
-    A distillation batch encodes each sentence once, SimCSE twice (two dropout views); a training step of n tokens
-    costs about ``TRAIN_STEP_PER_FORWARD[precision]`` inference passes over n tokens. An evaluation encodes each
+    A distillation batch encodes each example once, SimCSE twice (two dropout views); an example of passages holds
+    as many tokens as its lines; a training step of n tokens costs about ``TRAIN_STEP_PER_FORWARD[precision]``
+    inference passes over n tokens. An evaluation encodes each
     held-out sentence once with a teacher (the distillation loss) and twice without (the sentence and its deletion
     view). Time is counted per token, not per sentence, because training batches sentences of similar length and a
     text of short sentences trains several times faster per step than one of long ones."""
     rows = 1 if plan.config.method == "distill" else 2
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
+    lines_per_example = plan.train_sentences / max(1, len(plan.train_units)) if plan.train_units else 1.0
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
-    total = plan.steps * step * rows * plan.config.train.batch_size * per_sentence
+    total = plan.steps * step * rows * plan.config.train.batch_size * lines_per_example * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
     total += evaluations * (1 if plan.teacher is not None else 2) * len(plan.held_out) * per_sentence
     if teacher is not None:
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence
-                  * (plan.train_sentences + len(plan.held_out)))
+                  * (plan.train_sentences + len(plan.held_out)))  # passages hold the same tokens as their lines
     return total
 
 

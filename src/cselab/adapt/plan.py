@@ -16,6 +16,7 @@ from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
 from cselab.fileio import write_atomic
 from cselab.paths import MODEL_NAMES, resolve_model_path
+from cselab.vocabulary import ADAPT_UNITS
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
@@ -41,12 +42,15 @@ class AdaptPlan:
     config: RunConfig = field(repr=False)
     max_sentences: int | None = None  # only the first N distinct sentences of the text are used
     recipe: str = "simcse"  # a key of RECIPES
+    units: str = "lines"  # one of UNITS
+    train_units: list[str] = field(default_factory=list, repr=False)  # the training examples, as train.txt holds them
 
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
-        return (f"adapt: {recipe}; {self.train_sentences} sentences to train on, {len(self.held_out)} held out; "
-                f"{self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
+        units = f" in {len(self.train_units)} passages" if self.units == "passages" else ""
+        return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
+                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
 
 
 def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:
@@ -63,7 +67,8 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
 
     return {"text_sha256": content_key("adapt-text/1", sentences), "sentences": len(sentences),
             "max_sentences": plan.max_sentences, "recipe": plan.recipe, "teacher": plan.teacher,
-            "selection": plan.selection, "steps": plan.steps}
+            "selection": plan.selection, "steps": plan.steps, "units": plan.units,
+            "max_length": plan.config.model.max_length}
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,8 @@ class Recipe:
     passes: float
     min_steps: int
     max_steps: int
+    units: str = "lines"  # what a training example is: one of UNITS
+    max_length: int = 64  # tokens of a training example
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -87,10 +94,53 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            passes=3, min_steps=100, max_steps=450),
     Recipe("distill", "the teacher's whole embedding distilled (its PCA rotated into the student's frame, cosine loss)",
            "distill", {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine"}, lr=1e-4,
-           dropout=0.1, passes=3, min_steps=100, max_steps=2000),
+           dropout=0.1, passes=3, min_steps=100, max_steps=2000, units="passages", max_length=256),
 )}
+# What a training example is: a line of the text, or a passage of lines (the lines shuffled, then grouped so that
+# each passage holds up to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass,
+# most examples several lines long). Passages teach a model inputs as long as the documents it may embed; a model
+# trained on short lines alone can lose what it did with long inputs.
+UNITS = ADAPT_UNITS
+UNITS_SEED = 0
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
+
+
+def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: int, seed: int = UNITS_SEED) -> list[str]:
+    """The sentences shuffled (seeded) and grouped into passages: each passage takes the next sentences while their
+    token ``lengths`` sum to at most a target drawn uniformly from 1 to ``max_tokens`` (always at least one sentence),
+    joined by a space. Every sentence is in exactly one passage."""
+    rng = random.Random(seed)
+    order = list(range(len(sentences)))
+    rng.shuffle(order)
+    passages, i = [], 0
+    while i < len(order):
+        target = rng.randint(1, max_tokens)
+        group, total = [order[i]], lengths[order[i]]
+        i += 1
+        while i < len(order) and total + lengths[order[i]] <= target:
+            group.append(order[i])
+            total += lengths[order[i]]
+            i += 1
+        passages.append(" ".join(sentences[j] for j in group))
+    return passages
+
+
+def training_units(model: str, train: Sequence[str], units: str, max_length: int) -> list[str]:
+    """The training examples of ``train``: its lines, or passages of them up to ``max_length`` of ``model``'s
+    tokens (:func:`make_passages`)."""
+    if units == "lines":
+        return list(train)
+    from transformers import AutoTokenizer
+
+    from cselab.models.backbone import quiet_transformers
+
+    quiet_transformers()
+    path = Path(resolve_model_path(model))
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    special = len(tokenizer("")["input_ids"])  # [CLS] and [SEP] (or <s> and </s>), once per passage
+    lengths = [len(ids) - special for ids in tokenizer(list(train), truncation=False)["input_ids"]]
+    return make_passages(train, lengths, max(1, max_length - special))
 
 
 def default_steps(train_sentences: int, batch_size: int, recipe: Recipe = RECIPES["simcse"]) -> int:
@@ -157,15 +207,16 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
-               no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int = 64,
-               seed: int = 1, max_sentences: int | None = None, select: str | None = None,
+               no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int | None = None,
+               seed: int = 1, max_sentences: int | None = None, select: str | None = None, units: str | None = None,
                overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
     ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default :data:`DEFAULT_SELECTION`): the last step
     (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with the teacher's
-    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate)."""
+    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate). ``units`` and
+    ``max_length`` (default: the recipe's): what a training example is (:data:`UNITS`) and how many tokens it holds."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -174,8 +225,10 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--steps must be at least 1, got {steps}")
     if batch_size < 2:
         raise CselabError(f"--batch-size must be at least 2 (in-batch negatives), got {batch_size}")
-    if max_length < 8:
+    if max_length is not None and max_length < 8:
         raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
+    if units is not None and units not in UNITS:
+        raise CselabError(f"--units must be one of {', '.join(UNITS)}, got {units!r}")
     if select is not None and select not in SELECTIONS:
         raise CselabError(f"--select must be one of {', '.join(SELECTIONS)}, got {select!r}")
     if max_sentences is not None and max_sentences < MIN_SENTENCES:
@@ -194,9 +247,12 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--select {select} compares the model with a teacher: give --teacher (or fetch "
                           f"{DEFAULT_TEACHER}: `cselab data fetch models-mpnet`)")
     recipe = RECIPES["distill" if teacher_name is not None else "simcse"]
+    units = units or recipe.units
+    max_length = max_length or recipe.max_length
     train, held = split_held_out(sentences)
+    examples = training_units(model, train, units, max_length)
     output_dir = Path(output_dir)
-    n_steps = steps if steps is not None else default_steps(len(train), batch_size, recipe)
+    n_steps = steps if steps is not None else default_steps(len(examples), batch_size, recipe)
     raw: dict[str, Any] = {
         "protocol": "adapt-domain", "method": recipe.method,
         "model": {"backbone": model, "pooler": "mean", "max_length": max_length, "dropout": recipe.dropout},
@@ -216,10 +272,10 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, recipe.name)
+                     config, max_sentences, recipe.name, units, examples)
 
 
-def write_texts(plan: AdaptPlan, train: Sequence[str]) -> None:
-    """The training and held-out texts inside the run directory (the run reads its text from there)."""
-    write_atomic(plan.output_dir / TRAIN_FILE, "".join(f"{s}\n" for s in train))
+def write_texts(plan: AdaptPlan) -> None:
+    """The training examples and the held-out text inside the run directory (the run reads its text from there)."""
+    write_atomic(plan.output_dir / TRAIN_FILE, "".join(f"{s}\n" for s in plan.train_units))
     write_atomic(plan.output_dir / HELD_OUT_FILE, "".join(f"{s}\n" for s in plan.held_out))

@@ -26,7 +26,6 @@ from cselab.adapt.plan import (
     evaluation_every,
     plan_facts,
     read_text,
-    split_held_out,
     write_texts,
 )
 from cselab.adapt.report import annotate_model, write_report
@@ -96,14 +95,14 @@ def _finished_result(plan: AdaptPlan) -> AdaptResult:
                        plan.output_dir / "adapt-report.md")
 
 
-def _texts_in_place(plan: AdaptPlan, train: list[str]) -> bool:
+def _texts_in_place(plan: AdaptPlan) -> bool:
     """Whether the run directory's texts are this plan's (a resumed run reads them)."""
     def lines(name: str) -> list[str] | None:
         try:
             return (plan.output_dir / name).read_text(encoding="utf-8").splitlines()
         except OSError:
             return None
-    return lines(TRAIN_FILE) == train and lines(HELD_OUT_FILE) == list(plan.held_out)
+    return lines(TRAIN_FILE) == plan.train_units and lines(HELD_OUT_FILE) == list(plan.held_out)
 
 
 def _selector(plan: AdaptPlan, teacher_held: Any) -> Any:
@@ -139,7 +138,6 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
 
     start = time.perf_counter()
     sentences = read_text(plan.text, plan.max_sentences)
-    train_text, _ = split_held_out(sentences)
     facts = plan_facts(plan, sentences)
     with RunDirectory(plan.output_dir) as run_dir:
         state = check_output(plan, facts, resume=resume)
@@ -149,14 +147,16 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         run_dir.mark()
         if state == "fresh":
             write_json_atomic(plan.output_dir / PLAN_FILE, facts)
-        if not _texts_in_place(plan, train_text):
-            write_texts(plan, train_text)
+        if not _texts_in_place(plan):
+            write_texts(plan)
         teacher_s = 0.0
         teacher_held = None
         if plan.teacher is not None:
             clock = time.perf_counter()
             store = plan.output_dir / TEACHER_DIR
-            teacher_vectors(plan.teacher, sentences, store, device=pick_device(plan.config.train.device),
+            # the teacher's vectors of what the student is trained on and of the held-out sentences
+            teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out], store,
+                            device=pick_device(plan.config.train.device),
                             requested_precision=plan.config.train.precision, say=echo, progress=progress)
             teacher_held = read_teacher_vectors(store, plan.held_out)
             teacher_s = time.perf_counter() - clock

@@ -11,7 +11,7 @@ from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
 from cselab.errors import CselabError
-from cselab.vocabulary import ADAPT_SELECTIONS
+from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
@@ -28,7 +28,11 @@ from cselab.vocabulary import ADAPT_SELECTIONS
               help="the run directory; the adapted model is OUTPUT/best")
 @click.option("--steps", type=POSITIVE, help="training steps (default: the recipe's passes over the text)")
 @click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
-@click.option("--max-length", type=click.IntRange(min=8), default=64, show_default=True, help="tokens per sentence")
+@click.option("--max-length", type=click.IntRange(min=8),
+              help="tokens of a training example [default: the recipe's: 256 with a teacher, 64 for SimCSE]")
+@click.option("--units", type=click.Choice(ADAPT_UNITS),
+              help="a training example: a line of TEXT, or a passage of lines (shuffled, up to --max-length tokens) "
+              "[default: the recipe's: passages with a teacher, lines for SimCSE]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
@@ -40,7 +44,8 @@ from cselab.vocabulary import ADAPT_SELECTIONS
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
 def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool, output_dir: Path,
-                  steps: int | None, batch_size: int, max_length: int, seed: int, max_sentences: int | None,
+                  steps: int | None, batch_size: int, max_length: int | None, units: str | None, seed: int,
+                  max_sentences: int | None,
                   labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, resume: bool,
                   device: str, overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
@@ -56,7 +61,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
-                      select=select, overrides=overrides)
+                      select=select, units=units, overrides=overrides)
     # the output is checked before any model loads: a user's directory, another run, another text are refused here
     check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
     evaluate = None
