@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,9 @@ def module_of(script: str | Path) -> str:
 def append_record(results: Path, record: dict[str, Any], script: str | Path, argv: list[str]) -> None:
     """Append ``record`` with ``command`` (``python -m`` the module of ``script``, ``__file__`` of the caller, and
     ``argv``) and the provenance."""
+    from cselab.data.jsonl import append_jsonl
     from cselab.provenance import provenance
 
-    record = {**record, "command": " ".join(["python", "-m", module_of(script), *argv]), "provenance": provenance()}
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with open(results, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+    append_jsonl(results, {**record, "command": " ".join(["python", "-m", module_of(script), *argv]),
+                           "provenance": provenance()})
     print(f"appended to {results}")

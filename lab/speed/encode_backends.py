@@ -334,8 +334,9 @@ def main() -> None:
     if args.worker:
         return _worker(json.loads(args.worker))
     if args.table:
-        with open(RESULTS, encoding="utf-8") as f:
-            return print(render_table([json.loads(line) for line in f if line.strip()]))
+        from cselab.data.jsonl import read_log
+
+        return print(render_table(read_log(RESULTS)))
 
     from cselab.evaluation.sts_evaluator import StsEvaluator
     from cselab.export import CALIBRATION_SAMPLES, calibration_sentences

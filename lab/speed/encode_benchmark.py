@@ -10,12 +10,12 @@ and appends a record to lab/results/encode.jsonl.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
 import torch
 
+from cselab.data.jsonl import append_jsonl
 from cselab.data.sts import load_task
 from cselab.models.sentence_model import load_model
 from cselab.paths import resolve_model_path
@@ -78,12 +78,10 @@ def main() -> None:
         print(f"{name:>22}: {value:8.1f} sentences/s (median of {args.rounds})")
     print(f"throughput ratio cselab / sentence-transformers: {ratio:.2f}x; min cosine between outputs {float(cos.min()):.6f}")
     if not args.no_record:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
         record = {"benchmark": "encode", "model": args.model, "n": len(sentences), "batch_size": args.batch_size,
                   "rounds": args.rounds, "sentences_per_s": {k: round(v, 1) for k, v in rate.items()},
                   "ratio": round(ratio, 3), "min_cosine": float(cos.min()), **provenance()}
-        with open(RESULTS, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(RESULTS, record)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cselab.data.jsonl import append_jsonl
 from lab.record import RESULTS_DIR, ROOT
 
 RESULTS = RESULTS_DIR / "memory_scaling.jsonl"
@@ -144,10 +145,8 @@ def synthetic_corpus(source: Path, lines: int, target: Path) -> Path:
 def record(kind: str, settings: dict[str, Any], results: list[dict[str, Any]], path: Path) -> None:
     from cselab.provenance import provenance
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"benchmark": f"memory_scaling/{kind}", "settings": settings, "results": results,
-                            **provenance()}) + "\n")
+    append_jsonl(path, {"benchmark": f"memory_scaling/{kind}", "settings": settings, "results": results,
+                        **provenance()})
 
 
 def main(argv: list[str] | None = None) -> None:

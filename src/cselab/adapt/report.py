@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from cselab.adapt.plan import PLOT_FILE, REPORT_FILE
+from cselab.data.jsonl import read_log
 from cselab.fileio import write_atomic, write_json_atomic
 from cselab.reporting.plots import new_figure, save_figure
 
@@ -35,14 +36,7 @@ def selection_curve(output_dir: Path, criterion: str | None) -> list[tuple[int, 
     """The selection criterion at each evaluated step, as ``metrics.jsonl`` logged it (``dev``), with a loss shown
     as the loss (the trainer logs a loss negated, so that higher is better)."""
     sign = -1.0 if criterion and "/-" in criterion else 1.0
-    curve = []
-    metrics = output_dir / "metrics.jsonl"
-    if metrics.is_file():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if "dev" in record:
-                curve.append((int(record["step"]), sign * float(record["dev"])))
-    return curve
+    return [(int(r["step"]), sign * float(r["dev"])) for r in read_log(output_dir / "metrics.jsonl") if "dev" in r]
 
 
 def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:

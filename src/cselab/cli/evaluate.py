@@ -133,12 +133,11 @@ def mteb_command(model: str, tasks: list[str], pooler: str | None, batch_size: i
     for task, splits in scores.items():
         click.echo(f"{task}: " + "  ".join(f"{split} {score:.2f}" for split, score in splits.items()))
     if results is not None:
-        results.parent.mkdir(parents=True, exist_ok=True)
-        with open(results, "a", encoding="utf-8") as f:
-            for task, splits in scores.items():
-                record = {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,
-                          "config": {"batch_size": batch_size, "data": "hub" if hub else "local",
-                                     "task": task_settings(task), "mteb": version("mteb")},
-                          "seed": task_settings(task).get("seed"), **provenance()}
-                f.write(json.dumps(record) + "\n")
+        from cselab.data.jsonl import append_jsonl
+
+        for task, splits in scores.items():
+            append_jsonl(results, {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,
+                                   "config": {"batch_size": batch_size, "data": "hub" if hub else "local",
+                                              "task": task_settings(task), "mteb": version("mteb")},
+                                   "seed": task_settings(task).get("seed"), **provenance()})
         click.echo(f"appended {len(scores)} record(s) to {results}")

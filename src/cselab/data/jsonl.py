@@ -1,10 +1,14 @@
-"""JSON-lines files read against a schema: every line is checked before any is used, and a bad one is refused as
-one line that names the file, the line and the field (``r.jsonl:3: field 'seed' is not a whole number``).
+"""JSON-lines files: the one reader and the one appender of cselab's records and logs.
 
-A :class:`Schema` lists the fields a kind of line may have and the check of each; fields it does not list pass
-(records carry provenance and more). A nested object is a :class:`Schema` itself. The schemas of cselab's
-records (results, seeds, ablation, adapt) are in :mod:`cselab.experiments.records`; the zero-shot evaluation
-rows' in :mod:`cselab.evaluation.mteb_adapter`.
+* :func:`read_jsonl` reads a file against a schema: every line is checked before any is used, and a bad one is
+  refused as one line that names the file, the line and the field (``r.jsonl:3: field 'seed' is not a whole
+  number``). A :class:`Schema` lists the fields a kind of line may have and the check of each; fields it does not
+  list pass (records carry provenance and more). A nested object is a :class:`Schema` itself. The schemas of
+  cselab's records (results, seeds, ablation) are in :mod:`cselab.experiments.records`; the zero-shot evaluation
+  rows' in :mod:`cselab.evaluation.mteb_adapter`.
+* :func:`read_log` reads a log a run writes as it goes (``metrics.jsonl``), where a kill may have cut the last line:
+  such a line is skipped, not refused.
+* :func:`append_jsonl` appends one record as one line.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Check:
             return "", f"is {value:g}, above {maximum:g}" if minimum is None else f"is {value:g}, outside [{minimum:g}, {maximum:g}]"
         return None
     return check
+
+
+def flag() -> Check:
+    """A check that a value is true or false."""
+    return lambda value: None if isinstance(value, bool) else ("", "is not true or false")
 
 
 def text(*, empty: bool = True) -> Check:
@@ -163,3 +172,37 @@ def read_jsonl(path: str | Path, schema: Schema, *, what: str | None = None) -> 
             raise CselabError(f"{path}:{lineno}: {problem} (not a valid {schema.kind} record)")
         rows.append(value)
     return rows
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """The JSON objects of a log that a run appends to as it goes (``metrics.jsonl``), in order; a line that is not
+    a JSON object (cut by a kill) or a missing file gives nothing."""
+    try:
+        content = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in content.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            rows.append(value)
+    return rows
+
+
+def append_jsonl(path: str | Path, record: dict[str, Any], *, unless_present: bool = False) -> bool:
+    """Append ``record`` to ``path`` as one line (the directory is made if missing); ``unless_present``: not when the
+    file already holds exactly this line (a rerun never records a result twice). Returns whether it was written.
+    One write of one line with O_APPEND: processes appending to one file at once do not interleave their lines."""
+    path = Path(path)
+    line = json.dumps(record)
+    if unless_present and path.is_file():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if any(existing.rstrip("\n") == line for existing in f):
+                return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    return True

@@ -9,11 +9,11 @@ from here).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RunConfig
+from cselab.data.jsonl import append_jsonl
 from cselab.experiments.records import read_records as read_records  # the one reader of records (re-exported)
 from cselab.provenance import provenance
 from cselab.training.trainer import TrainResult
@@ -80,12 +80,4 @@ def _training_text(corpus: str) -> dict[str, Any]:
 def append_record(results_file: Path, record: dict[str, Any]) -> None:
     """Append ``record`` as one line, unless the file already holds exactly this record (a rerun or a
     ``--resume`` of a recorded run never duplicates it)."""
-    line = json.dumps(record)
-    if results_file.is_file():
-        with open(results_file, encoding="utf-8", errors="replace") as f:
-            if any(existing.rstrip("\n") == line for existing in f):
-                return
-    results_file.parent.mkdir(parents=True, exist_ok=True)
-    # one write of one line with O_APPEND: concurrent runs appending to one results file do not interleave
-    with open(results_file, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    append_jsonl(results_file, record, unless_present=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 # RUNTIME_KEYS: settings that change neither the maths nor the data; they may differ on --resume without a word
 from cselab.config.run_config import RUNTIME_KEYS, RunConfig, dump_config, flatten_config, load_config
+from cselab.data.jsonl import read_log
 from cselab.errors import CselabError, UsageError, refuse_both
 from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
 from cselab.runtime.launch import is_main_process
@@ -247,15 +248,8 @@ def truncate_metrics(directory: Path, step: int) -> None:
     file = directory / METRICS_FILE
     if not file.is_file():
         return
-    kept = []
-    for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut by the kill
-        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
-            kept.append(line)
-    write_atomic(file, "".join(f"{line}\n" for line in kept))
+    kept = [r for r in read_log(file) if isinstance(r.get("step"), int) and r["step"] <= step]  # a cut line: gone
+    write_atomic(file, "".join(f"{json.dumps(r)}\n" for r in kept))
 
 
 def clear_run(directory: Path, checkpoint_dirs: tuple[str, ...]) -> None:

@@ -6,7 +6,6 @@ It knows nothing about methods beyond :class:`~cselab.methods.base.Method`'s con
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import random
 import resource
@@ -20,7 +19,9 @@ from typing import Any
 import torch
 
 from cselab.config.run_config import RunConfig
+from cselab.data.jsonl import append_jsonl
 from cselab.errors import CselabError, RunInterrupted, UsageError
+from cselab.fileio import write_json_atomic
 from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import save_model
@@ -202,8 +203,7 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if not self.dist.is_main:
             return
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(self.output_dir / "metrics.jsonl", record)
         if self._writer is not None:
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "step":
@@ -403,7 +403,7 @@ class Trainer:
 
         tc = self.config.train
         if self.dist.is_main:
-            (self.output_dir / PRECISION_FILE).write_text(json.dumps(self.precision_choice.to_dict(), indent=2) + "\n")
+            write_json_atomic(self.output_dir / PRECISION_FILE, self.precision_choice.to_dict())
         save_every = tc.save_every or tc.eval_every
         self._started = time.perf_counter()
         dev_at_start = None
@@ -466,6 +466,6 @@ class Trainer:
             precision=self.precision,
         )
         if self.dist.is_main:
-            (self.output_dir / rundir.SUMMARY_FILE).write_text(json.dumps(asdict(result), indent=2) + "\n")
+            write_json_atomic(self.output_dir / rundir.SUMMARY_FILE, asdict(result))
         return result
 
