@@ -238,7 +238,7 @@ def test_step_zero_is_evaluated_and_selectable(tiny_bert_dir, tmp_path, monkeypa
     assert [r["step"] for r in log if "dev" in r] == [0, 2, 4]
 
 
-def test_adapt_record_names_its_text_and_overlap(tmp_path, monkeypatch):
+def test_every_record_names_its_text_and_overlap(tmp_path, monkeypatch):
     from cselab.experiments.runs import results_record
     from cselab.training.trainer import TrainResult
 
@@ -253,4 +253,10 @@ def test_adapt_record_names_its_text_and_overlap(tmp_path, monkeypatch):
     missing = results_record(load_config(REPO / "configs/simcse/adapt-minilm.yaml", ["data.corpus=nope.txt"]),
                              result, {"stsb": 82.0})
     assert missing["training_text"]["corpus"] == "nope.txt" and "not found" in missing["training_text"]["error"]
-    assert "protocol" not in results_record(load_config(REPO / "configs/simcse/cpu-minilm.yaml"), result, {})
+    # a run of no protocol describes its text the same way (here one written for it: it holds no test sentence)
+    own = tmp_path / "mine.txt"
+    own.write_text("a sentence of my own\nanother one of mine\n")
+    plain = results_record(load_config(REPO / "configs/simcse/cpu-minilm.yaml", [f"data.corpus={own}"]), result, {})
+    assert "protocol" not in plain
+    assert plain["training_text"] == training_text_summary(str(own), home)
+    assert plain["training_text"]["sentences"] == 2 and plain["training_text"]["not_held_out"] == []

@@ -18,43 +18,34 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cselab.config.run_config import RUNTIME_KEYS, flatten_config
 from cselab.errors import CselabError
 from cselab.runtime.precision import precision_agrees
 from cselab.training.run_directory import LAST_DIR
 
-# Effective-config keys that do not change what a run computes (skipped when matching records).
-_IGNORED_CONFIG_KEYS = {("train", "output_dir"), ("train", "seed"), ("train", "device"), ("train", "threads"),
-                        ("train", "tensorboard"), ("train", "log_every"), ("train", "save_every"),
-                        ("train", "eval_batch_size"), ("method_options", "pipeline", "stage1_dir"),
-                        # compared by what ran (precision_agrees: `auto` by what it resolves to here)
-                        ("train", "precision")}
-# a twin pipeline's stage-2 encoders are derived from its stage1_dir (ignored above), not chosen
-_DERIVED_PIPELINE_KEYS = {("method_options", "encoder_1"), ("method_options", "encoder_2")}
-
-
-def _flatten(d: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    out: dict[tuple[str, ...], Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping) and v:
-            out.update(_flatten(v, (*prefix, str(k))))
-        else:
-            out[(*prefix, str(k))] = v
-    return out
+# Keys besides the runtime ones (config.run_config.RUNTIME_KEYS) that matching a record leaves out: the seed (a
+# record's own field), how often it saves, a pipeline's stage-1 directory (it holds the seed), and the precision,
+# compared by what ran (precision_agrees: `auto` by what it resolves to here)
+_NOT_COMPARED = RUNTIME_KEYS | {"train.seed", "train.save_every", "method_options.pipeline.stage1_dir",
+                                "train.precision"}
+# a twin pipeline's stage-2 encoders are derived from its stage1_dir (left out above), not chosen
+_DERIVED_PIPELINE_KEYS = {"method_options.encoder_1", "method_options.encoder_2"}
 
 
 def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Keys (dotted) whose values differ between two effective configs. Run-location keys are ignored, and so
     are typed keys only one side has (a newer cselab may add keys with defaults); ``method_options`` is
     free-form (no defaults filled in), so every key counts, present on one side or both (run locations aside)."""
-    a = _flatten({k: v for k, v in recorded.items() if k != "method_options"})
-    b = _flatten({k: v for k, v in current.items() if k != "method_options"})
-    out = [".".join(k) for k in sorted(set(a) & set(b)) if k not in _IGNORED_CONFIG_KEYS and a[k] != b[k]]
+    a = flatten_config({k: v for k, v in recorded.items() if k != "method_options"})
+    b = flatten_config({k: v for k, v in current.items() if k != "method_options"})
+    out = [k for k in sorted(set(a) & set(b)) if k not in _NOT_COMPARED and a[k] != b[k]]
     missing = object()
-    ma = _flatten(recorded.get("method_options", {}), ("method_options",))
-    mb = _flatten(current.get("method_options", {}), ("method_options",))
-    derived = _DERIVED_PIPELINE_KEYS if any(k[:2] == ("method_options", "pipeline") for k in ma | mb) else set()
+    ma = flatten_config({"method_options": recorded.get("method_options", {})})
+    mb = flatten_config({"method_options": current.get("method_options", {})})
+    pipeline = any(k.startswith("method_options.pipeline.") for k in ma | mb)
+    derived = _DERIVED_PIPELINE_KEYS if pipeline else set()
     if any(ma.get(k, missing) != mb.get(k, missing) for k in set(ma) | set(mb)
-           if k not in _IGNORED_CONFIG_KEYS and k not in derived):
+           if k not in _NOT_COMPARED and k not in derived):
         out.append("method_options")
     return out
 
