@@ -1,7 +1,7 @@
 """Distillation onto a wider teacher's vectors (``target: vectors`` with ``projection: pca-rotation | linear-head``,
 ``vector_loss: mse | cosine``), read from a teacher pass on disk.
 
-Expected values come from scikit-learn's PCA, scipy's orthogonal Procrustes and numpy's least squares, never from
+Expected values come from numpy's SVD, scipy's orthogonal Procrustes and scikit-learn's ridge, never from
 the method's helpers.
 """
 
@@ -35,25 +35,27 @@ def test_distillation_cosine_hand_case_and_target_detached():
     assert student.grad is not None and target.grad is None
 
 
-def test_pca_rotation_matches_scikit_learn_and_scipy():
+def test_pca_rotation_matches_numpy_and_scipy():
     from scipy.linalg import orthogonal_procrustes
-    from sklearn.decomposition import PCA
 
     from cselab.methods.distill import pca_rotation
 
     rng = np.random.default_rng(0)
-    teacher = _unit(rng.normal(size=(60, 9)) @ rng.normal(size=(9, 9)))  # correlated, unit rows
-    student = rng.normal(size=(60, 4)) + 3.0  # not centred
+    teacher = _unit(rng.normal(size=(60, 9)) @ rng.normal(size=(9, 9)) + 2.0)  # correlated, unit rows, not centred
+    student = rng.normal(size=(60, 4)) + 3.0
     sample = list(range(0, 60, 2))
     got = pca_rotation(torch.from_numpy(teacher), sample, torch.from_numpy(student[sample])).numpy()
-    reduced = PCA(n_components=4).fit(teacher).transform(teacher)  # centred, the 4 leading components
-    mean = student[sample].mean(0)
-    rotation, singular_sum = orthogonal_procrustes(reduced[sample], student[sample] - mean)
+    _, _, vt = np.linalg.svd(teacher, full_matrices=False)
+    reduced = teacher @ vt[:4].T  # the 4 leading right singular directions, uncentred
+    rotation, singular_sum = orthogonal_procrustes(reduced[sample], student[sample])
     scale = singular_sum / (reduced[sample] ** 2).sum()
-    np.testing.assert_allclose(got, scale * reduced @ rotation + mean, atol=1e-8)
+    np.testing.assert_allclose(got, scale * reduced @ rotation, atol=1e-8)
     # the fit is the closest any rotation and scale bring the sample: a random rotation does worse
     q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
-    assert ((got[sample] - student[sample]) ** 2).sum() < ((scale * reduced[sample] @ q + mean - student[sample]) ** 2).sum()
+    assert ((got[sample] - student[sample]) ** 2).sum() < ((scale * reduced[sample] @ q - student[sample]) ** 2).sum()
+    # with all the teacher's dimensions kept, the targets' cosines are the teacher's
+    full = pca_rotation(torch.from_numpy(teacher[:, :4].copy()), sample, torch.from_numpy(student[sample])).numpy()
+    np.testing.assert_allclose(_unit(full) @ _unit(full).T, _unit(teacher[:, :4]) @ _unit(teacher[:, :4]).T, atol=1e-8)
 
 
 def test_fit_linear_map_is_scikit_learns_ridge():
@@ -120,10 +122,9 @@ def test_a_wider_teachers_vectors_are_learnt(wide_setup, tmp_path, sts_home, pro
 
 
 def test_pca_rotation_keeps_step_zero_and_brings_the_student_to_its_targets(wide_setup, tmp_path, sts_home):
-    """The targets, computed here with scikit-learn and scipy from the untouched student's vectors of all 80 sentences
+    """The targets, computed here with numpy and scipy from the untouched student's vectors of all 80 sentences
     (fewer than ``fit_sentences``: the fit sees every one), are what the run trains towards."""
     from scipy.linalg import orthogonal_procrustes
-    from sklearn.decomposition import PCA
 
     from cselab.training.trainer import Trainer
 
@@ -131,9 +132,10 @@ def test_pca_rotation_keeps_step_zero_and_brings_the_student_to_its_targets(wide
     teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
     start = Encoder.from_pretrained(wide_setup[1], pooler="mean")
     before = start.encode(sentences).numpy().astype(np.float64)
-    reduced = PCA(n_components=32).fit(teacher).transform(teacher)
-    rotation, singular_sum = orthogonal_procrustes(reduced, before - before.mean(0))
-    targets = singular_sum / (reduced ** 2).sum() * reduced @ rotation + before.mean(0)
+    _, _, vt = np.linalg.svd(teacher, full_matrices=False)
+    reduced = teacher @ vt[:32].T
+    rotation, singular_sum = orthogonal_procrustes(reduced, before)
+    targets = singular_sum / (reduced ** 2).sum() * reduced @ rotation
 
     def distance(vectors) -> float:  # mean cosine distance to the targets
         return float(1 - (_unit(vectors) * _unit(targets)).sum(1).mean())
