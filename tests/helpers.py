@@ -27,7 +27,7 @@ def fetch_or_skip(target: str, home: Path) -> Path:
     from cselab.data.fetch import fetch
 
     try:
-        return fetch(target, home=home, progress=lambda _m: None)
+        return fetch(target, home=home)
     except DownloadError as err:
         if err.unreachable:
             pytest.skip(f"a registry is unreachable: {err}")
@@ -159,7 +159,7 @@ def run_whole_loop(config, steps: int) -> tuple:
 
     from cselab.training.trainer import Trainer
 
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     backbone = trainer.method.encoder.backbone
     before = {k: v.clone() for k, v in backbone.state_dict().items()}
     result = trainer.run()

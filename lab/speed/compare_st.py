@@ -108,7 +108,7 @@ def build_cselab(model_path: str, args: argparse.Namespace, precision: str) -> A
     overrides = [f"model.backbone={model_path}", f"model.max_length={args.max_length}",
                  f"train.batch_size={args.batch}", f"train.precision={precision}", "train.device=cpu",
                  "train.output_dir=/nonexistent/compare_st", *args.common]
-    trainer = Trainer(load_config(PRESET, overrides), progress=False)
+    trainer = Trainer(load_config(PRESET, overrides))
     trainer.method.train()
     return trainer
 

@@ -59,7 +59,7 @@ def _trainer(overrides: list[str]) -> Any:
     out = tempfile.mkdtemp(prefix="memory-scaling-")
     config = load_config(CONFIG, [*overrides, f"train.output_dir={out}/run", "train.threads=1",
                                   "train.eval_at_start=false"])
-    return Trainer(config, progress=False)
+    return Trainer(config)
 
 
 def child_build(corpus: str) -> dict[str, Any]:

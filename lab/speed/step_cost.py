@@ -95,7 +95,7 @@ def build_config(source: str, overrides: list[str]) -> Any:
 def build_trainer(source: str, overrides: list[str]) -> Any:
     from cselab.training.trainer import Trainer
 
-    trainer = Trainer(build_config(source, overrides), progress=False)
+    trainer = Trainer(build_config(source, overrides))
     trainer.method.train()
     return trainer
 

@@ -284,9 +284,9 @@ def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_pat
                 "train": {"output_dir": str(out), "batch_size": 8, "max_steps": 5, "eval_every": 2, "seed": 3,
                           "precision": "fp32"}}
 
-    plain = Trainer(validate(RunConfig, raw(tmp_path / "a")), progress=False)
+    plain = Trainer(validate(RunConfig, raw(tmp_path / "a")))
     plain_result = plain.run()
-    watched = Trainer(validate(RunConfig, raw(tmp_path / "b")), progress=False,
+    watched = Trainer(validate(RunConfig, raw(tmp_path / "b")),
                       observer=lambda model, step: seen.append((step, model.encode(["a man"]).shape)) or
                       {"x": float(step)}, observe_every=3)
     watched_result = watched.run()

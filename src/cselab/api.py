@@ -38,6 +38,7 @@ from cselab.errors import (
     check_path,
     check_text,
 )
+from cselab.reporter import QUIET, console, report, reporting
 from cselab.vocabulary import BACKENDS, SPLITS
 
 
@@ -66,7 +67,7 @@ class SentenceEncoder:
         """Embeddings ``[N, d]`` float32 in the order of ``sentences`` (``[d]`` for one string).
 
         ``normalize`` L2-normalises each vector; ``convert_to_tensor`` returns a CPU torch tensor instead
-        of a numpy array. No sentences give an empty ``[0, d]`` array.
+        of a numpy array; ``show_progress_bar`` shows a bar on stderr. No sentences give an empty ``[0, d]`` array.
         """
         import torch
 
@@ -78,7 +79,8 @@ class SentenceEncoder:
         if not texts:
             empty = torch.zeros((0, self.embedding_dim), dtype=torch.float32)
             return empty if convert_to_tensor else empty.numpy()
-        embeddings = self.model.encode(texts, batch_size=batch_size, progress=show_progress_bar)
+        with reporting(report().with_bars(show_progress_bar)):
+            embeddings = self.model.encode(texts, batch_size=batch_size, progress=show_progress_bar)
         if normalize:
             embeddings = torch.nn.functional.normalize(embeddings, dim=-1)
         out = embeddings[0] if single else embeddings
@@ -146,7 +148,8 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
 
     ``config`` is a YAML preset (``configs/<method>/<preset>.yaml``), a mapping of the same sections, or
     None (then ``method`` and the overrides say everything); ``overrides`` are ``KEY=VALUE`` strings
-    (``"train.lr=1e-5"``). Twin methods with a pipeline block run both stages.
+    (``"train.lr=1e-5"``). Twin methods with a pipeline block run both stages. ``progress`` prints what the run
+    does (stdout) and shows its bars (stderr), as ``cselab train`` does; ``False``: nothing.
     """
     if not (config is None or isinstance(config, Mapping)):
         if not isinstance(config, (str, os.PathLike)):
@@ -173,8 +176,9 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     else:
         run_config = load_config(config, list(overrides), method=method)
         source = str(config) if config else None
-    train_and_record(run_config, resume=resume, results_file=Path(results) if results else None,
-                     config_source=source, overrides=list(overrides), progress=progress)
+    with reporting(console() if progress else QUIET):
+        train_and_record(run_config, resume=resume, results_file=Path(results) if results else None,
+                         config_source=source, overrides=list(overrides))
     if run_config.method_options.get("pipeline"):
         from cselab.experiments.pipeline import plan_pipeline
 

@@ -24,7 +24,7 @@ import hashlib
 import random
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ import numpy as np
 from cselab.data.vector_store import VectorStore, content_key, write_texts
 from cselab.errors import CselabError
 from cselab.paths import cselab_home, resolve_model_path
+from cselab.reporter import QUIET, report, reporting
 from cselab.vocabulary import FORMATS
 
 AGREEMENT = 0.995  # the least mean cosine with torch fp32's vectors on the probe for a way to be eligible
@@ -115,8 +116,7 @@ def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
 
 
 def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
-                  requested_precision: str = "auto", backends: Sequence[str] | None = None,
-                  say: Callable[[str], None] = lambda _m: None) -> tuple[_Runner, list[Candidate]]:
+                  requested_precision: str = "auto", backends: Sequence[str] | None = None) -> tuple[_Runner, list[Candidate]]:
     """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
     (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
     loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
@@ -142,11 +142,12 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
             continue
         from cselab.export import export_model, load_exported
 
-        say(f"teacher pass: exporting {teacher} to {fmt} to time it against torch")
+        report().say(f"teacher pass: exporting {teacher} to {fmt} to time it against torch")
         try:
-            path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
+            with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
+                path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
         except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
-            say(f"teacher pass: no {fmt} export ({exc})")
+            report().say(f"teacher pass: no {fmt} export ({exc})")
             continue
         runner = _Runner(fmt, "fp32", load_exported(path, fmt))
         seconds, vectors = _timed(runner, probe)
@@ -169,17 +170,19 @@ def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch
         return _Runner("torch", precision, model, next(model.parameters()).device)
     from cselab.export import export_model, load_exported
 
-    return _Runner(backend, "fp32", load_exported(export_model(resolve_model_path(teacher), backend,
-                                                                output=scratch / backend), backend))
+    with reporting(QUIET):
+        path = export_model(resolve_model_path(teacher), backend, output=scratch / backend)
+    return _Runner(backend, "fp32", load_exported(path, backend))
 
 
 def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
                     requested_precision: str = "auto", backends: Sequence[str] | None = None,
-                    cache: bool = True, say: Callable[[str], None] = print, progress: bool = True) -> np.ndarray:
+                    cache: bool = True) -> np.ndarray:
     """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, memory-mapped from ``store_dir``),
     computed on the fastest agreeing path (module docstring) unless a store of the same key is in ``store_dir``
     or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors). ``store_dir``
-    ``None``: the pass is kept in the cache only."""
+    ``None``: the pass is kept in the cache only. What it does is said, and its bar shown, through the reporter in
+    effect (:mod:`cselab.reporter`)."""
     teacher_dir = resolve_model_path(teacher)
     if not Path(teacher_dir).is_dir():
         raise CselabError(f"teacher not found: {teacher}")
@@ -199,7 +202,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
     if store is None and cache and VectorStore.open(shared) is not None:
         cached = VectorStore.open(shared)
         if cached is not None and cached.complete and cached.key == key:
-            say(f"teacher pass: reusing the vectors of {len(sentences)} sentences from {shared}")
+            report().say(f"teacher pass: reusing the vectors of {len(sentences)} sentences from {shared}")
             store = cached.copy_to(store_dir)
     if store is not None and store.texts() is None:
         write_texts(store.path, sentences, store.rows)  # the key says these are the store's texts
@@ -212,10 +215,10 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
             if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
                 backends = ["torch"]
             runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
-                                               requested_precision=requested_precision, say=say)
-            say("teacher pass: " + ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
-                                              f"(agreement {c.agreement:.4f})" for c in candidates)
-                + f"; running {runner.backend} {runner.precision}")
+                                               requested_precision=requested_precision)
+            measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
+                                 f"(agreement {c.agreement:.4f})" for c in candidates)
+            report().say(f"teacher pass: {measured}; running {runner.backend} {runner.precision}")
             order = _length_order(runner, sentences)
             info = {"teacher": str(teacher), "max_length": max_length, "backend": runner.backend,
                     "precision": runner.precision, "candidates": [asdict(c) for c in candidates]}
@@ -224,9 +227,9 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
         else:
             info = store.state.get("info", {})
             runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch)
-            say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
+            report().say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
                 f"({runner.backend} {runner.precision})")
-        _fill(store, runner, sentences, progress)
+        _fill(store, runner, sentences)
     if cache:
         _publish(store, shared)
     return store.vectors()
@@ -239,10 +242,8 @@ def _length_order(runner: _Runner, sentences: Sequence[str]) -> list[int]:
     return sorted(range(len(sentences)), key=lambda i: (-lengths[i], i))
 
 
-def _fill(store: VectorStore, runner: _Runner, sentences: Sequence[str], progress: bool) -> None:
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=store.rows, initial=store.filled, desc="teacher pass", unit="sent", disable=not progress)
+def _fill(store: VectorStore, runner: _Runner, sentences: Sequence[str]) -> None:
+    bar = report().bar(total=store.rows, initial=store.filled, desc="teacher pass", unit="sent")
 
     def advance(filled: int, _rows: int) -> None:
         bar.update(filled - bar.n)

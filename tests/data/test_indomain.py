@@ -227,7 +227,7 @@ def test_step_zero_is_evaluated_and_selectable(tiny_bert_dir, tmp_path, monkeypa
         "train.lr=1e-3", "model.max_length=16"])
     dev = iter([50.0, 40.0, 45.0])  # step 0, 2, 4: dev falls after the start
     monkeypatch.setattr(Trainer, "evaluate_dev", lambda self: next(dev))
-    result = Trainer(config, progress=False).run()
+    result = Trainer(config).run()
     assert (result.best_step, result.best_dev, result.dev_at_start) == (0, 50.0, 50.0)
     texts = ["a man plays the guitar .", "the dog runs in the park"]
     best = load_model(tmp_path / "run" / "best")

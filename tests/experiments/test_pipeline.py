@@ -80,7 +80,7 @@ def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_
     out = tmp_path / "run"
     config = twin_pipeline_config(tiny_bert_dir, corpus, out, "jtcse", "method_options.num_ca_layers=1")
     results_file = tmp_path / "results.jsonl"
-    result = run_twin_pipeline(config, progress=False, results_file=results_file, variant="tiny")
+    result = run_twin_pipeline(config, results_file=results_file, variant="tiny")
     assert result.skipped == []
     assert [r.steps for r in result.stage1] == [3, 3] and result.stage2.steps == 2
     for k in (1, 2):
@@ -99,7 +99,7 @@ def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_
     summaries = {p: p.stat().st_mtime_ns for p in out.rglob("summary.json")}
     assert len(summaries) == 3
 
-    again = run_twin_pipeline(config, progress=False)
+    again = run_twin_pipeline(config)
     assert again.skipped == ["stage1/encoder_1", "stage1/encoder_2", "stage2"]
     assert again.stage2 == result.stage2 and again.scores == {"stsb": 12.5}
     assert len(scored) == 1, "a finished pipeline is not scored again"
@@ -107,14 +107,14 @@ def test_two_stage_pipeline_runs_skips_and_resumes(tiny_bert_dir, sts_home, tmp_
 
     # an interrupted stage 2 (state saved, no summary yet) is resumed, not restarted and not skipped
     (out / "stage2/summary.json").unlink()
-    resumed = run_twin_pipeline(config, progress=False, evaluate_test=False)
+    resumed = run_twin_pipeline(config, evaluate_test=False)
     assert resumed.skipped == ["stage1/encoder_1", "stage1/encoder_2"]
     assert resumed.stage2.steps == 2 and resumed.stage2.best_step == result.stage2.best_step
 
     changed = twin_pipeline_config(tiny_bert_dir, corpus, out, "jtcse", "method_options.num_ca_layers=1",
                                    "model.max_length=12")
     with pytest.raises(CselabError, match="different configuration .model.max_length: 16 -> 12"):
-        run_twin_pipeline(changed, progress=False, evaluate_test=False)
+        run_twin_pipeline(changed, evaluate_test=False)
 
 
 def _mse(student, teacher, texts):
@@ -133,7 +133,7 @@ def test_distillation_reduces_the_mse_to_the_twin(tmp_path, sts_home):
     config = distill_config(tmp_path / "teacher", str(student_dir), corpus, output_dir=tmp_path / "distilled",
                             overrides=["train.batch_size=16", "train.max_steps=8", "train.lr=2e-3", "train.eval_every=8",
                                        "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant"])
-    result = Trainer(config, progress=False).run()
+    result = Trainer(config).run()
     assert result.best_step == 8
     student = load_model(tmp_path / "distilled/best")
     assert isinstance(student, Encoder) and student.head is None

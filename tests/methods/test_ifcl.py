@@ -14,6 +14,7 @@ from cselab.errors import CselabError
 from cselab.losses import info_nce
 from cselab.methods.base import StepContext
 from cselab.models.sentence_model import load_model
+from cselab.reporter import console, reporting
 from cselab.runtime.distributed import DistributedContext
 from cselab.training.trainer import Trainer
 from tests.helpers import REPO_ROOT, WORDS, run_whole_loop
@@ -71,7 +72,7 @@ def loop_identical_loss(h, h_pos, queue, weights, tau):
 # -- data ------------------------------------------------------------------------------------------------
 def test_collate_pads_both_sides_to_one_length(tiny_model_dir, tmp_path):
     config = ifcl_config(tiny_model_dir, write_parallel(tmp_path / "p"), tmp_path / "run")
-    method = Trainer(config, progress=False).method
+    method = Trainer(config).method
     pairs = [("a man plays", "the dog runs on the road in the park"), ("two women walk in the big park", "cat")]
     batch = method.collate(pairs)
     tokenize = method.encoder.tokenizer  # default BEL_F: the source tokenizer for both sides
@@ -93,7 +94,7 @@ def test_collate_pads_both_sides_to_one_length(tiny_model_dir, tmp_path):
 def test_views_embedding_summaries_and_fused_mask_by_independent_computation(tiny_model_dir, tmp_path):
     """In eval mode (no dropout): e = masked mean of BEL_S(x) (own mask); e_frat of 0.9*y + 0.1*y_de (OR mask)."""
     config = ifcl_config(tiny_model_dir, write_parallel(tmp_path / "p"), tmp_path / "run")
-    method = Trainer(config, progress=False).method.eval()
+    method = Trainer(config).method.eval()
     batch = method.collate([("a man", "the dog runs on the road"), ("two women walk in the big park", "cat")])
     views = method.encode_views(batch)
     with torch.no_grad():
@@ -120,7 +121,7 @@ def test_embedding_summaries_see_the_embedding_dropout(tiny_bert_dir, tmp_path):
     """Training mode: e / e_pos are means of the DROPPED-OUT embedding outputs (two different draws)."""
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run", "model.dropout=0.3",
                          "model.dropout_masks=torch")  # reproduced below with torch's own dropout
-    method = Trainer(config, progress=False).method.train()
+    method = Trainer(config).method.train()
     batch = method.collate([("a man", "the dog runs on the road"), ("two women walk in the big park", "cat")])
     torch.manual_seed(5)
     views = method.encode_views(batch)
@@ -143,7 +144,7 @@ def test_embedding_summaries_see_the_embedding_dropout(tiny_bert_dir, tmp_path):
 def test_unequal_parallel_files_are_a_clear_error(tiny_bert_dir, tmp_path):
     files = write_parallel(tmp_path / "p", n=10, target_lines=9)
     with pytest.raises(CselabError, match="not line-aligned.*10 lines.*9"):
-        Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "run"), progress=False)
+        Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "run"))
 
 
 def test_skipped_pairs_are_counted_and_reported(tiny_bert_dir, tmp_path, capsys):
@@ -152,31 +153,32 @@ def test_skipped_pairs_are_counted_and_reported(tiny_bert_dir, tmp_path, capsys)
     lines[3] = "   "  # blank translation: the pair is skipped
     lines[5] = " ".join(["dog"] * 30)  # too long with max_words 20
     tgt.write_text("\n".join(lines) + "\n")
-    trainer = Trainer(ifcl_config(tiny_bert_dir, (src, tgt), tmp_path / "run", "data.max_words=20"), progress=False)
+    with reporting(console(bars=False)):  # the corpus summary is said to the reporter in effect
+        trainer = Trainer(ifcl_config(tiny_bert_dir, (src, tgt), tmp_path / "run", "data.max_words=20"))
     assert len(trainer.examples) == 10
     english = src.read_text().splitlines()
     assert [e[0] for e in trainer.examples] == [s for i, s in enumerate(english) if i not in (3, 5)]
     out = capsys.readouterr().out
     assert "10 pairs used; skipped 1 (blank or invalid UTF-8 side), 1 (a side over max_words)" in out
-    limited = Trainer(ifcl_config(tiny_bert_dir, (src, tgt), tmp_path / "r2", "data.max_sentences=8"), progress=False)
+    limited = Trainer(ifcl_config(tiny_bert_dir, (src, tgt), tmp_path / "r2", "data.max_sentences=8"))
     assert len(limited.examples) == 8
 
 
 def test_corpus_names_and_conflicts(tiny_bert_dir, tmp_path, monkeypatch):
     files = write_parallel(tmp_path / "p")
     with pytest.raises(CselabError, match="give the parallel corpus once"):
-        Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "run", "data.corpus=parallel-de"), progress=False)
+        Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "run", "data.corpus=parallel-de"))
     bare = load_config(None, ["method=ifcl", f"model.backbone={tiny_bert_dir}", "train.batch_size=4"])
     with pytest.raises(CselabError, match="parallel sentences.*'default'"):
-        Trainer(bare, progress=False)
+        Trainer(bare)
     home = tmp_path / "home"
     monkeypatch.setenv("CSELAB_HOME", str(home))
     named = load_config(None, ["method=ifcl", f"model.backbone={tiny_bert_dir}", "train.batch_size=4",
                                "data.corpus=parallel-de"])
     with pytest.raises(CselabError, match="cselab data fetch parallel-de"):
-        Trainer(named, progress=False)
+        Trainer(named)
     write_parallel(home / "parallel-de", n=9)
-    trainer = Trainer(named, progress=False)
+    trainer = Trainer(named)
     assert trainer.examples[0][0] == (home / "parallel-de" / "train.en").read_text().splitlines()[0]
     assert len(trainer.examples) == 9
 
@@ -186,7 +188,7 @@ def test_queue_order_size_coefficients_and_no_gradient_after_training_steps(tiny
     lam, batch_size, capacity = 0.05, 4, 10
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run",
                          f"method_options.forgetting_rate={lam}", f"method_options.queue_size={capacity}")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     method = trainer.method.train()
     anchors, calls = [], []
     encode = method.encode_views
@@ -224,7 +226,7 @@ def test_queue_order_size_coefficients_and_no_gradient_after_training_steps(tiny
 
 def test_queue_state_round_trip_through_safetensors(tiny_bert_dir, tmp_path):
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     method = trainer.method.train()
     empty = method.extra_state()
     save_file(empty, str(tmp_path / "empty.safetensors"))
@@ -232,13 +234,13 @@ def test_queue_state_round_trip_through_safetensors(tiny_bert_dir, tmp_path):
         trainer.train_step(trainer.batch_at(step))
     state = method.extra_state()
     save_file(state, str(tmp_path / "extra.safetensors"))
-    other = Trainer(ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run2"), progress=False).method
+    other = Trainer(ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run2")).method
     other.load_extra_state(load_file(str(tmp_path / "extra.safetensors")))
     assert torch.equal(other.queue.embeddings, method.queue.embeddings) and len(other.queue) == 10
     other.load_extra_state(load_file(str(tmp_path / "empty.safetensors")))
     assert len(other.queue) == 0
     no_queue = Trainer(ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run3",
-                                   "method_options.queue_size=0"), progress=False).method
+                                   "method_options.queue_size=0")).method
     assert no_queue.extra_state() == {}
     with pytest.raises(CselabError, match="hippocampus queue"):
         no_queue.load_extra_state(state)
@@ -250,11 +252,11 @@ def test_resumed_run_restores_the_queue_exactly(tiny_bert_dir, sts_home, tmp_pat
     """6 steps straight == 3 steps, then --resume to 6: identical weights AND queue."""
     files = write_parallel(tmp_path / "p", n=40)
     common = ["train.scheduler=constant", "train.eval_at_start=false", "train.eval_every=100", "train.save_every=3"]
-    Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "a", *common, "train.max_steps=6"), progress=False).run()
-    Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "b", *common, "train.max_steps=3"), progress=False).run()
+    Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "a", *common, "train.max_steps=6")).run()
+    Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "b", *common, "train.max_steps=3")).run()
     half = load_file(str(tmp_path / "b" / "last" / "method_extra.safetensors"))["hippocampus_queue"]
     assert half.shape == (10, 32)
-    resumed = Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "b", *common, "train.max_steps=6"), progress=False)
+    resumed = Trainer(ifcl_config(tiny_bert_dir, files, tmp_path / "b", *common, "train.max_steps=6"))
     resumed.run(resume=True, allow_change=("train.max_steps",))  # the schedule is constant: extending is exact
     a_extra = load_file(str(tmp_path / "a" / "last" / "method_extra.safetensors"))
     b_extra = load_file(str(tmp_path / "b" / "last" / "method_extra.safetensors"))
@@ -269,7 +271,7 @@ def test_resumed_run_restores_the_queue_exactly(tiny_bert_dir, sts_home, tmp_pat
 # -- the terms' wiring -----------------------------------------------------------------------------------
 def test_twins_and_fraternal_terms_on_hand_computed_tensors(tiny_bert_dir, tmp_path, monkeypatch):
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run", "method_options.queue_size=0")
-    method = Trainer(config, progress=False).method
+    method = Trainer(config).method
     views = {
         "h": torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
         "h_pos": torch.tensor([[1.0, 0.0], [1.0, 1.0]]),
@@ -312,7 +314,7 @@ def test_twins_and_fraternal_terms_on_hand_computed_tensors(tiny_bert_dir, tmp_p
 def test_ablation_switches_compute_exactly_the_expected_terms(tiny_bert_dir, tmp_path, monkeypatch,
                                                               overrides, expected_terms, rows, queue, fraternal):
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run", *overrides)
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     method = trainer.method.train()
     assert (method.queue is not None) == queue and (method.fraternal is not None) == fraternal
     passes = []
@@ -349,12 +351,12 @@ def test_without_fraternal_twins_and_queue_ifcl_is_simcse_bit_for_bit(tiny_model
     config = ifcl_config(tiny_model_dir, files, tmp_path / "run", "method_options.queue_size=0",
                          "method_options.loss_weights={fraternal: 0, twins: 0}", *pins)
     torch.manual_seed(3)
-    ifcl = Trainer(config, progress=False)
+    ifcl = Trainer(config)
     simcse_config = load_config(None, [f"model.backbone={tiny_model_dir}", f"data.corpus={files[0]}",
                                        "train.batch_size=4", "model.max_length=16", f"train.output_dir={tmp_path / 's'}",
                                        *pins])
     torch.manual_seed(3)
-    simcse = Trainer(simcse_config, progress=False)
+    simcse = Trainer(simcse_config)
     assert [e[0] for e in ifcl.examples] == list(simcse.examples)
     ifcl.method.train()
     simcse.method.train()
@@ -369,7 +371,7 @@ def test_without_fraternal_twins_and_queue_ifcl_is_simcse_bit_for_bit(tiny_model
 def test_source_embeddings_can_be_frozen(tiny_bert_dir, tmp_path):
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run",
                          "method_options.train_source_embeddings=false")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     method = trainer.method.train()
     before = method.encoder.backbone.embeddings.word_embeddings.weight.clone()
     layer = method.encoder.backbone.encoder.layer[0].output.dense.weight.clone()
@@ -384,7 +386,7 @@ def test_fraternal_model_option_uses_its_own_tokenizer_and_trains_the_projection
     other = _small_roberta_dir(tmp_path, tiny_roberta_dir, hidden=16)
     config = ifcl_config(tiny_bert_dir, write_parallel(tmp_path / "p"), tmp_path / "run",
                          f"method_options.fraternal_model={other}")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     method = trainer.method.train()
     assert method.fraternal.tokenizer.pad_token == "<pad>" and method.fraternal.projection is not None
     batch = trainer.batch_at(0)

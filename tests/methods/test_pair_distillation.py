@@ -80,7 +80,7 @@ def _pairs_config(setup, out, *extra):
 def test_pairs_are_drawn_from_the_teachers_nearest_neighbours_and_carry_its_cosines(pair_setup, tmp_path):
     from cselab.training.trainer import Trainer
 
-    trainer = Trainer(_pairs_config(pair_setup, tmp_path / "p", "method_options.random_pairs=2"), progress=False)
+    trainer = Trainer(_pairs_config(pair_setup, tmp_path / "p", "method_options.random_pairs=2"))
     method = trainer.method
     assert method.weights == {"pair_similarity_mse": 1.0}
     sentences = pair_setup[2].read_text().splitlines()
@@ -114,8 +114,7 @@ def test_the_teachers_pass_over_the_text_runs_in_the_runs_precision(pair_setup, 
     differ from them by bf16's rounding (4e-5 on this tiny teacher, 1e-3 on all-MiniLM-L6-v2) and no more."""
     from cselab.training.trainer import Trainer
 
-    trainer = Trainer(_pairs_config(pair_setup, tmp_path / precision, f"train.precision={precision}"),
-                      progress=False)
+    trainer = Trainer(_pairs_config(pair_setup, tmp_path / precision, f"train.precision={precision}"))
     sentences = pair_setup[2].read_text().splitlines()
     expected = _unit(load_model(pair_setup[0], device="cpu").encode(sentences).numpy())
     got = trainer.method._teacher_unit.numpy()
@@ -127,8 +126,7 @@ def test_the_teachers_pass_over_the_text_runs_in_the_runs_precision(pair_setup, 
 def test_pair_distillation_brings_the_students_pair_cosines_to_the_teachers(pair_setup, tmp_path):
     from cselab.training.trainer import Trainer
 
-    trainer = Trainer(_pairs_config(pair_setup, tmp_path / "run", "train.max_steps=40", "train.eval_every=40"),
-                      progress=False)
+    trainer = Trainer(_pairs_config(pair_setup, tmp_path / "run", "train.max_steps=40", "train.eval_every=40"))
     sentences = pair_setup[2].read_text().splitlines()
     teacher = load_model(pair_setup[0], device="cpu")
     rng = np.random.default_rng(0)
@@ -153,16 +151,16 @@ def test_pair_distillation_refuses_bad_settings_in_one_line(pair_setup, tmp_path
     from cselab.training.trainer import Trainer
 
     with pytest.raises(CselabError, match="set method_options.neighbours") as exc:
-        Trainer(_pairs_config(pair_setup, tmp_path / "a", "method_options.neighbours=0"), progress=False)
+        Trainer(_pairs_config(pair_setup, tmp_path / "a", "method_options.neighbours=0"))
     assert "\n" not in str(exc.value)
     with pytest.raises(CselabError, match="no gradient caching"):
-        Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.chunk_size=4"), progress=False)
+        Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.chunk_size=4"))
     with pytest.raises(CselabError, match="below the number of training sentences"):
-        Trainer(_pairs_config(pair_setup, tmp_path / "c", "method_options.neighbours=40"), progress=False)
+        Trainer(_pairs_config(pair_setup, tmp_path / "c", "method_options.neighbours=40"))
     with pytest.raises(CselabError, match="use one of them"):
-        Trainer(_pairs_config(pair_setup, tmp_path / "d", "train.length_group_window=2"), progress=False)
+        Trainer(_pairs_config(pair_setup, tmp_path / "d", "train.length_group_window=2"))
     with pytest.raises(CselabError, match="random_pairs"):
-        Trainer(_pairs_config(pair_setup, tmp_path / "e", "method_options.random_pairs=-1"), progress=False)
+        Trainer(_pairs_config(pair_setup, tmp_path / "e", "method_options.random_pairs=-1"))
 
 
 def test_a_resumed_pair_distillation_ends_with_the_weights_of_an_uninterrupted_one(pair_setup, tmp_path):
@@ -171,10 +169,9 @@ def test_a_resumed_pair_distillation_ends_with_the_weights_of_an_uninterrupted_o
 
     from cselab.training.trainer import Trainer
 
-    Trainer(_pairs_config(pair_setup, tmp_path / "a", "train.max_steps=8", "train.save_every=4"), progress=False).run()
-    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=4", "train.save_every=4"), progress=False).run()
-    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=8", "train.save_every=4"),
-            progress=False).run(resume=True, allow_change=("train.max_steps",))
+    Trainer(_pairs_config(pair_setup, tmp_path / "a", "train.max_steps=8", "train.save_every=4")).run()
+    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=4", "train.save_every=4")).run()
+    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=8", "train.save_every=4")).run(resume=True, allow_change=("train.max_steps",))
     wa = load_file(tmp_path / "a" / "last" / "method.safetensors")
     wb = load_file(tmp_path / "b" / "last" / "method.safetensors")
     assert wa.keys() == wb.keys() and len(wa) > 0

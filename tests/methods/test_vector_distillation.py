@@ -101,7 +101,7 @@ def test_a_wider_teachers_vectors_are_learnt(wide_setup, tmp_path, sts_home, pro
 
     config = _config(wide_setup, tmp_path / "run", f"method_options.projection={projection}",
                      f"method_options.vector_loss={vector_loss}")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     assert trainer.method.weights == {term: 1.0}
     sentences = wide_setup[2].read_text().splitlines()
     teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
@@ -142,7 +142,7 @@ def test_pca_rotation_keeps_step_zero_and_brings_the_student_to_its_targets(wide
 
     config = _config(wide_setup, tmp_path / "run", "method_options.projection=pca-rotation",
                      "method_options.vector_loss=cosine", "train.max_steps=60", "train.eval_every=60")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     np.testing.assert_allclose(trainer.method._targets.numpy(), targets, rtol=1e-4, atol=1e-4)
     # the method adds no module: the model it trains and saves is the untouched student at step 0
     start_state = start.state_dict()
@@ -163,14 +163,14 @@ def test_projection_settings_that_contradict_are_refused_in_one_line(wide_setup,
     ]
     for extra, message in cases:
         with pytest.raises(CselabError, match=message) as exc:
-            Trainer(_config(wide_setup, tmp_path / "r", *extra), progress=False)
+            Trainer(_config(wide_setup, tmp_path / "r", *extra))
         assert "\n" not in str(exc.value)
     # a teacher narrower than the student cannot be reduced to the student's width
     narrow = save_model(Encoder.from_pretrained(build_tiny_model_dir(tmp_path / "hf-n", "bert", seed=4, hidden_size=16),
                                                 pooler="mean"), tmp_path / "narrow")
     with pytest.raises(CselabError, match="use projection linear-head"):
         Trainer(_config((narrow, wide_setup[1], wide_setup[2]), tmp_path / "n",
-                        "method_options.projection=pca-rotation"), progress=False)
+                        "method_options.projection=pca-rotation"))
 
 
 def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
@@ -181,11 +181,10 @@ def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
 
     sentences = wide_setup[2].read_text().splitlines()
     extra = ["a held out sentence", "another one"]
-    teacher_vectors(str(wide_setup[0]), extra + sentences[::-1], tmp_path / "pass", backends=["torch"],
-                    say=lambda _m: None, progress=False)
+    teacher_vectors(str(wide_setup[0]), extra + sentences[::-1], tmp_path / "pass", backends=["torch"])
     config = _config(wide_setup, tmp_path / "run", "method_options.projection=linear-head",
                      f"method_options.teacher_vectors={tmp_path / 'pass'}")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     expected = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
     np.testing.assert_allclose(trainer.method._teacher_unit.numpy(), expected, atol=1e-5)
     assert trainer.method.teacher is None  # no teacher model is loaded when its pass is on disk
@@ -195,4 +194,4 @@ def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
         other.write_text("\n".join(sentences + (tmp_path / "other.txt").read_text().splitlines()) + "\n")
         Trainer(tiny_distill_config(wide_setup[0], wide_setup[1], other, tmp_path / "r2", "model.pooler=mean",
                                     "method_options.projection=linear-head",
-                                    f"method_options.teacher_vectors={tmp_path / 'pass'}"), progress=False)
+                                    f"method_options.teacher_vectors={tmp_path / 'pass'}"))

@@ -229,7 +229,7 @@ def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_hom
 
     config = tiny_distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled", f"method_options.target={target}",
                              "method_options.temperature=0.1", "model.pooler=mean", "model.dropout=0.0")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     assert trainer.method.weights == {term: 1.0}
     result = trainer.run()
     assert result.steps == 16
@@ -247,23 +247,22 @@ def test_distilling_vectors_from_a_wider_teacher_fails_in_one_line(members, tmp_
     student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)  # 32-d
     corpus = write_corpus(tmp_path / "corpus.txt", n=64)
     with pytest.raises(CselabError) as exc:
-        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d"), progress=False)
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d"))
     text = str(exc.value)
     assert "size 48" in text and "size 32" in text and "method_options.target=similarities" in text
     assert "\n" not in text
     # the loss terms follow the target: a weight for the other target's term is refused
     with pytest.raises(CselabError, match="no loss term 'distillation_mse'; terms: similarity_distillation_mse"):
         Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
-                                "method_options.loss_weights.distillation_mse=1"), progress=False)
+                                "method_options.loss_weights.distillation_mse=1"))
     with pytest.raises(CselabError, match="train.batch_size must be at least 2"):
         Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=similarities",
-                                "train.batch_size=1"), progress=False)
+                                "train.batch_size=1"))
     with pytest.raises(CselabError, match="train.batch_size must be at least 3"):
         Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d",
-                                "method_options.target=similarity_distributions", "train.batch_size=2"), progress=False)
+                                "method_options.target=similarity_distributions", "train.batch_size=2"))
     with pytest.raises(CselabError, match="method_options.target"):
-        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"),
-                progress=False)
+        Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "d", "method_options.target=vector"))
 
 
 def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
@@ -274,7 +273,7 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
     config = tiny_distill_config(path_b, student_dir, corpus, tmp_path / "grouped", "method_options.target=similarities",
                              "method_options.neighbours=1", "train.batch_size=4", "model.pooler=mean")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     sentences = corpus.read_text().splitlines()
     # each example: a sentence and its nearest other sentence by the teacher's cosine, computed here with numpy
     vectors = load_model(path_b, device="cpu").encode(sentences).numpy().astype(np.float64)
@@ -292,7 +291,7 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     # neighbours need a similarity target, and do not mix with length grouping
     with pytest.raises(CselabError, match="with target vectors every sentence is matched on its own"):
         Trainer(tiny_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48), corpus,
-                                tmp_path / "v", "method_options.neighbours=1"), progress=False)
+                                tmp_path / "v", "method_options.neighbours=1"))
     with pytest.raises(CselabError, match="use one of them"):
         Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "w", "method_options.target=similarities",
-                                "method_options.neighbours=1", "train.length_group_window=4"), progress=False)
+                                "method_options.neighbours=1", "train.length_group_window=4"))

@@ -42,7 +42,7 @@ if os.environ.get("CSELAB_RECORD_COLLECTIVES") == "1":
 
 def run_case(name: str, overrides: list[str], out: Path) -> None:
     config = load_config(None, [*overrides, f"train.output_dir={out}/{name}-run"])
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     MODEL_DEVICE[0] = str(next(trainer.method.parameters()).device)
     batch = trainer.batch_at(0)
     values = trainer.compute_gradients(batch)

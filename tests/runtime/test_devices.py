@@ -66,5 +66,5 @@ def test_test_scoring_after_training_uses_the_training_device(tiny_bert_dir, sts
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
                                 "train.max_steps=1", "train.eval_every=1", "model.max_length=12", "train.device=cpu",
                                 f"train.output_dir={tmp_path / 'run'}"])
-    train_and_record(config, progress=False)
+    train_and_record(config)
     assert placed == [torch.device("cpu")]

@@ -93,7 +93,7 @@ def test_run_records_what_auto_chose_and_why(tiny_bert_dir, sts_home, tmp_path, 
         "train.batch_size=8", "train.max_steps=2", "train.eval_every=2", "model.max_length=16",
         "train.precision=auto",
     ])
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     assert trainer.precision == "fp32" and probe.calls == 1
     # the probe ran at this run's shapes: 2 views x 8 sentences x 16 tokens through the tiny BERT's FFN
     key = trainer.precision_choice.probe["key"]
@@ -131,7 +131,7 @@ def test_encode_and_eval_with_precision_auto(tiny_bert_dir, sts_home, tmp_path, 
     assert np.abs(np.load(tmp_path / "auto.npy") - fp32).max() > 1e-4
     # the same batch size is the same probe shape: the cached answer serves eval too
     report = evaluate_model(str(tiny_bert_dir), pooler="mean", tasks=["stsb"], splits=["dev"], precision="auto",
-                            batch_size=64, output=tmp_path / "eval.json", progress=False)
+                            batch_size=64, output=tmp_path / "eval.json")
     assert report["precision"]["precision"] == "bf16" and "cached" in report["precision"]["reason"]
     assert probe.calls == 1
 

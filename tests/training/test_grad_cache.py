@@ -13,7 +13,7 @@ from tests.helpers import write_corpus
 
 def _trainer(tmp_path, name, overrides):
     config = load_config(None, [*overrides, f"train.output_dir={tmp_path / name}", "train.eval_at_start=false"])
-    return Trainer(config, progress=False)
+    return Trainer(config)
 
 
 def _grads(trainer):

@@ -6,6 +6,7 @@ import pytest
 
 from cselab.config.run_config import load_config
 from cselab.errors import CselabError
+from cselab.reporter import Reporter, reporting
 from cselab.training.run_directory import LOCK_FILE, RUN_MARKER, RunDirectory, RunStart, write_config
 from tests.helpers import run_cli, write_corpus
 
@@ -145,8 +146,8 @@ def test_resume_continues_the_saved_state_and_refuses_a_changed_configuration(tm
 def test_resume_without_a_saved_state_starts_again_and_says_so(tmp_path):
     out = _a_run(tmp_path / "run", state=False)  # killed before its first save
     said = []
-    with RunDirectory.open(_config(out), resume=True) as run:
-        assert run.start(say=said.append) == RunStart(None, {})
+    with RunDirectory.open(_config(out), resume=True) as run, reporting(Reporter(lines=said.append)):
+        assert run.start() == RunStart(None, {})
     assert said == [f"--resume: {out} holds no saved state yet; starting the run from step 0"]
     assert not (out / "best").exists() and not (out / "metrics.jsonl").exists()
     done = _a_run(tmp_path / "done", state=False, finished=True)

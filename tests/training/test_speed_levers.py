@@ -157,7 +157,7 @@ def test_torch_masks_are_torch_stream_bit_for_bit(tiny_bert_dir, sts_home, tmp_p
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
                                 f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean", "model.dropout_masks=torch"])
     assert load_config(None, []).model.dropout_masks == "bits"  # the default; the research presets pin torch
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     backbone = trainer.method.encoder.backbone.train()
     assert not any(isinstance(m, BitsDropout) for m in backbone.modules())
     reference = _tiny_backbone(tiny_bert_dir).train()  # plain HF model: torch's nn.Dropout and SDPA dropout
@@ -230,7 +230,7 @@ def test_length_grouping_cuts_padding_in_the_trainer(tiny_bert_dir, sts_home, tm
     for window in ("null", 4):
         config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
                                     f"train.output_dir={tmp_path / 'run'}", f"train.length_group_window={window}"])
-        trainer = Trainer(config, progress=False)
+        trainer = Trainer(config)
         masks = [trainer.batch_at(step)["attention_mask"] for step in range(8)]
         padded[window] = sum(int((m == 0).sum()) for m in masks)
     assert padded[4] < 0.6 * padded["null"]  # character length orders tokens closely, not exactly

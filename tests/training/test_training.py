@@ -13,6 +13,8 @@ from safetensors.torch import load_file
 
 from cselab.config.run_config import load_config
 from cselab.models.sentence_model import load_model
+from cselab.reporter import QUIET, console, report, reporting
+from cselab.runtime.distributed import DistributedContext
 from cselab.runtime.precision import autocast_context
 from cselab.training.trainer import Trainer
 from tests.helpers import write_corpus
@@ -29,7 +31,7 @@ def tiny_config(model_dir, corpus, out, *extra):
 def test_whole_loop_trains_selects_and_saves(tiny_model_dir, sts_home, tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = tiny_config(tiny_model_dir, corpus, tmp_path / "run")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     before = {k: v.clone() for k, v in trainer.method.encoder.backbone.state_dict().items()}
     result = trainer.run()
     assert result.steps == 6 and result.best_step in (0, 3, 6)
@@ -44,10 +46,26 @@ def test_whole_loop_trains_selects_and_saves(tiny_model_dir, sts_home, tmp_path)
     assert meta["step"] == result.best_step and meta["dev_score"] == pytest.approx(result.best_dev)
 
 
+
+def test_the_trainer_prints_nothing_unless_its_caller_put_a_reporter_in_effect(tiny_bert_dir, sts_home, tmp_path,
+                                                                                capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "a", "train.max_steps=2")).run()
+    assert capsys.readouterr() == ("", "")  # no bar, no line: the default reporter is quiet
+    with reporting(console()):
+        Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "b", "train.max_steps=2")).run()
+    out, err = capsys.readouterr()
+    assert out == "" and "train simcse" in err and "2/2" in err and "encode" not in err  # dev scoring: no bar
+    # the other ranks of a distributed run say nothing and show no bar, whatever their caller put in effect
+    trainer = Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "c", "train.max_steps=2"))
+    trainer.dist = DistributedContext(rank=1, world_size=2)
+    with reporting(console()), trainer._rank_reporting():
+        assert report() is QUIET
+
 def test_bf16_step_runs_and_losses_are_fp32(tiny_bert_dir, sts_home, tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.precision=bf16")
-    trainer = Trainer(config, progress=False)
+    trainer = Trainer(config)
     ctx = trainer._context()
     with autocast_context(config.train.precision, trainer.device):
         # matmuls really run in bf16 under the trainer's context (the MLP head's Linear output; LayerNorm
@@ -66,7 +84,7 @@ def test_training_time_counts_steps_and_queued_work_not_evaluation(tiny_bert_dir
     import cselab.training.trainer as trainer_module
 
     corpus = write_corpus(tmp_path / "corpus.txt")
-    trainer = Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run"), progress=False)
+    trainer = Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run"))
     real_step, real_eval = trainer.train_step, trainer._eval_and_select
     syncs = []
 
@@ -98,9 +116,9 @@ def test_existing_run_is_not_overwritten(tiny_bert_dir, sts_home, tmp_path):
     from cselab.errors import CselabError
 
     corpus = write_corpus(tmp_path / "corpus.txt")
-    Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2"), progress=False).run()
+    Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2")).run()
     with pytest.raises(CselabError, match="already holds a run"):
-        Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2"), progress=False).run()
+        Trainer(tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2")).run()
 
 
 def _train_cli(args, env, **kw):
@@ -150,5 +168,5 @@ def test_tensorboard_logging(tiny_bert_dir, sts_home, tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = tiny_config(tiny_bert_dir, corpus, tmp_path / "run", "train.max_steps=2", "train.tensorboard=true",
                          "train.log_every=1")
-    Trainer(config, progress=False).run()
+    Trainer(config).run()
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))

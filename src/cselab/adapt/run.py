@@ -39,6 +39,7 @@ from cselab.adapt.selection import (
 from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
+from cselab.reporter import report
 
 
 @dataclass
@@ -119,7 +120,6 @@ def _selector(plan: AdaptPlan, teacher_held: Any) -> Any:
 
 
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
-              progress: bool = True, echo: Callable[[str], None] = print,
               observe: Callable[[Any, int], dict[str, float]] | None = None,
               observe_every: int | None = None, estimate_s: float | None = None) -> AdaptResult:
     """Split the text, run the teacher's pass, train with the plan's selection, score before/after with
@@ -129,7 +129,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
     ``observe_every`` steps (default :func:`evaluation_every` of the budget) and at the last step, and logs what it
     returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected. The domain study records the
-    candidate selection criteria and the domain's score this way."""
+    candidate selection criteria and the domain's score this way. What it does is said, and its bars shown, through
+    the reporter in effect (:mod:`cselab.reporter`)."""
     from cselab.models.sentence_model import load_model
     from cselab.runtime.devices import pick_device
     from cselab.teacher_pass import read_teacher_vectors, teacher_vectors
@@ -142,7 +143,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     with RunDirectory(plan.output_dir) as run_dir:
         state = check_output(plan, facts, resume=resume)
         if state == "finished":
-            echo(f"adapt: {plan.output_dir} holds this adaptation, finished; nothing to do")
+            report().say(f"adapt: {plan.output_dir} holds this adaptation, finished; nothing to do")
             return _finished_result(plan)
         run_dir.mark()
         if state == "fresh":
@@ -157,14 +158,14 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             # the teacher's vectors of what the student is trained on and of the held-out sentences
             teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out], store,
                             device=pick_device(plan.config.train.device),
-                            requested_precision=plan.config.train.precision, say=echo, progress=progress)
+                            requested_precision=plan.config.train.precision)
             teacher_held = read_teacher_vectors(store, plan.held_out)
             teacher_s = time.perf_counter() - clock
         selector = _selector(plan, teacher_held)
         clock = time.perf_counter()
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
         evaluate_s = time.perf_counter() - clock
-        trainer = Trainer(plan.config, progress=progress, selector=selector, observer=observe,
+        trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps))
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
@@ -184,9 +185,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance()}
         annotate_model(model_dir, summary)
-        report = write_report(plan.output_dir, summary)
+        report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
-    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report)
+    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file)
 
 
 def summary_of(result: AdaptResult) -> str:

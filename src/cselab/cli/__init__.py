@@ -26,6 +26,8 @@ from cselab.cli.experiments import ablate_command, ensemble_command, report_comm
 from cselab.cli.export import export_command
 from cselab.cli.train import config_group, distill_command, presets_command, train_command
 from cselab.errors import CselabError
+from cselab.reporter import QUIET, console, reporting
+from cselab.runtime.launch import is_main_process
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -34,8 +36,12 @@ EXIT_INTERRUPTED = 130
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cselab")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error")
-def cli(debug: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """cselab: unsupervised contrastive learning of sentence embeddings."""
+    # every command tells the user what happens through the console (lines on stdout, bars on stderr) until it
+    # ends; a distributed run's other ranks say nothing and show no bar
+    ctx.with_resource(reporting(console() if is_main_process() else QUIET))
 
 
 for _command in (data, eval_command, encode_command, export_command, mteb_command, presets_command, config_group,

@@ -84,4 +84,4 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     check_budget(plan, estimate)
     click.echo(f"adapt: estimated {estimate / 60:.0f} min on this machine (training, its evaluations, the teacher "
                "pass; not loading models)")
-    click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, echo=click.echo, estimate_s=estimate)))
+    click.echo(summary_of(run_adapt(plan, resume=resume, evaluate=evaluate, estimate_s=estimate)))

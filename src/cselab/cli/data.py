@@ -26,8 +26,7 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool, verify
     """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check or all."""
     from cselab.data.fetch import fetch
 
-    path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, progress=click.echo, verify=verify,
-                 rebuild=rebuild)
+    path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, verify=verify, rebuild=rebuild)
     click.echo(f"ready: {path}")
 
 
@@ -40,7 +39,7 @@ def data_download(target: str, dest: Path) -> None:
     `cselab data fetch TARGET --from DIR` on a machine without."""
     from cselab.data.download import download
 
-    paths = download(target, dest, progress=click.echo)
+    paths = download(target, dest)
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
 
 

@@ -9,6 +9,7 @@ import click
 
 from cselab.cli.options import POSITIVE, backend_opt, device_opt, names, precision_opt, writable_file
 from cselab.errors import CselabError, UsageError
+from cselab.reporter import report, reporting
 from cselab.vocabulary import POOLERS
 
 
@@ -41,6 +42,8 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
                  domain: str | None, backend: str) -> None:
     """Score MODEL (cselab, sentence-transformers or HF directory, or hub name) on STS tasks, or with --labels /
     --pairs / --retrieval / --domain on those files instead (docs: cselab.evaluation.domain)."""
+    if as_json:  # the scores alone: no bars
+        click.get_current_context().with_resource(reporting(report().with_bars(False)))
     if any(value is not None for value in (labels_file, pairs_file, retrieval_dir, domain)):
         _refuse_sts_options(click.get_current_context())
         return _eval_domain(model, labels_file, pairs_file, retrieval_dir, domain, pooler=pooler,
@@ -48,14 +51,14 @@ def eval_command(model: str, pooler: str | None, tasks: list[str], splits: list[
                             precision=precision, backend=backend)
     from cselab.evaluation.model_eval import evaluate_model, render_table
 
-    report = evaluate_model(model, pooler=pooler, tasks=tasks, splits=splits,
+    scored = evaluate_model(model, pooler=pooler, tasks=tasks, splits=splits,
                             senteval_dir=senteval_dir, batch_size=batch_size, max_length=max_length,
-                            output=output, progress=not as_json, precision=precision, backend=backend)
+                            output=output, precision=precision, backend=backend)
     if as_json:
-        click.echo(json.dumps(report["scores"]))
+        click.echo(json.dumps(scored["scores"]))
     else:
-        click.echo(render_table(report))
-        click.echo(f"results: {report['output']}")
+        click.echo(render_table(scored))
+        click.echo(f"results: {scored['output']}")
 
 
 def _refuse_sts_options(ctx: click.Context) -> None:
@@ -78,7 +81,7 @@ def _eval_domain(model: str, labels: Path | None, pairs: Path | None, retrieval:
 
     inputs = load_inputs(labels, pairs, retrieval, domain=domain)  # every file checked before the model loads
     scores, wall_s = evaluate_inputs(model, inputs, pooler=pooler, batch_size=batch_size, max_length=max_length,
-                                     precision=precision, progress=not as_json, output=output, backend=backend)
+                                     precision=precision, output=output, backend=backend)
     if as_json:
         click.echo(json.dumps(scores))
         return

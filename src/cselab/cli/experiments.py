@@ -68,7 +68,7 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
     config_file = config_path(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
     results, out_dir = results or run_dir / "seeds.jsonl", out_dir or run_dir
-    seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant, echo=click.echo)
+    seeds_run(config_file, list(overrides), seed_list, results_file=results, variant=variant)
     a, b = compare if compare else (None, None)
     report = seeds_report(read_records(results, "seeds"), out_dir, a_variant=a, b_variant=b)
     click.echo(report.markdown)
@@ -96,7 +96,7 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
     results, out_dir = results or run_dir / "ablation.jsonl", out_dir or run_dir
 
     chosen = [tuple(t.strip() for t in s.split("+")) for s in subsets] or None
-    run = ablation_run(config_file, chosen, list(overrides), results_file=results, echo=click.echo)
+    run = ablation_run(config_file, chosen, list(overrides), results_file=results)
     report = ablation_report(read_records(results, "ablation"), run.terms, out_dir, method=run.method)
     click.echo(report.markdown)
 

@@ -26,7 +26,7 @@ def export_command(model: str, fmt: str, quantize: str | None, output: Path | No
         export_model,  # optional extra: cselab[export] (onnx, onnxruntime, openvino, nncf)
     )
 
-    path = export_model(model, fmt, quantize, output=output, calibration=calibration, echo=click.echo)
+    path = export_model(model, fmt, quantize, output=output, calibration=calibration)
     manifest = json.loads((path / "cselab_export.json").read_text())
     check = manifest["check"]
     click.echo(f"wrote {path} ({fmt} {quantize or 'fp32'}); against torch on {check['sentences']} sentences: "

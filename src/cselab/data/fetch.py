@@ -61,19 +61,19 @@ from cselab.data.sources import (
 from cselab.errors import CselabError
 from cselab.fileio import DirectoryLock
 from cselab.paths import MODEL_NAMES
+from cselab.reporter import report
 
-Progress = Callable[[str], None]
 
-def build_domain_suite(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+def build_domain_suite(archives: dict[str, Path], out: Path) -> dict:
     from cselab.data.domains import build_domains  # the suite's builders live there
 
-    return build_domains(archives, out, progress)
+    return build_domains(archives, out)
 
 
-def build_check_domain(archives: dict[str, Path], out: Path, progress: Progress) -> dict:
+def build_check_domain(archives: dict[str, Path], out: Path) -> dict:
     from cselab.data.domains import build_check_domains
 
-    return build_check_domains(archives, out, progress)
+    return build_check_domains(archives, out)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -86,7 +86,6 @@ def fetch(
     *,
     home: Path | None = None,
     from_dir: Path | None = None,
-    progress: Progress = print,
     include_stsb_train: bool = False,
     verify: bool = False,
     rebuild: bool = False,
@@ -104,7 +103,8 @@ def fetch(
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
     is checked either way. A directory in the way is replaced only when it is empty or cselab fetched it (its
     manifests list everything in it); anything else is refused before anything is downloaded or written. Raises
-    :class:`DownloadError` when a download fails and :class:`CselabError` for other problems.
+    :class:`DownloadError` when a download fails and :class:`CselabError` for other problems. Each step is said
+    through the reporter in effect (:mod:`cselab.reporter`; the default says nothing).
     """
     check_target(target, allow_all=True)
     home = data_home(home)
@@ -112,63 +112,61 @@ def fetch(
         raise CselabError(f"--from directory not found: {from_dir}")
     if target == "all":
         for each in ALL_TARGETS:
-            fetch(each, home=home, from_dir=from_dir, progress=progress, verify=verify, rebuild=rebuild)
+            fetch(each, home=home, from_dir=from_dir, verify=verify, rebuild=rebuild)
         if include_stsb_train:
-            fetch("corpus", home=home, from_dir=from_dir, progress=progress, include_stsb_train=True, verify=verify)
+            fetch("corpus", home=home, from_dir=from_dir, include_stsb_train=True, verify=verify)
         return home
     final = target_dir(target, home)
     if is_fetched(target, home) and not rebuild:
-        progress(f"{target}: already in {final} (--verify checks its files, --rebuild fetches it again)")
+        report().say(f"{target}: already in {final} (--verify checks its files, --rebuild fetches it again)")
     else:
         # one fetch of a target at a time: a second waits for nothing and is refused with who holds it
         with DirectoryLock(final.parent, f"`cselab data fetch {target}`", name=f".fetch-{final.name}.lock"):
             remove_leftovers(final)
             if rebuild or not is_fetched(target, home):
                 check_replaceable(final)  # before anything is downloaded or written
-                _fetch_into(target, final, from_dir, progress, rebuild=rebuild)
+                _fetch_into(target, final, from_dir, rebuild=rebuild)
     if target == "corpus" and include_stsb_train:
         if is_complete(final / "manifest+stsb-train.json"):
-            progress(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
+            report().say(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
         else:
-            fetch("sts", home=home, from_dir=from_dir, progress=progress)
-            build_stsb_train_corpus(home, progress)
-            progress(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
+            fetch("sts", home=home, from_dir=from_dir)
+            build_stsb_train_corpus(home)
+            report().say(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
     if verify:
-        _verify(target, final, progress)
+        _verify(target, final)
     return final
 
 
-def _verify(target: str, final: Path, progress: Progress) -> None:
+def _verify(target: str, final: Path) -> None:
     try:
         checked = verify_dir(final)
     except CselabError as exc:
         raise CselabError(f"{exc}; fetch it again with `cselab data fetch {target} --rebuild`") from None
-    progress(f"{target}: {checked} file(s) match the sizes and sha256 of the manifest")
+    report().say(f"{target}: {checked} file(s) match the sizes and sha256 of the manifest")
 
 
-def _fetch_into(target: str, final: Path, from_dir: Path | None, progress: Progress, *, rebuild: bool) -> None:
+def _fetch_into(target: str, final: Path, from_dir: Path | None, *, rebuild: bool) -> None:
     """Obtain the verified archives of ``target`` and install the built directory at ``final``."""
     with tempfile.TemporaryDirectory(prefix="cselab-fetch-") as tmp:
-        archives = obtain(target, Path(tmp), from_dir, progress)
-        progress(f"{target}: building {final}")
+        archives = obtain(target, Path(tmp), from_dir)
+        report().say(f"{target}: building {final}")
         manifest_name = MODEL_MANIFEST if target in MODEL_NAMES else MANIFEST
         builders: dict[str, Callable[[Path], dict]] = {
             "sts": lambda out: build_sts(archives, out),
-            "corpus": lambda out: build_corpus(archives, out, progress),
-            "parallel-de": lambda out: build_parallel(archives, out, progress),
+            "corpus": lambda out: build_corpus(archives, out),
+            "parallel-de": lambda out: build_parallel(archives, out),
             "models": lambda out: build_minilm(archives, out),
-            "models-mpnet": lambda out: build_mpnet(archives, out, progress),
+            "models-mpnet": lambda out: build_mpnet(archives, out),
             "zeroshot": lambda out: build_zeroshot(archives, out),
-            "models-e5": lambda out: build_e5_embeddings(archives, out, progress),
-            "domains": lambda out: build_domain_suite(archives, out, progress),
-            "domains-check": lambda out: build_check_domain(archives, out, progress),
+            "models-e5": lambda out: build_e5_embeddings(archives, out),
+            "domains": lambda out: build_domain_suite(archives, out),
+            "domains-check": lambda out: build_check_domain(archives, out),
         }
         install_dir(final, manifest_name, builders[target], rebuild=rebuild)
-    progress(f"{target}: done, {final}")
+    report().say(f"{target}: done, {final}")
 
 
-def fetch_all(
-    *, home: Path | None = None, from_dir: Path | None = None, progress: Progress = print
-) -> list[Path]:
+def fetch_all(*, home: Path | None = None, from_dir: Path | None = None) -> list[Path]:
     """Fetch every target of :data:`ALL_TARGETS`; returns their directories."""
-    return [fetch(t, home=home, from_dir=from_dir, progress=progress) for t in ALL_TARGETS]
+    return [fetch(t, home=home, from_dir=from_dir) for t in ALL_TARGETS]

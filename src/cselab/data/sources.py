@@ -5,14 +5,11 @@ archives each target needs, and where each target lands under ``$CSELAB_HOME``. 
 
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from cselab.errors import CselabError
 from cselab.paths import MODEL_NAMES, cselab_home
-
-Progress = Callable[[str], None]
 
 MANIFEST = "manifest.json"
 MODEL_MANIFEST = ".cselab-manifest.json"  # hidden: model directories belong to HF / sentence-transformers

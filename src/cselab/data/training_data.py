@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,8 +12,7 @@ from cselab.data.indomain import BUILD_COMMAND, INDOMAIN_CORPORA, eval_task_sent
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file
 from cselab.paths import cselab_home
-
-logger = logging.getLogger(__name__)
+from cselab.reporter import report
 
 # corpus name -> (file under $CSELAB_HOME, the command that builds it)
 NAMED_CORPORA = {
@@ -41,9 +39,8 @@ def corpus_path(name: str, home: Path | None = None) -> Path:
 def load_training_sentences(config: DataConfig, home: Path | None = None) -> Sequence[str]:
     """Open the corpus (lazily, through its on-disk index), report skipped lines, keep the first ``max_sentences``."""
     corpus = open_indexed_corpus(corpus_path(config.corpus, home), max_words=config.max_words, home=home)
-    logger.info(corpus.summary())
     if corpus.skipped:
-        print(f"corpus: {corpus.summary()}")
+        report().say(f"corpus: {corpus.summary()}")
     sentences = corpus.sentences
     if config.max_sentences is not None:
         sentences = sentences[: config.max_sentences]

@@ -146,9 +146,9 @@ class VectorStore:
         return array
 
     def fill(self, compute: Callable[[list[int]], np.ndarray], chunk: int,
-             progress: Callable[[int, int], None] | None = None) -> None:
+             after_chunk: Callable[[int, int], None] | None = None) -> None:
         """Compute the rows not yet filled, ``chunk`` rows of the order at a time: ``compute(indices)`` returns
-        their vectors ``[len(indices), dim]``. ``progress(filled, rows)`` is called after each chunk."""
+        their vectors ``[len(indices), dim]``. ``after_chunk(filled, rows)`` is called after each chunk (the teacher pass moves its bar)."""
         if chunk < 1:
             raise ValueError(f"chunk must be at least 1, got {chunk}")
         order = np.load(self.path / ORDER_FILE)
@@ -163,8 +163,8 @@ class VectorStore:
                 vectors.flush()  # on disk before the state counts it
                 self.state["filled"] = self.filled + len(indices)
                 write_json_atomic(self.path / STATE_FILE, self.state)
-                if progress is not None:
-                    progress(self.filled, self.rows)
+                if after_chunk is not None:
+                    after_chunk(self.filled, self.rows)
         finally:
             del vectors
 

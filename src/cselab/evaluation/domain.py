@@ -38,6 +38,7 @@ from cselab.evaluation.domain_files import (
     read_retrieval,
 )
 from cselab.fileio import write_atomic
+from cselab.reporter import report, reporting
 
 TASKS = ("clustering", "classification", "sts", "retrieval")
 MAIN_METRIC = {"clustering": "v_measure", "classification": "accuracy", "sts": "cosine_spearman",
@@ -121,10 +122,11 @@ def _mteb() -> Any:
 
 
 def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
-                 precision: str = "fp32", progress: bool = False, seed: int = 42,
+                 precision: str = "fp32", seed: int = 42,
                  tasks: Sequence[str] | None = None) -> dict[str, float]:
     """Run mteb on the checked inputs; task -> main score x 100 (2 decimals). ``tasks`` limits the run to
-    some of the inputs' tasks (e.g. only a domain's main task)."""
+    some of the inputs' tasks (e.g. only a domain's main task). mteb shows its bars if the reporter in effect shows
+    bars (:mod:`cselab.reporter`)."""
     mteb = _mteb()
     from cselab.evaluation.domain_tasks import CachedEncoder
     from cselab.evaluation.mteb_adapter import as_mteb_encoder
@@ -146,7 +148,7 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
         context = autocast_context(choice.precision, next(encoder.model.parameters()).device)
     with context:
         result = mteb.evaluate(encoder, list(chosen.values()), cache=None, encode_kwargs={"batch_size": batch_size},
-                               show_progress_bar=progress)
+                               show_progress_bar=report().bars)
     by_name = {r.task_name: r for r in result.task_results}
     scores = {}
     for name, task in chosen.items():
@@ -163,13 +165,15 @@ def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | P
     the suite domain ``domain``; returns task -> main score x 100, for the tasks the inputs give (``clustering``
     and ``classification`` from labels, ``sts`` from pairs, ``retrieval`` from a retrieval directory).
 
-    Every file is checked before the model loads (:class:`CselabError` naming file and line)."""
+    Every file is checked before the model loads (:class:`CselabError` naming file and line). ``progress`` shows
+    mteb's bars (on stderr)."""
     inputs = load_inputs(labels, pairs, retrieval, domain=domain, home=home)
-    return score_inputs(model, inputs, pooler=pooler, batch_size=batch_size, precision=precision, progress=progress)
+    with reporting(report().with_bars(progress)):
+        return score_inputs(model, inputs, pooler=pooler, batch_size=batch_size, precision=precision)
 
 
 def evaluate_inputs(model_name: str, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
-                    max_length: int | None = None, precision: str = "fp32", progress: bool = False,
+                    max_length: int | None = None, precision: str = "fp32",
                     output: Path | None = None, backend: str = "torch") -> tuple[dict[str, float], float]:
     """``cselab eval MODEL --labels/--pairs/--retrieval/--domain``: load ``model_name`` (once mteb is known to be
     installed; ``backend`` onnx/openvino for a directory ``cselab export`` wrote), score it on the checked
@@ -191,11 +195,11 @@ def evaluate_inputs(model_name: str, inputs: DomainInputs, *, pooler: str | None
             check_length(loaded, max_length, "--max-length")
     encoder = MtebEncoder(loaded, name=Path(model_name).name or model_name)
     with Timer() as timer:
-        scores = score_inputs(encoder, inputs, batch_size=batch_size, precision=precision, progress=progress)
+        scores = score_inputs(encoder, inputs, batch_size=batch_size, precision=precision)
     if output is not None:
-        report = domain_report(model_name, inputs, scores, timer.s, pooler=pooler or getattr(loaded, "pooler", None),
-                               batch_size=batch_size, max_length=max_length, precision=precision, backend=backend)
-        write_atomic(output, json.dumps(report, indent=2) + "\n")
+        details = domain_report(model_name, inputs, scores, timer.s, pooler=pooler or getattr(loaded, "pooler", None),
+                                batch_size=batch_size, max_length=max_length, precision=precision, backend=backend)
+        write_atomic(output, json.dumps(details, indent=2) + "\n")
     return scores, timer.s
 
 

@@ -46,7 +46,6 @@ def evaluate_model(
     batch_size: int = 128,
     max_length: int | None = None,
     output: Path | None = None,
-    progress: bool = True,
     precision: str = "fp32",
     backend: str = "torch",
 ) -> dict[str, Any]:
@@ -66,7 +65,7 @@ def evaluate_model(
     evaluator = StsEvaluator.from_names(names, splits, senteval_dir=senteval_dir, batch_size=batch_size)
     model, ran, context = _inference_model(model_name, pooler, max_length, precision, batch_size, backend)
     with context:
-        result = evaluator(model, progress=progress)
+        result = evaluator(model)
     report = {
         "model": str(model_name),
         "pooler": pooler or getattr(model, "pooler", None),

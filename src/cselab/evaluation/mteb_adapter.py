@@ -35,6 +35,7 @@ from cselab.data.jsonl import Schema, number, one_of, read_jsonl, text
 from cselab.data.sts import read_stsb_file, stsb_dir
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
+from cselab.reporter import report
 
 ZEROSHOT_FETCH_HINT = "run `cselab data fetch zeroshot` first"
 STS_FETCH_HINT = "run `cselab data fetch sts` first"
@@ -262,13 +263,13 @@ def _runs(model: Any) -> bool:
 
 
 def run_mteb(model: str | Path | nn.Module, task_names: Sequence[str], *, home: Path | None = None,
-             batch_size: int = 64, local: bool = True, pooler: str | None = None,
-             progress: bool = False) -> dict[str, dict[str, float]]:
-    """Evaluate ``model`` on ``task_names`` with mteb; returns task -> split -> main score x 100."""
+             batch_size: int = 64, local: bool = True, pooler: str | None = None) -> dict[str, dict[str, float]]:
+    """Evaluate ``model`` on ``task_names`` with mteb; returns task -> split -> main score x 100. mteb shows its
+    bars if the reporter in effect shows bars (:mod:`cselab.reporter`)."""
     tasks = get_tasks(task_names, home=home, local=local)  # data problems surface before the model loads
     encoder = as_mteb_encoder(model, pooler=pooler)
     result = mteb.evaluate(encoder, tasks, cache=None, encode_kwargs={"batch_size": batch_size},
-                           show_progress_bar=progress)
+                           show_progress_bar=report().bars)
     return {r.task_name: {split: round(100 * float(r.get_score(splits=[split])), 2) for split in r.scores}
             for r in result.task_results}
 

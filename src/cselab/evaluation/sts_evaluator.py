@@ -76,10 +76,12 @@ class StsEvaluator:
                 tasks.append(load_task(name, split, home=home, senteval_dir=senteval_dir))
         return cls(tasks, batch_size=batch_size, primary=primary)
 
-    def __call__(self, model: Any, *, progress: bool = False) -> EvalResult:
+    def __call__(self, model: Any) -> EvalResult:
+        """Score ``model`` (anything with ``encode(texts, batch_size=, progress=)``) on every task; its encoding
+        shows a bar if the reporter in effect shows bars (:mod:`cselab.reporter`)."""
         sentences = sorted({s for t in self.tasks for sub in t.subsets for s in (*sub.sentences1, *sub.sentences2)})
         index = {s: i for i, s in enumerate(sentences)}
-        embeddings = model.encode(sentences, batch_size=self.batch_size, progress=progress)
+        embeddings = model.encode(sentences, batch_size=self.batch_size, progress=True)
         scores = {}
         for task in self.tasks:
             predicted, gold = {}, {}

@@ -8,7 +8,7 @@ stage 1 per seed (only stage 2's loss terms are ablated). Recorded (variant, see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -38,8 +38,7 @@ def all_terms_subsets(terms: Sequence[str]) -> list[tuple[str, ...]]:
 
 def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequence[str]] | None = None,
                  overrides: Sequence[str] = (), *, results_file: str | Path, seeds: Iterable[int] | None = None,
-                 method: str | None = None, progress: bool = True,
-                 echo: Callable[[str], None] | None = None) -> AblationRun:
+                 method: str | None = None) -> AblationRun:
     """Train a method once per subset of its loss terms (``Method.terms`` of the registered method): variant
     ``a+b`` keeps the configured weights of ``a`` and ``b`` and sets every other term's
     ``method_options.loss_weights`` to 0 (not computed). ``terms_subsets`` defaults to every non-empty
@@ -60,7 +59,7 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
                               f"terms: {', '.join(terms)}")
     subsets = list(dict.fromkeys(tuple(t for t in terms if t in s) for s in subsets))  # canonical term order
     seed_list = [int(s) for s in seeds] if seeds is not None else [None]
-    results_file, say = Path(results_file), echo or (lambda _msg: None)
+    results_file = Path(results_file)
     base = base_config.train.output_dir.rstrip("/")
     pipeline = base_config.method_options.get("pipeline")
     stage1_dir = None
@@ -79,8 +78,7 @@ def ablation_run(config_path: str | Path | None, terms_subsets: Sequence[Sequenc
             run_overrides = [*overrides, *[f"method_options.loss_weights.{t}=0" for t in terms if t not in subset],
                              *placement]
             record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
-                                       results_file=results_file, progress=progress, echo=say,
-                                       kind="ablation")
+                                                   results_file=results_file, kind="ablation")
             key = (variant, seed if seed is not None else base_config.train.seed)
             (ran if did_run else skipped).append(key)
             if record is not None:

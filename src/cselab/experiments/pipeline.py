@@ -163,7 +163,7 @@ def _check_same_run(out: Path, config: RunConfig) -> None:
                           "remove it or choose another train.output_dir")
 
 
-def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult, bool]:
+def run_stage(config: RunConfig) -> tuple[TrainResult, bool]:
     """Run one stage: skip it when finished, resume it when interrupted. Returns (result, skipped)."""
     out = Path(config.train.output_dir)
     _check_same_run(out, config)
@@ -173,13 +173,12 @@ def run_stage(config: RunConfig, *, progress: bool = True) -> tuple[TrainResult,
     # anything left by an earlier attempt: resume continues its saved state (also one a kill left as last.old),
     # or starts the stage over when it died before its first save
     resume = out.is_dir() and any(out.iterdir())
-    return Trainer(config, progress=progress).run(resume=resume), False
+    return Trainer(config).run(resume=resume), False
 
 
 def run_twin_pipeline(
     config: RunConfig,
     *,
-    progress: bool = True,
     evaluate_test: bool = True,
     results_file: Path | None = None,
     variant: str = "",
@@ -201,11 +200,11 @@ def run_twin_pipeline(
     for k, (stage_config, augmentation) in enumerate(zip(plan.stage1, plan.augmentations, strict=True), start=1):
         prepare_augmented_corpus(source, augmentation, plan.stage1_dir / AUGMENTED_DIR,
                                  default_seed=config.train.seed)
-        result, was_skipped = run_stage(stage_config, progress=progress)
+        result, was_skipped = run_stage(stage_config)
         stage1_results.append(result)
         if was_skipped:
             skipped.append(f"{STAGE1_DIR}/encoder_{k}")
-    stage2, was_skipped = run_stage(plan.stage2, progress=progress)
+    stage2, was_skipped = run_stage(plan.stage2)
     if was_skipped:
         skipped.append(STAGE2_DIR)
     outcome = PipelineResult(stage1_results, stage2, skipped)

@@ -14,12 +14,13 @@ Decisions
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cselab.config.run_config import RUNTIME_KEYS, flatten_config
 from cselab.errors import CselabError
+from cselab.reporter import report
 from cselab.runtime.precision import precision_agrees
 from cselab.training.run_directory import LAST_DIR
 
@@ -76,10 +77,10 @@ def _read_records(results_file: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *, method: str | None, variant: str,
-             results_file: Path, progress: bool, echo: Callable[[str], None],
-             kind: str = "results") -> tuple[dict[str, Any] | None, bool]:
+                        results_file: Path, kind: str = "results") -> tuple[dict[str, Any] | None, bool]:
     """Train and record one (variant, seed) unless the results file (records of ``kind``,
-    :mod:`cselab.experiments.records`) has it. Returns (record, ran)."""
+    :mod:`cselab.experiments.records`) has it; the run's summary (or that it was skipped) is said through the
+    reporter in effect. Returns (record, ran)."""
     from cselab.config.run_config import load_config
     from cselab.experiments.runs import train_and_record
 
@@ -99,14 +100,13 @@ def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *,
             raise CselabError(
                 f"{results_file} already records {config.method} variant {variant!r} seed {seed} with a different "
                 f"configuration ({', '.join(differences[:3])}); choose another variant name or results file")
-        echo(f"{config.method}{f' {variant}' if variant else ''} seed {seed}: already recorded, skipped")
+        report().say(f"{config.method}{f' {variant}' if variant else ''} seed {seed}: already recorded, skipped")
         return previous, False
     output_dir = Path(config.train.output_dir)
     resume = (output_dir / LAST_DIR).exists()
     summary = train_and_record(config, resume=resume, results_file=results_file, variant=variant,
-                               config_source=str(config_path) if config_path else None, overrides=overrides,
-                               progress=progress)
+                               config_source=str(config_path) if config_path else None, overrides=overrides)
     if not summary:  # a non-main data-parallel rank: the main rank records
         return None, True
-    echo(summary)
+    report().say(summary)
     return json.loads((output_dir / "results.json").read_text()), True

@@ -31,7 +31,7 @@ def _recorded(output_dir: Path) -> dict[str, Any] | None:
 
 def train_and_record(config: RunConfig, *, resume: bool = False, results_file: Path | None = None, variant: str = "",
                      row: str = "", config_source: str | None = None, overrides: list[str] | None = None,
-                     progress: bool = True, overwrite: bool = False, allow_change: tuple[str, ...] = (),
+                     overwrite: bool = False, allow_change: tuple[str, ...] = (),
                      opened: OpenedRun | None = None) -> str:
     """Train, then score the best checkpoint on test; returns a printable summary.
 
@@ -47,14 +47,14 @@ def train_and_record(config: RunConfig, *, resume: bool = False, results_file: P
             raise ValueError("the options of an opened run are the ones it was opened with; give them to "
                              "RunDirectory.open, not to train_and_record")
         return _train_and_record(opened, results_file=results_file, variant=variant, row=row,
-                                 config_source=config_source, overrides=overrides, progress=progress)
+                                 config_source=config_source, overrides=overrides)
     with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as opened:
         return _train_and_record(opened, results_file=results_file, variant=variant, row=row,
-                                 config_source=config_source, overrides=overrides, progress=progress)
+                                 config_source=config_source, overrides=overrides)
 
 
 def _train_and_record(opened: OpenedRun, *, results_file: Path | None, variant: str, row: str,
-                      config_source: str | None, overrides: list[str] | None, progress: bool) -> str:
+                      config_source: str | None, overrides: list[str] | None) -> str:
     config = opened.config
     if results_file is not None:
         check_writable_file(results_file, "results file")  # before training, not after it
@@ -63,7 +63,7 @@ def _train_and_record(opened: OpenedRun, *, results_file: Path | None, variant: 
             raise UsageError(f"{'--overwrite' if opened.overwrite else '--allow-change'} does not apply to a two-stage "
                              "run: finished stages are kept and an interrupted one resumes; choose another "
                              "train.output_dir to start again")
-        return run_twin_pipeline(config, progress=progress, results_file=results_file, variant=variant, row=row,
+        return run_twin_pipeline(config, results_file=results_file, variant=variant, row=row,
                                  config_source=config_source, overrides=overrides).summary()
     output_dir = opened.path
     recorded = _recorded(output_dir) if opened.resume and is_main_process() else None
@@ -74,7 +74,7 @@ def _train_and_record(opened: OpenedRun, *, results_file: Path | None, variant: 
         return _summary(config.method, variant, recorded["steps"], recorded["scores"], recorded.get("best_step"),
                         recorded.get("wall_s", 0.0), recorded.get("train_sentences_per_s", 0.0), output_dir,
                         note=" (already recorded; not scored again)")
-    trainer = Trainer(config, progress=progress)
+    trainer = Trainer(config)
     result = trainer.run(opened=opened)
     if not trainer.dist.is_main:
         trainer.dist.close()

@@ -3,7 +3,7 @@ Seeds already recorded are skipped, so a rerun resumes (:mod:`cselab.experiments
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,7 @@ class SeedsRun:
 
 
 def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), seeds: Iterable[int] = DEFAULT_SEEDS, *,
-              results_file: str | Path, variant: str = "", method: str | None = None, progress: bool = True,
-              echo: Callable[[str], None] | None = None) -> SeedsRun:
+              results_file: str | Path, variant: str = "", method: str | None = None) -> SeedsRun:
     """Train the same configuration once per seed (``train.seed=S``, ``train.output_dir=<dir>-seed<S>``),
     each run evaluated on test and appended to ``results_file`` under ``variant``.
 
@@ -38,14 +37,14 @@ def seeds_run(config_path: str | Path | None, overrides: Sequence[str] = (), see
         raise CselabError(f"seeds must be distinct and at least one, got {seeds}")
     from cselab.config.run_config import load_config
 
-    results_file, say = Path(results_file), echo or (lambda _msg: None)
+    results_file = Path(results_file)
     base_config = load_config(config_path, list(overrides), method=method)
     label = f"{base_config.method}/{variant}" if variant else base_config.method
     records, ran, skipped = [], [], []
     for seed in seeds:
         run_overrides = [*overrides, *seed_overrides(base_config, seed)]
         record, did_run = run_unless_recorded(config_path, run_overrides, method=method, variant=variant,
-                                   results_file=results_file, progress=progress, echo=say, kind="seeds")
+                                               results_file=results_file, kind="seeds")
         (ran if did_run else skipped).append(seed)
         if record is not None:
             records.append(record)

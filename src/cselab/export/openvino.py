@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cselab.reporter import report
 
-def write_openvino(fp32: Path, file: Path, model: Any, quantize: str | None, sentences: list[str] | None,
-                   say: Any) -> dict[str, Any] | None:
+
+def write_openvino(fp32: Path, file: Path, model: Any, quantize: str | None,
+                   sentences: list[str] | None) -> dict[str, Any] | None:
     """The ONNX file ``fp32`` saved as OpenVINO IR at ``file`` (int8 when ``quantize``, calibrated on
     ``sentences``); the manifest's record of the quantization (None for fp32)."""
     import openvino as ov
@@ -34,7 +36,7 @@ def write_openvino(fp32: Path, file: Path, model: Any, quantize: str | None, sen
                                      subset_size=len(samples), advanced_parameters=advanced)
         quantization = {"method": "static (nncf.quantize)", "preset": "mixed", "model_type": "transformer",
                         "fast_bias_correction": True, "subset_size": len(samples)}
-        say(f"quantized to int8 (static, calibrated on {len(samples)} sentences)")
+        report().say(f"quantized to int8 (static, calibrated on {len(samples)} sentences)")
     ov.save_model(ov_model, str(file), compress_to_fp16=False)
     return quantization
 

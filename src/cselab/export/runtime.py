@@ -16,6 +16,7 @@ import numpy as np
 
 from cselab.errors import CselabError
 from cselab.models.exported import MANIFEST, is_export_dir
+from cselab.reporter import report
 from cselab.vocabulary import BACKENDS, FORMATS
 
 # the file names sentence-transformers' backends load without model_kwargs={"file_name": ...}
@@ -246,15 +247,15 @@ class ExportedModel:
     # -- encoding --------------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False,
                normalize: bool = False) -> Any:
-        """Embeddings ``[N, d]`` (float32 torch tensor), token-length-sorted batches, original order restored."""
+        """Embeddings ``[N, d]`` (float32 torch tensor), token-length-sorted batches, original order restored; with
+        ``progress`` the reporter in effect shows a bar if it shows bars."""
         import torch
-        from tqdm.auto import tqdm
 
         rows = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         out = np.empty((len(rows), self.dimension), dtype=np.float32)
-        bar = tqdm(total=len(rows), desc="encode", unit="sent", disable=not progress)
+        bar = report().bar(total=len(rows), desc="encode", unit="sent", show=progress)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             width = max(len(rows[i]) for i in idx)

@@ -22,6 +22,7 @@ from cselab.export.openvino import write_openvino
 from cselab.export.output import install, new_staging, output_dir, output_lock, recover_output, seal
 from cselab.export.runtime import MODEL_FILES, ExportedModel
 from cselab.models.exported import MANIFEST
+from cselab.reporter import report
 from cselab.vocabulary import FORMATS, QUANTIZATIONS
 
 CHECK_SENTENCES = [
@@ -38,13 +39,12 @@ _PACKAGES = {"onnx": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino"), 
 
 
 def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, output: str | Path | None = None,
-                 calibration: str | Path | None = None, *, echo: Any = None) -> Path:
+                 calibration: str | Path | None = None) -> Path:
     """Export the model in ``model_dir`` to ``fmt`` (``onnx`` or ``openvino``), ``quantize="int8"`` for int8
     (ONNX: dynamic, no calibration; OpenVINO: static, calibrated on ``calibration`` or the fetched corpus),
     into ``output`` (default: ``<model_dir>-<fmt>[-int8]`` beside a local directory, else in the working
     directory). Returns the directory written. Every problem with the inputs is a one-line :class:`CselabError`
-    raised before anything is written."""
-    say = echo or (lambda _text: None)
+    raised before anything is written. Each step is said through the reporter in effect (:mod:`cselab.reporter`)."""
     if fmt not in FORMATS:
         raise CselabError(f"unknown export format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     if quantize not in (None, *QUANTIZATIONS):
@@ -66,7 +66,7 @@ def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, o
         tmp = new_staging(target)
         try:
             with torch.inference_mode(False), torch.no_grad():
-                manifest = _write_export(model, tmp, fmt, quantize, sentences, say)
+                manifest = _write_export(model, tmp, fmt, quantize, sentences)
             manifest.update(source=str(model_dir), calibration=calibration_record(calibration, sentences))
             manifest["check"] = _check_against_torch(model, tmp, fmt)
             seal(tmp, manifest)
@@ -136,8 +136,7 @@ def _check_exportable_model(model: Any, source: Path) -> None:
 
 
 # -- writing the files -------------------------------------------------------------------------------------
-def _write_export(model: Any, out: Path, fmt: str, quantize: str | None, sentences: list[str] | None,
-                  say: Any) -> dict[str, Any]:
+def _write_export(model: Any, out: Path, fmt: str, quantize: str | None, sentences: list[str] | None) -> dict[str, Any]:
     """Write the sentence-transformers files and the backend's model file into ``out``; the manifest's facts."""
     from cselab.models import st_layout
 
@@ -156,17 +155,17 @@ def _write_export(model: Any, out: Path, fmt: str, quantize: str | None, sentenc
     try:
         fp32 = scratch / "model.onnx"
         input_names = export_onnx(model, fp32)
-        say(f"exported the encoder to ONNX ({', '.join(input_names)} -> token states)")
+        report().say(f"exported the encoder to ONNX ({', '.join(input_names)} -> token states)")
         file = out / MODEL_FILES[fmt]
         file.parent.mkdir(parents=True)
         if fmt == "onnx" and quantize:
             quantization = quantize_onnx_dynamic(fp32, file)
-            say(f"quantized to int8 (dynamic, {quantization['config']} configuration)")
+            report().say(f"quantized to int8 (dynamic, {quantization['config']} configuration)")
         elif fmt == "onnx":
             shutil.copyfile(fp32, file)
             quantization = None
         else:
-            quantization = write_openvino(fp32, file, model, quantize, sentences, say)
+            quantization = write_openvino(fp32, file, model, quantize, sentences)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {"format": fmt, "quantize": quantize, "file": MODEL_FILES[fmt], "pooler": model.pooler,

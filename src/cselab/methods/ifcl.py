@@ -53,7 +53,6 @@ Data: ``data.corpus: parallel-de`` reads the fetched pair (``$CSELAB_HOME/parall
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,9 +78,8 @@ from cselab.models.fusion import (
 from cselab.models.memory_queue import HippocampusQueue
 from cselab.models.poolers import masked_mean
 from cselab.paths import cselab_home
+from cselab.reporter import report
 from cselab.vocabulary import POOLERS
-
-logger = logging.getLogger(__name__)
 
 # parallel corpus name -> (source file, target file) under $CSELAB_HOME (`cselab data fetch NAME`)
 NAMED_PARALLEL = {"parallel-de": ("parallel-de/train.en", "parallel-de/train.de")}
@@ -164,8 +162,7 @@ def load_parallel_examples(config: Any, parallel: ParallelFiles | None, home: Pa
         f"parallel corpus {source} / {target}: {len(pairs)} pairs used; skipped {skipped} "
         f"(blank or invalid UTF-8 side), {too_long} (a side over max_words)"
     )
-    logger.info(summary)
-    print(summary)
+    report().say(summary)
     return pairs
 
 

@@ -19,6 +19,7 @@ from cselab.models.backbone import load_backbone
 from cselab.models.kinds import register_kind
 from cselab.models.poolers import check_pooler, pool
 from cselab.models.prompts import PromptTemplate, pad_rows
+from cselab.reporter import report
 
 # poolers that sentence-transformers' own modules implement
 ST_POOLERS = ("cls", "cls_before_pooler", "mean", "pooler", "first_last_avg")
@@ -168,10 +169,9 @@ class Encoder(nn.Module):
     ) -> Tensor:
         """Inference embeddings [N, d] (float32, CPU), in the order of ``texts``.
 
-        Batches are formed from length-sorted texts (less padding), then the original order is restored.
+        Batches are formed from length-sorted texts (less padding), then the original order is restored. With
+        ``progress`` the reporter in effect shows a bar if it shows bars (:mod:`cselab.reporter`).
         """
-        from tqdm.auto import tqdm
-
         was_training = self.training
         self.eval()
         rows = self.token_rows(texts)
@@ -179,7 +179,7 @@ class Encoder(nn.Module):
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         chunks = []
         device = self.device
-        bar = tqdm(total=len(texts), desc="encode", unit="sent", disable=not progress)
+        bar = report().bar(total=len(texts), desc="encode", unit="sent", show=progress)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             features = {k: v.to(device) for k, v in pad_rows([rows[i] for i in idx], self.tokenizer.pad_token_id).items()}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from cselab.config.run_config import RUNTIME_KEYS, RunConfig, dump_config, flatt
 from cselab.data.jsonl import read_log
 from cselab.errors import CselabError, UsageError, refuse_both
 from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
+from cselab.reporter import report
 from cselab.runtime.launch import is_main_process
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
@@ -141,12 +142,12 @@ class OpenedRun:
     def path(self) -> Path:
         return self.directory.path
 
-    def start(self, *, rank: int = 0, say: Callable[[str], None] | None = None) -> RunStart:
+    def start(self, *, rank: int = 0) -> RunStart:
         """Decide how the run starts, on every rank (only rank 0 changes files). Checkpoint swaps that a kill cut
         short are undone first. Then ``overwrite`` removes an unfinished run's files (a finished run is refused)
         and starts at step 0; ``resume`` refuses a changed configuration (:func:`check_resume_config`) and
         continues the saved state, or, for a run killed before its first save, removes its files and starts at
-        step 0 (``say`` tells so); neither refuses a directory that already holds a run. Nothing is loaded here:
+        step 0 (rank 0 says so through the reporter in effect); neither refuses a directory that already holds a run. Nothing is loaded here:
         the caller loads the state."""
         out, main = self.path, rank == 0
         if main:
@@ -166,9 +167,8 @@ class OpenedRun:
                 if is_finished(out):
                     raise CselabError(f"--resume: {out} holds a finished run but no saved state")
                 # killed before its first save: nothing to continue, so the run starts again from step 0
-                if say is not None:
-                    say(f"--resume: {out} holds no saved state yet; starting the run from step 0")
                 if main:
+                    report().say(f"--resume: {out} holds no saved state yet; starting the run from step 0")
                     clear_run(out, (LAST_DIR, BEST_DIR))
         elif saved is not None or (out / BEST_DIR).exists() or (out / METRICS_FILE).exists():
             raise CselabError(

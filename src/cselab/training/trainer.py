@@ -9,7 +9,6 @@ import contextlib
 import math
 import random
 import resource
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -26,6 +25,7 @@ from cselab.models.dropout import use_dropout_masks
 from cselab.models.encoder import check_length
 from cselab.models.sentence_model import save_model
 from cselab.provenance import code_version
+from cselab.reporter import QUIET, report, reporting
 from cselab.runtime.devices import pick_device
 from cselab.runtime.distributed import DistributedContext, init_distributed
 from cselab.runtime.precision import (
@@ -110,14 +110,17 @@ def build_optimizer(params: list[torch.nn.Parameter], tc: Any) -> torch.optim.Op
 class Trainer:
     """Trains ``method`` as ``config`` says; :meth:`run` returns a :class:`TrainResult`."""
 
-    def __init__(self, config: RunConfig, method: Any = None, *, progress: bool = True, selector: Any = None,
+    def __init__(self, config: RunConfig, method: Any = None, *, selector: Any = None,
                  observer: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
                  observe_every: int | None = None) -> None:
         """``selector`` scores a step for selection (default: STS dev of ``train.dev_task``). ``observer`` only
         watches: ``observer(inference_model, step)`` is called at step 0 and every ``observe_every`` steps (default
         ``train.eval_every``) and at the last step, in eval mode and without autocast; what it returns is logged in
         ``metrics.jsonl`` as ``{"step": ..., "observed": {...}}``. It never selects anything (a study of selection
-        criteria records them this way)."""
+        criteria records them this way).
+
+        What the run does is said, and its bar shown, through the reporter in effect (:mod:`cselab.reporter`); the
+        ranks of a distributed run other than the main one say nothing and show no bar."""
         from cselab.methods import build_method
 
         self.config = config
@@ -132,7 +135,9 @@ class Trainer:
             raise CselabError(f"batch_size {tc.batch_size} is not divisible by the {self.dist.world_size} ranks")
         self.local_batch = tc.batch_size // self.dist.world_size
         self.generator = seed_everything(tc.seed)
-        self.method = method if method is not None else build_method(config)
+        # the method reads its training text (and a teacher its pass) as it is built: the main rank tells the user
+        with self._rank_reporting():
+            self.method = method if method is not None else build_method(config)
         use_dropout_masks(self.method, config.model.dropout_masks)
         self.method.to(self.device)
         check_length(self.method, config.model.max_length, "model.max_length")
@@ -141,7 +146,8 @@ class Trainer:
                               "gradient caching; leave train.chunk_size unset")
         # what the step runs forward through: the method, or DDP around it (rank 0's weights on every rank)
         self.engine = self.dist.wrap(self.method)
-        self.examples = self.method.training_examples()
+        with self._rank_reporting():
+            self.examples = self.method.training_examples()
         self._order: tuple[int, torch.Tensor] | None = None  # (epoch, its permutation), computed once per epoch
         self.steps_per_epoch = len(self.examples) // tc.batch_size
         if self.steps_per_epoch == 0:
@@ -154,7 +160,6 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, tc.scheduler, self.total_steps, warmup)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.output_dir = Path(tc.output_dir)
-        self.progress = progress and self.dist.is_main
         self.state = TrainerState()
         # what selects the best step: STS dev of train.dev_task, unless the caller gives another scorer with the
         # same interface (cselab adapt: agreement with a teacher on held-out text)
@@ -168,6 +173,10 @@ class Trainer:
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
+
+    def _rank_reporting(self) -> contextlib.AbstractContextManager[Any]:
+        """The reporter in effect on the main rank; the other ranks of a distributed run say nothing, no bar."""
+        return contextlib.nullcontext() if self.dist.is_main else reporting(QUIET)
 
     def _choose_precision(self) -> PrecisionChoice:
         """``train.precision`` with ``auto`` resolved by a matmul probe at this run's shapes (both views)."""
@@ -195,7 +204,8 @@ class Trainer:
     def evaluate_dev(self) -> float:
         """STS dev score of the inference model (model selection never looks at test data)."""
         model = self.method.inference_model()
-        with autocast_context(self.precision, self.device):
+        # no bar of its own: the training's bar is the one that runs
+        with autocast_context(self.precision, self.device), reporting(report().with_bars(False)):
             result = self.evaluator(model)
         return self.evaluator.primary_score(result)
 
@@ -244,7 +254,7 @@ class Trainer:
             return
         was_training = self.method.training
         self.method.eval()
-        with torch.no_grad():
+        with torch.no_grad(), reporting(report().with_bars(False)):
             values = self._observer(self.method.inference_model(), self.state.step)
         self.method.train(was_training)
         self._log({"step": self.state.step, "observed": {k: float(v) for k, v in (values or {}).items()}})
@@ -255,8 +265,7 @@ class Trainer:
         if opened.path != self.output_dir:
             raise ValueError(f"the run directory opened is {opened.path}, but this run writes {self.output_dir}")
         out = self.output_dir
-        say = (lambda message: print(message, file=sys.stderr)) if self.progress else None
-        start = opened.start(rank=self.dist.rank, say=say)
+        start = opened.start(rank=self.dist.rank)
         if start.state_dir is not None:
             self.state, extra = load_state(
                 start.state_dir, method=self.method, optimizer=self.optimizer, scheduler=self.scheduler,
@@ -384,6 +393,7 @@ class Trainer:
                 code_version()  # what the run's records will name, read as it starts
                 _ = self.evaluator  # the dev data is read (or its absence reported) before anything is written
             with contextlib.ExitStack() as stack:
+                stack.enter_context(self._rank_reporting())
                 if opened is None:
                     opened = stack.enter_context(RunDirectory.open(
                         self.config, resume=resume, overwrite=overwrite, allow_change=allow_change))
@@ -399,8 +409,6 @@ class Trainer:
             self._writer = None
 
     def _loop(self) -> TrainResult:
-        from tqdm.auto import tqdm
-
         tc = self.config.train
         if self.dist.is_main:
             write_json_atomic(self.output_dir / PRECISION_FILE, self.precision_choice.to_dict())
@@ -413,8 +421,8 @@ class Trainer:
             self._observe()
         elif self.state.history:
             dev_at_start = self.state.history[0]["dev"] if self.state.history[0]["step"] == 0 else None
-        bar = tqdm(total=self.total_steps, initial=self.state.step, desc=f"train {self.config.method}",
-                   unit="step", disable=not self.progress, dynamic_ncols=True, file=sys.stderr)
+        bar = report().bar(total=self.total_steps, initial=self.state.step, desc=f"train {self.config.method}",
+                           unit="step")
         window_start, window_sentences = time.perf_counter(), 0
         self.method.train()
         # training time is counted per segment between evaluations/saves, closed after a device sync: on a GPU
