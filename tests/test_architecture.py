@@ -22,9 +22,9 @@ SRC = ROOT / "src"
 # and the declared graph itself must have no cycle, so the allowances are layers without a total order (folders that
 # never touch, e.g. losses/ and evaluation/, are not ranked). The ground floor and losses/ import nothing above the
 # ground floor.
-GROUND = frozenset({"errors", "version", "paths", "fileio", "provenance", "vocabulary"})
+GROUND = frozenset({"errors", "version", "paths", "fileio", "provenance", "vocabulary", "reporter"})
 MAY_IMPORT: dict[str, frozenset[str]] = {name: frozenset(targets) for name, targets in {
-    "errors": set(), "version": set(), "vocabulary": set(),  # the ground floor: among itself, and only so
+    "errors": set(), "version": set(), "vocabulary": set(), "reporter": set(),  # the ground floor: among itself
     "paths": {"errors"}, "fileio": {"errors"}, "provenance": {"version"},
     "config": GROUND,
     "runtime": GROUND,
@@ -175,6 +175,58 @@ def test_an_undeclared_import_would_fail() -> None:
     planted = {"cselab.losses.info_nce": {"cselab.training.trainer"}, "cselab.fileio": {"cselab.cli"},
                "cselab.methods.simcse": {"cselab.losses.info_nce"}}
     assert undeclared_imports(planted) == ["cselab.fileio -> cselab.cli", "cselab.losses.info_nce -> cselab.training.trainer"]
+
+
+
+# -- telling the user -------------------------------------------------------------------------------------
+# the only parameters that switch a bar per call: a model's encode (sentence-transformers' show_progress_bar) and
+# the Python API's documented switches; nothing takes a callback to say things through
+PER_CALL_SWITCHES = {("cselab.api", "train"), ("cselab.evaluation.domain", "evaluate_domain")}
+
+
+def reporting_outside_the_reporter(path: Path, name: str) -> list[str]:
+    """What in ``path`` (module ``name``) tells the user otherwise than through :mod:`cselab.reporter`: a print,
+    tqdm, sys.stdout or sys.stderr, an echo/say/progress parameter (besides a model's encode and
+    :data:`PER_CALL_SWITCHES`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append(f"print() at line {node.lineno}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            found += [f"imports {m} at line {node.lineno}" for m in modules if m.split(".")[0] == "tqdm"]
+        elif isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr") and \
+                isinstance(node.value, ast.Name) and node.value.id == "sys":
+            found.append(f"sys.{node.attr} at line {node.lineno}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            for arg in arguments:
+                allowed = node.name == "encode" or (name, node.name) in PER_CALL_SWITCHES
+                if arg.arg in ("echo", "say") or (arg.arg == "progress" and not allowed):
+                    found.append(f"{node.name}({arg.arg}=...) at line {node.lineno}")
+    return found
+
+
+def test_the_reporting_finder_finds_planted_ways(tmp_path):
+    # the check below passes only if this finder can fail
+    planted = tmp_path / "planted.py"
+    planted.write_text("import sys\nfrom tqdm.auto import tqdm\n\ndef run(x, *, progress=True, echo=print):\n"
+                       "    print(x)\n    sys.stderr.write(x)\n\ndef encode(texts, progress=False):\n    pass\n")
+    assert reporting_outside_the_reporter(planted, "cselab.planted") == [
+        "imports tqdm.auto at line 2", "run(progress=...) at line 4", "run(echo=...) at line 4",
+        "print() at line 5", "sys.stderr at line 6"]
+    allowed = tmp_path / "allowed.py"  # the API's documented switch
+    allowed.write_text("def train(config, *, progress=True):\n    pass\n")
+    assert reporting_outside_the_reporter(allowed, "cselab.api") == []
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "cselab").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_library_code_tells_the_user_through_the_reporter(path: Path) -> None:
+    """Lines through ``report().say``, bars through ``report().bar`` (docs/architecture.md, one owner per concern);
+    the command line prints a command's results with click.echo."""
+    name = module_name(path)
+    if name != "cselab.reporter":
+        assert reporting_outside_the_reporter(path, name) == []
 
 
 # -- documents ---------------------------------------------------------------------------------------
