@@ -70,8 +70,15 @@ def model_fingerprint(model_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
+def store_texts(sentences: Sequence[str]) -> list[str]:
+    """The texts a pass over ``sentences`` stores, one row each: the distinct ones, sorted. A pass is then the same
+    for any order of the same texts (a run's training and held-out parts read the pass of the whole text)."""
+    return sorted(set(sentences))
+
+
 def teacher_key(teacher_dir: str | Path, sentences: Sequence[str], max_length: int) -> str:
-    return content_key("teacher-vectors/1", model_fingerprint(teacher_dir), str(max_length), sentences)
+    """The key of the teacher's pass over ``sentences``: its files, its truncation length and the distinct texts."""
+    return content_key("teacher-vectors/2", model_fingerprint(teacher_dir), str(max_length), store_texts(sentences))
 
 
 def _unit(vectors: Any) -> np.ndarray:
@@ -178,9 +185,9 @@ def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch
 def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
                     requested_precision: str = "auto", backends: Sequence[str] | None = None,
                     cache: bool = True) -> np.ndarray:
-    """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, memory-mapped from ``store_dir``),
-    computed on the fastest agreeing path (module docstring) unless a store of the same key is in ``store_dir``
-    or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors). ``store_dir``
+    """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
+    each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
+    store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors). ``store_dir``
     ``None``: the pass is kept in the cache only. What it does is said, and its bar shown, through the reporter in
     effect (:mod:`cselab.reporter`)."""
     teacher_dir = resolve_model_path(teacher)
@@ -192,6 +199,8 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
     if device is not None:
         model.to(device)
     max_length = int(getattr(model, "max_length", 0) or 0)
+    request = list(sentences)
+    sentences = store_texts(request)
     key = teacher_key(teacher_dir, sentences, max_length)
     shared = cselab_home() / CACHE_DIR / key
     store_dir = Path(store_dir) if store_dir is not None else shared
@@ -207,7 +216,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
     if store is not None and store.texts() is None:
         write_texts(store.path, sentences, store.rows)  # the key says these are the store's texts
     if store is not None and store.complete:
-        return store.vectors()
+        return _in_order(store, request)
     with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch_name:
         scratch = Path(scratch_name)
         if store is None:
@@ -232,7 +241,13 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
         _fill(store, runner, sentences)
     if cache:
         _publish(store, shared)
-    return store.vectors()
+    return _in_order(store, request)
+
+
+def _in_order(store: VectorStore, request: Sequence[str]) -> np.ndarray:
+    """The store's vectors of the texts ``request``, in that order."""
+    row = {text: i for i, text in enumerate(store.texts() or [])}
+    return np.asarray(store.vectors()[[row[text] for text in request]])
 
 
 def _length_order(runner: _Runner, sentences: Sequence[str]) -> list[int]:

@@ -112,7 +112,7 @@ def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teac
     assert len(passages) < 220 and all(any(line in p for line in text_lines) for p in passages)
     state = json.loads((out / "teacher" / "state.json").read_text())
     assert state["filled"] == state["rows"] == len(passages) + 20 and state["dim"] == 48
-    assert (out / "teacher" / "texts.txt").read_text().splitlines() == passages + held
+    assert (out / "teacher" / "texts.txt").read_text().splitlines() == sorted(passages + held)  # each text once
     # the report draws the criterion it selected by
     report = (out / "adapt-report.md").read_text()
     assert "held-out distillation loss by step: 0:" in report and (out / "adapt-report.png").is_file()
@@ -242,3 +242,23 @@ def test_a_model_that_is_not_one_encoder_is_refused_in_one_line(what, tiny_bert_
     code, _, err = run_cli(["adapt", str(text), "--model", str(model), "--output", str(tmp_path / "o")], capsys)
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", ["twin", "ensemble"])
+def test_a_twin_or_an_ensemble_can_teach(kind, tiny_bert_dir, teacher_dir, tmp_path, capsys):
+    """The papers' -D teachers: a twin (the sum of its two encoders) and a concatenating ensemble run the teacher's
+    pass like one encoder (the ensemble is wider than the student: its vectors are reduced to the student's)."""
+    from cselab.models.encoder import Encoder
+    from cselab.models.sentence_model import EnsembleModel, TwinModel, save_model
+
+    a = Encoder.from_pretrained(tiny_bert_dir, pooler="mean")
+    b = Encoder.from_pretrained(teacher_dir, pooler="mean")
+    model = TwinModel(a, Encoder.from_pretrained(tiny_bert_dir, pooler="cls")) if kind == "twin" else \
+        EnsembleModel([a, b], [0.5, 0.5], combine="concat")
+    teacher = save_model(model, tmp_path / kind)
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(write_text(tmp_path / "text.txt"), tiny_bert_dir, out, "--teacher", str(teacher)),
+                           capsys)
+    assert code == 0, err
+    state = json.loads((out / "teacher" / "state.json").read_text())
+    assert state["dim"] == (32 if kind == "twin" else 80) and state["filled"] == state["rows"]

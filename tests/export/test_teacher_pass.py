@@ -121,11 +121,12 @@ def test_teacher_pass_gives_the_teachers_unit_vectors_and_resumes(teacher_and_te
 
     monkeypatch.setattr(VectorStore, "fill", fill_then_die)
     with pytest.raises(KeyboardInterrupt):
-        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"])
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"],
+                                     requested_precision="fp32")
     assert VectorStore.open(tmp_path / "run" / "teacher").filled == 80
     monkeypatch.setattr(VectorStore, "fill", original_fill)
     vectors = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher",
-                                           backends=["torch"])
+                                           backends=["torch"], requested_precision="fp32")
     np.testing.assert_allclose(vectors, _teacher_reference(teacher, sentences), atol=1e-5)
     state = json.loads((tmp_path / "run" / "teacher" / "state.json").read_text())
     assert state["info"]["backend"] == "torch" and state["info"]["candidates"][0]["agreement"] == 1.0
@@ -139,10 +140,18 @@ def test_a_finished_pass_is_reused_from_the_cache_and_a_changed_text_is_refused(
     teacher, sentences = teacher_and_text
     messages: list[str] = []
     with reporting(Reporter(lines=messages.append)):
-        first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "a", backends=["torch"])
+        first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "a", backends=["torch"],
+                                             requested_precision="fp32")
         monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
-        second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "b", backends=["torch"])
+        second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "b", backends=["torch"],
+                                              requested_precision="fp32")
     np.testing.assert_array_equal(first, second)
+    # the same texts in another order (and one twice) are the same pass: read back in the order asked
+    order = [*sentences[::-1], sentences[0]]
+    third = teacher_pass.teacher_vectors(str(teacher), order, tmp_path / "c", backends=["torch"],
+                                         requested_precision="fp32")
+    np.testing.assert_array_equal(third, np.concatenate([first[::-1], first[:1]]))
     assert any("reusing" in m for m in messages)
     with pytest.raises(CselabError, match="another text"):
-        teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"])
+        teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"],
+                                     requested_precision="fp32")

@@ -181,7 +181,8 @@ def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
 
     sentences = wide_setup[2].read_text().splitlines()
     extra = ["a held out sentence", "another one"]
-    teacher_vectors(str(wide_setup[0]), extra + sentences[::-1], tmp_path / "pass", backends=["torch"])
+    teacher_vectors(str(wide_setup[0]), extra + sentences[::-1], tmp_path / "pass", backends=["torch"],
+                    requested_precision="fp32")
     config = _config(wide_setup, tmp_path / "run", "method_options.projection=linear-head",
                      f"method_options.teacher_vectors={tmp_path / 'pass'}")
     trainer = Trainer(config)

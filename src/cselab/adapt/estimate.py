@@ -42,8 +42,8 @@ def estimate_seconds(plan: AdaptPlan) -> float:
         model = load_model(name, **kwargs)
         device = next(model.parameters()).device
         precision = precision or inference_precision(plan.config.train.precision, model, batch_size).precision
-        tokens = sum(len(ids) for ids in model.tokenizer(sample, truncation=True,
-                                                         max_length=model.max_length)["input_ids"])
+        length = getattr(model, "max_length", None) or 512  # a twin or an ensemble: its first member's tokens
+        tokens = sum(len(ids) for ids in model.tokenizer(sample, truncation=True, max_length=length)["input_ids"])
         seconds = []
         with autocast_context(precision, device):
             model.encode(sample[:batch_size], batch_size=batch_size)  # warm-up: the first call of a shape is slower
