@@ -15,7 +15,15 @@ import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-WORDS = ["a", "an", "the", "this", "that", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "for", "with", "as", "at", "by", "from", "and", "or", "but", "not", "no", "it", "he", "she", "they", "we", "you", "i", "his", "her", "their", "our", "my", "your", "man", "woman", "men", "women", "child", "dog", "cat", "bird", "horse", "car", "plays", "playing", "play", "runs", "running", "run", "eats", "eating", "eat", "sits", "sitting", "sit", "walks", "walking", "walk", "rides", "riding", "guitar", "piano", "ball", "food", "grass", "road", "street", "house", "park", "water", "table", "chair", "bed", "book", "phone", "music", "song", "red", "blue", "green", "big", "small", "old", "young", "new", "good", "bad", "happy", "sad", "fast", "slow", "two", "three", "one", "some", "many", "all", "sentence", "means", "summarized", "can", "cannot", "does", "mean", "so", ":", '"', "'", ",", ".", "!", "?", "-", "(", ")"]
+WORDS = ["a", "an", "the", "this", "that", "is", "are", "was", "were", "be", "been", "of", "to", "in", "on", "for",
+         "with", "as", "at", "by", "from", "and", "or", "but", "not", "no", "it", "he", "she", "they", "we", "you", "i",
+         "his", "her", "their", "our", "my", "your", "man", "woman", "men", "women", "child", "dog", "cat", "bird",
+         "horse", "car", "plays", "playing", "play", "runs", "running", "run", "eats", "eating", "eat", "sits",
+         "sitting", "sit", "walks", "walking", "walk", "rides", "riding", "guitar", "piano", "ball", "food", "grass",
+         "road", "street", "house", "park", "water", "table", "chair", "bed", "book", "phone", "music", "song", "red",
+         "blue", "green", "big", "small", "old", "young", "new", "good", "bad", "happy", "sad", "fast", "slow", "two",
+         "three", "one", "some", "many", "all", "sentence", "means", "summarized", "can", "cannot", "does", "mean",
+         "so", ":", '"', "'", ",", ".", "!", "?", "-", "(", ")"]
 
 
 def fetch_or_skip(target: str, home: Path) -> Path:
@@ -73,7 +81,8 @@ def bpe_tokenizer():
     bpe.train_from_iterator([" ".join(WORDS)] * 4, vocab_size=400, min_frequency=1, special_tokens=specials)
     from tokenizers import processors
 
-    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
+    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")),
+                                                      ("<s>", bpe.token_to_id("<s>")))
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer,
         bos_token="<s>",
@@ -93,7 +102,8 @@ def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0, hidden
     from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
     torch.manual_seed(seed)
-    common = dict(hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * hidden_size)
+    common = dict(hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=2 * hidden_size)
     if family == "bert":
         tokenizer = wordpiece_tokenizer()
         config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=128, pad_token_id=0, **common)
@@ -123,7 +133,8 @@ def write_sts_home(home: Path, n_pairs: int = 40, seed: int = 0) -> Path:
 
     rng = random.Random(seed)
     subjects = ["a man", "a woman", "the dog", "a child", "the cat", "two men", "the bird", "a young woman"]
-    verbs = ["plays the guitar", "eats food", "runs on the road", "sits on the chair", "rides the horse", "walks in the park"]
+    verbs = ["plays the guitar", "eats food", "runs on the road", "sits on the chair", "rides the horse",
+             "walks in the park"]
     from cselab.data.sts import PART_TASKS
 
     metadata = [entry for entries in PART_TASKS.values() for entry in entries]

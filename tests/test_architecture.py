@@ -174,7 +174,8 @@ def test_an_undeclared_import_would_fail() -> None:
     # ground floor are refused, a declared one is not
     planted = {"cselab.losses.info_nce": {"cselab.training.trainer"}, "cselab.fileio": {"cselab.cli"},
                "cselab.methods.simcse": {"cselab.losses.info_nce"}}
-    assert undeclared_imports(planted) == ["cselab.fileio -> cselab.cli", "cselab.losses.info_nce -> cselab.training.trainer"]
+    assert undeclared_imports(planted) == ["cselab.fileio -> cselab.cli",
+                                           "cselab.losses.info_nce -> cselab.training.trainer"]
 
 
 
@@ -258,7 +259,8 @@ def test_cited_documents_exist(path: Path) -> None:
             target = next((c for c in candidates if c.is_file()), candidates[0])
         assert target.is_file(), f"{path.relative_to(ROOT)} cites {name}, which is not in the repository"
         if anchor:
-            assert anchor in _anchors(target.read_text()), f"{path.relative_to(ROOT)} cites {name}#{anchor}: no such section"
+            assert anchor in _anchors(target.read_text()), (f"{path.relative_to(ROOT)} cites {name}#{anchor}: "
+                                                            "no such section")
 
 
 # -- the library and the lab ----------------------------------------------------------------------------
@@ -267,7 +269,8 @@ LAB_MENTION = re.compile(r"(?<![\w.])(?:lab|benchmarks)/|^\s*(?:import|from)\s+l
 
 def test_the_lab_finder_finds_a_planted_mention():
     # the check below passes only if this pattern can fail
-    for text in ("import lab.render\n", "from lab.record import ROOT\n", "see lab/results/x.jsonl", "`benchmarks/a.py`"):
+    for text in ("import lab.render\n", "from lab.record import ROOT\n", "see lab/results/x.jsonl",
+                 "`benchmarks/a.py`"):
         assert LAB_MENTION.search(text), text
     for text in ("from cselab.data import x\n", "cselab/model", "the lab book", "collab/x"):
         assert not LAB_MENTION.search(text), text
@@ -294,4 +297,5 @@ def test_markdown_links_resolve(path: Path) -> None:
         linked = (path.parent / target).resolve() if target else path
         assert linked.exists(), f"{path.relative_to(ROOT)} links {target}, which does not exist"
         if anchor and linked.suffix == ".md":
-            assert anchor in _anchors(linked.read_text()), f"{path.relative_to(ROOT)} links {target}#{anchor}: no such heading"
+            assert anchor in _anchors(linked.read_text()), (f"{path.relative_to(ROOT)} links {target}#{anchor}: "
+                                                            "no such heading")

@@ -2,7 +2,8 @@
 dev and every test set, appended to the results file as the row ``checkpoint`` (lab/books/adapt_protocol.md). The adapt
 tables show it first under every training text and pair every multi-seed configuration against it.
 
-    python -m lab.adapt_protocol.adapt_checkpoint                     # all-MiniLM-L6-v2 (needs `cselab data fetch models`)
+    python -m lab.adapt_protocol.adapt_checkpoint                     # all-MiniLM-L6-v2
+                                                                      # (needs `cselab data fetch models`)
     python -m lab.adapt_protocol.adapt_checkpoint --model all-mpnet-base-v2   # the row checkpoint-all-mpnet-base-v2
 
 Each model has its own row; the report pairs a configuration with the checkpoint of its backbone. A model already

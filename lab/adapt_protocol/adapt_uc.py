@@ -3,7 +3,8 @@ checkpoint as the papers do, ``(1 - w) * model + w * e_UC``, with ``w`` chosen o
 appended to the results file as its own row (``<row>+uc-<outside>``).
 
     python -m lab.adapt_protocol.adapt_uc tncse-indomain                      # e_UC = all-MiniLM-L6-v2 (mean pooling)
-    python -m lab.adapt_protocol.adapt_uc tncse-indomain --outside all-mpnet-base-v2   # needs `cselab data fetch models-mpnet`
+    python -m lab.adapt_protocol.adapt_uc tncse-indomain --outside all-mpnet-base-v2
+                                                                   # needs `cselab data fetch models-mpnet`
     python -m lab.adapt_protocol.adapt_uc tncse-indomain --outside all-mpnet-base-v2 --combine concat  # 384-d + 768-d
     python -m lab.adapt_protocol.adapt_uc simcse-indomain-b1 --seed 2 --outside runs/adapt/ROW/best --combine concat
                                                                    # a trained run as e_UC, named ROW
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outside", default="all-MiniLM-L6-v2", help="the outside checkpoint e_UC (its own pooling)")
     parser.add_argument("--grid", default=",".join(f"{w:g}" for w in DEFAULT_GRID), help="weights tried on dev")
     parser.add_argument("--combine", choices=COMBINE_MODES, default="sum",
-                        help="sum: weighted sum of the vectors (equal sizes); concat: weighted mean of cosines (any sizes)")
+                        help="sum: weighted sum of the vectors (equal sizes); "
+                        "concat: weighted mean of cosines (any sizes)")
     parser.add_argument("--seed", type=int, help="combine that seed's run of the row's configuration (`cselab seeds`)")
     parser.add_argument("--results", type=Path, default=ADAPT_RESULTS)
     args = parser.parse_args(argv)
@@ -79,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     outside_name = _model_name(args.outside)
     suffix = f"{outside_name}-concat" if args.combine == "concat" else outside_name  # a sum and a concat never collide
     name = f"{args.row}+uc-{suffix}"
-    if not os.environ.get("FORCE") and any(r.get("row") == name and r.get("seed") == source.get("seed") for r in recorded):
+    if not os.environ.get("FORCE") and any(r.get("row") == name and r.get("seed") == source.get("seed")
+                                           for r in recorded):
         print(f"== {name} seed {source.get('seed')}: already recorded")
         return 0
     out = Path(source["config"]["effective"]["train"]["output_dir"])
@@ -101,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         "variant": f"{source.get('variant') or ''}; + {outside_name}{how}, w chosen on dev".lstrip("; "),
         "backbone": source.get("backbone"), "config": source["config"], "seed": source.get("seed"),
         "steps": source.get("steps"), "precision": source.get("precision"),
-        "scores": {**scores, "stsb_dev_start": source["scores"].get("stsb_dev_best"), "stsb_dev_best": round(choice.dev, 2)},
+        "scores": {**scores, "stsb_dev_start": source["scores"].get("stsb_dev_best"),
+                   "stsb_dev_best": round(choice.dev, 2)},
         "best_step": source.get("best_step"),
         "ensemble": {"of": args.row, "model": str(model), "outside": args.outside, "saved": str(saved),
                      "combine": args.combine, **choice.to_dict()},

@@ -41,7 +41,8 @@ def read_adapt_records(path: str | Path, *, allow_empty: bool = True) -> list[di
 
 NOT_HELD_OUT_MARK = "†"
 CHECKPOINT_METHOD = "checkpoint"
-"""The ``method`` of the untouched checkpoint's record (``lab/adapt_protocol/adapt_checkpoint.py``): no training text."""
+"""The ``method`` of the untouched checkpoint's record (``lab/adapt_protocol/adapt_checkpoint.py``): no training
+text."""
 
 _TASKS = [key for key, _ in TASK_COLUMNS if key != "avg-available"]
 _NAMES = dict(TASK_COLUMNS)
@@ -157,7 +158,8 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                 a = {s: value(r) for s, r in a_by_seed.items()}
                 b = ({s: value(r) for s, r in b_by_seed.items()} if b_by_seed is not None
                      else dict.fromkeys(a_by_seed, value(checkpoint)))
-                seeds = sorted(s for s in set(a) & set(b) if isinstance(a[s], (int, float)) and isinstance(b[s], (int, float)))
+                seeds = sorted(s for s in set(a) & set(b)
+                               if isinstance(a[s], (int, float)) and isinstance(b[s], (int, float)))
                 if len(seeds) < 2:
                     continue
                 with warnings.catch_warnings():  # scipy warns when the differences nearly agree; the p-value stands
@@ -168,12 +170,14 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                               f"{t.t_pvalue:.4f}"])
     if tests:
         lines += ["", "Paired t-tests over matched seeds (two-sided):", "",
-                  *markdown_table(["A", "B", "score", "seeds", "mean A", "mean B", "A − B", "std (A − B)", "t", "df", "p"],
-                             tests)]
+                  *markdown_table(["A", "B", "score", "seeds", "mean A", "mean B", "A − B", "std (A − B)", "t", "df",
+                                   "p"], tests)]
     return lines
 
 
-def _groups(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]], list[str], set[str], str]]]:
+def _groups(
+        records: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]], list[str], set[str], str]]]:
     """The checkpoints' records (the last of each backbone, in the order first recorded), and per training text:
     (name, records, held-out columns, seen columns, heading)."""
     latest: dict[str, dict[str, Any]] = {}
@@ -221,9 +225,10 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
 def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
     """Per training text, every configuration with several seeds: mean ± sample std over seeds, and paired tests
     against ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and against the
-    untouched checkpoint it started from (:func:`checkpoint_for`). The baseline is taken from the same training text where it ran there, else from the text
-    where it has the most seeds (named in the B column): a method that cannot use a text (IFCL needs translations)
-    is still paired with it, each on its own text, over the same seeds."""
+    untouched checkpoint it started from (:func:`checkpoint_for`). The baseline is taken from the same training
+    text where it ran there, else from the text where it has the most seeds (named in the B column): a method that
+    cannot use a text (IFCL needs translations) is still paired with it, each on its own text, over the same
+    seeds."""
     checkpoints, groups = _groups(records)
     # the baseline's records: on its own training text first (a method with its own text, IFCL, is paired with it)
     base = None

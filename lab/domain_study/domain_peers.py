@@ -1,9 +1,10 @@
 """sentence-transformers' own unsupervised recipes on a domain's text, through sentence-transformers' trainer.
 
-The peers of ``cselab adapt`` in the domain study (``lab/domain_study/run_domains.py``, lab/books/domain_study.md "Your own
-domain"). Each recipe is run with ``SentenceTransformerTrainer`` and sentence-transformers' own loss, from the same
-start checkpoint (a local sentence-transformers directory, loaded as a user would: its own mean pooling and
-normalisation), on the same text, with the budget given (steps, batch size, max length) and the precision given:
+The peers of ``cselab adapt`` in the domain study (``lab/domain_study/run_domains.py``, lab/books/domain_study.md
+"Your own domain"). Each recipe is run with ``SentenceTransformerTrainer`` and sentence-transformers' own loss,
+from the same start checkpoint (a local sentence-transformers directory, loaded as a user would: its own mean
+pooling and normalisation), on the same text, with the budget given (steps, batch size, max length) and the
+precision given:
 
 * ``tsdae``: ``DenoisingAutoEncoderLoss`` with the decoder tied to the encoder (``tie_encoder_decoder=True``; the
   decoder is built from the same local model directory), input damaged by deleting each word with probability

@@ -59,7 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--domains", default="linux-man,stsb,bbc-news,tweets", help="comma-separated, run in this order")
+    parser.add_argument("--domains", default="linux-man,stsb,bbc-news,tweets",
+                        help="comma-separated, run in this order")
     parser.add_argument("--configurations", default=",".join(c.key for c in CONFIGURATIONS))
     parser.add_argument("--seeds", default="1", help="comma-separated")
     parser.add_argument("--steps", type=int, help="the budget of every configuration (default: cselab adapt's)")
@@ -67,15 +68,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--text", type=Path, help="train the cselab-* configurations on this file instead of the "
                         "domain's train.txt (recorded; e.g. whole documents instead of sentences)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, help="tokens of a training example (default: cselab adapt's recipe's; "
-                        "the sentence-transformers recipes: 64)")
+    parser.add_argument("--max-length", type=int, help="tokens of a training example "
+                        "(default: cselab adapt's recipe's; the sentence-transformers recipes: 64)")
     parser.add_argument("--eval-max-length", type=int, default=256,
                         help="tokens per text when a MiniLM-based model is scored (the checkpoint's own)")
     parser.add_argument("--observe-every", type=int, default=2,
                         help="observe the criteria every N-th evaluation of cselab adapt (1: every one; 0: never, "
                         "no selection study for these runs)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every configuration (0: torch's)")
-    parser.add_argument("--model", default=STUDENT, help="the start checkpoint (a name in $CSELAB_HOME/models or a dir)")
+    parser.add_argument("--model", default=STUDENT,
+                        help="the start checkpoint (a name in $CSELAB_HOME/models or a dir)")
     parser.add_argument("--teacher", default=LARGER_MODEL, help="cselab adapt's teacher and the `mpnet` row")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--runs", type=Path, default=RUNS, help="run directories")

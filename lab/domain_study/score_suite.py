@@ -6,8 +6,8 @@ That cannot say whether a method generalises. This script scores a model on the 
 
 - ``--domain-run DOMAIN/CONFIGURATION-sSEED``: a run of the domain study, read from its run directory
   (``runs/domains/...``): the model adapted on one domain, scored on the other three as well;
-- ``--protocol-row ROW``: a row of the adaptation protocol (`lab/adapt_protocol/run_adapt.sh`, trained on STS-B's text and
-  selected on STS-B dev); it is trained again into ``runs/adapt/ROW`` when that directory has no model, and the
+- ``--protocol-row ROW``: a row of the adaptation protocol (`lab/adapt_protocol/run_adapt.sh`, trained on STS-B's
+  text and selected on STS-B dev); it is trained again into ``runs/adapt/ROW`` when that directory has no model, and the
   rebuilt run's own record goes to ``lab/results/protocol_rebuilt.jsonl`` (not the protocol's table);
   ``ROW+uc-OUTSIDE`` is that row's +UC ensemble with the outside checkpoint OUTSIDE (a name in
   ``$CSELAB_HOME/models``), built by ``adapt_uc.py`` with ``w`` chosen on STS-B dev when it is not saved yet (its
@@ -19,7 +19,8 @@ Every model is scored as the study scores it: mteb through cselab's domain evalu
 which were made the same way. Resumable: a model name already in the results file is skipped.
 
     python -m lab.domain_study.score_suite --domain-run bbc-news/cselab-simcse-s1 --protocol-row simcse-indomain-auto
-    python -m lab.domain_study.score_suite --table   # the table of the records (python -m lab.render writes it into the docs)
+    python -m lab.domain_study.score_suite --table   # the table of the records
+                                                     # (python -m lab.render writes it into the docs)
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ class Configuration:
     key: str
     label: str
     trains: bool = True
-    recipe: str | None = None  # a sentence-transformers recipe (lab/domain_study/domain_peers.py), None for cselab's runs
+    # a sentence-transformers recipe (lab/domain_study/domain_peers.py), None for cselab's runs
+    recipe: str | None = None
     teacher: bool = False  # cselab adapt with the study's teacher, else --no-teacher
     select: str | None = None  # cselab adapt --select (None: its default)
     overrides: tuple[str, ...] = ()  # cselab adapt KEY=VALUE overrides
@@ -506,8 +507,8 @@ def domains_report(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join([
         "**The domain suite** (`lab/domain_study/run_domains.py`; each cell the mean over the seeds shown)", "",
         domains_table(records), "",
-        f"**The goals**, for {CONFIGURATION[default_configuration(records)].label}: each difference of seed means, with the "
-        "goal it is held to", "",
+        f"**The goals**, for {CONFIGURATION[default_configuration(records)].label}: "
+        "each difference of seed means, with the goal it is held to", "",
         goals_table(records), "",
         "**Selection without labels**: regret = the domain's main score at the step a criterion selects minus the "
         "best evaluated step's (0 is perfect); ρ = Spearman over the evaluated steps between the criterion "

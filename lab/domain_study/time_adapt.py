@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     record = {
         "domain": args.domain, "sentences": summary["sentences"], "train_sentences": summary["train_sentences"],
         "held_out": summary["held_out"], "teacher": summary["teacher"], "selection": summary["selection"],
-        "model": summary["model"], "steps": summary["steps"], "seed": args.seed, "threads": args.threads or None, "cpu_count": os.cpu_count(),
+        "model": summary["model"], "steps": summary["steps"], "seed": args.seed, "threads": args.threads or None,
+        "cpu_count": os.cpu_count(),
         "command_s": round(command_s, 1), "adapt_wall_s": summary["wall_s"], "train_s": summary["train_s"],
         "evaluate_s": summary["evaluate_s"], "estimate_s": summary.get("estimate_s"),
         "before": summary["before"], "after": summary["after"], "adapt_command": " ".join(command[1:]),

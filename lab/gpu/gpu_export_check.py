@@ -70,7 +70,8 @@ def main(model_dir: str, sentences_file: str, results: str) -> int:
             row["paths"][name] = {"min_cosine": round(float(cos.min()), 6), "mean_cosine": round(float(cos.mean()), 6),
                                   "seconds": round(seconds, 2)}
             ok = not judged or cos.min() >= FP32_MIN_COSINE
-            print(f"{name:28s} min cos {cos.min():.6f}  mean {cos.mean():.6f}  {seconds:6.1f} s  {'ok' if ok else 'LOW'}")
+            print(f"{name:28s} min cos {cos.min():.6f}  mean {cos.mean():.6f}  {seconds:6.1f} s  "
+                  f"{'ok' if ok else 'LOW'}")
             if not ok:
                 failed.append(name)
         except Exception as error:  # the check records every path, then fails at the end

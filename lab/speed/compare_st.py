@@ -56,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps per configuration")
-    parser.add_argument("--rounds", type=int, default=10, help="timed training steps per configuration (0: skip training)")
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="timed training steps per configuration (0: skip training)")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
                         help="cselab config overrides (levers) on top of the SimCSE CPU preset")
@@ -244,7 +245,8 @@ def compare_encoding(args: argparse.Namespace, model_path: str) -> dict[str, Any
     # sentence-transformers by characters
     lengths = [len(row) for row in ours.token_rows(sentences)]
     record["padding_fraction"] = {
-        "cselab": padding_fraction(lengths, sorted(range(len(sentences)), key=lambda i: -lengths[i]), args.encode_batch),
+        "cselab": padding_fraction(lengths, sorted(range(len(sentences)), key=lambda i: -lengths[i]),
+                                   args.encode_batch),
         "st": padding_fraction(lengths, sorted(range(len(sentences)), key=lambda i: -len(sentences[i])),
                                args.encode_batch),
     }
@@ -324,8 +326,10 @@ def main(argv: list[str] | None = None) -> None:
         record["encoding"] = enc
         for p in args.precisions:
             e = enc[p]
-            print(f"encode {p}: cselab {e['sentences_per_cpu_s']['cselab']:.0f} vs st {e['sentences_per_cpu_s']['st']:.0f} "
-                  f"sent/CPU-s = {e['speedup_vs_st']:.2f}x; max |diff| {e['max_abs_diff']:.2e}, min cos {e['min_cosine']:.6f}")
+            print(f"encode {p}: cselab {e['sentences_per_cpu_s']['cselab']:.0f} "
+                  f"vs st {e['sentences_per_cpu_s']['st']:.0f} "
+                  f"sent/CPU-s = {e['speedup_vs_st']:.2f}x; max |diff| {e['max_abs_diff']:.2e}, "
+                  f"min cos {e['min_cosine']:.6f}")
         pad = enc["padding_fraction"]
         print(f"encode padding: cselab {100 * pad['cselab']:.1f}%, st {100 * pad['st']:.1f}% of the token slots")
         if "speedup_auto_vs_st_fp32" in enc:

@@ -15,9 +15,10 @@ Each variant runs in its own worker process, for two reasons: a per-variant peak
 sentence-transformers' onnx/openvino backends need optimum, which does not install beside transformers 5: their
 workers run over the package directories of ``lab/speed/st_backend_envs.sh`` (``--st-backends DIR``). The
 coordinator sends "encode set S" to one worker at a time (the others wait idle), the worker times only its own
-``encode`` call; odd rounds go through the variants in reverse order, against load that drifts. Per threads setting (2, then 1): sentences/s on each set (median over rounds), the ratio to
-sentence-transformers torch fp32, the worker's peak RSS, and STS-B test Spearman x 100 (cselab's evaluator on
-the vectors each variant returns). One record per (threads, variant) goes to lab/results/encode_backends.jsonl.
+``encode`` call; odd rounds go through the variants in reverse order, against load that drifts. Per threads
+setting (2, then 1): sentences/s on each set (median over rounds), the ratio to sentence-transformers torch fp32,
+the worker's peak RSS, and STS-B test Spearman x 100 (cselab's evaluator on the vectors each variant returns). One
+record per (threads, variant) goes to lab/results/encode_backends.jsonl.
 
     bash lab/speed/st_backend_envs.sh /tmp/st-backends
     python -m lab.speed.encode_backends --st-backends /tmp/st-backends --threads 2,1 --rounds 1
@@ -401,9 +402,11 @@ def main() -> None:
                       "stsb_test_of_fp32": round(100 * scores[name] / scores["cselab torch fp32"], 2)
                       if "cselab torch fp32" in scores else None,
                       "load_s": ready["load_s"],
-                      "config": {"batch_size": BATCH_SIZE, "rounds": {"stsb": args.rounds, "bbc": args.rounds_long}, "n": {s: len(v) for s, v in sets.items()},
-                                 "max_seq_length": 256, "sets": {"stsb": "STS-B test then dev sentences, in file order",
-                                                                 "bbc": "$CSELAB_HOME/zeroshot/bbc-news.jsonl, first articles"},
+                      "config": {"batch_size": BATCH_SIZE, "rounds": {"stsb": args.rounds, "bbc": args.rounds_long},
+                                 "n": {s: len(v) for s, v in sets.items()},
+                                 "max_seq_length": 256,
+                                 "sets": {"stsb": "STS-B test then dev sentences, in file order",
+                                          "bbc": "$CSELAB_HOME/zeroshot/bbc-news.jsonl, first articles"},
                                  "calibration_sentences": CALIBRATION_SAMPLES,
                                  "export": cselab_exports.get(name) or st_exports.get(
                                      "onnx" if "onnx" in name else "openvino" if "openvino" in name else "", {}),

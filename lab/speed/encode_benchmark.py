@@ -73,10 +73,12 @@ def main() -> None:
     cos = torch.nn.functional.cosine_similarity(a.float(), b.float().cpu(), dim=-1)
     rate = {k: len(sentences) / statistics.median(v) for k, v in times.items()}
     ratio = rate["cselab"] / rate["sentence-transformers"]
-    print(f"sentences: {len(sentences)}, batch {args.batch_size}, rounds {args.rounds}, threads {torch.get_num_threads()}")
+    print(f"sentences: {len(sentences)}, batch {args.batch_size}, rounds {args.rounds}, "
+          f"threads {torch.get_num_threads()}")
     for name, value in rate.items():
         print(f"{name:>22}: {value:8.1f} sentences/s (median of {args.rounds})")
-    print(f"throughput ratio cselab / sentence-transformers: {ratio:.2f}x; min cosine between outputs {float(cos.min()):.6f}")
+    print(f"throughput ratio cselab / sentence-transformers: {ratio:.2f}x; "
+          f"min cosine between outputs {float(cos.min()):.6f}")
     if not args.no_record:
         record = {"benchmark": "encode", "model": args.model, "n": len(sentences), "batch_size": args.batch_size,
                   "rounds": args.rounds, "sentences_per_s": {k: round(v, 1) for k, v in rate.items()},

@@ -75,7 +75,8 @@ def child_corpus(corpus: str, storage: str, steps: int) -> dict[str, Any]:
         from cselab.data import training_data
         from cselab.data.corpus import read_corpus
 
-        training_data.open_indexed_corpus = lambda path, max_words=None, home=None: read_corpus(path, max_words=max_words)
+        training_data.open_indexed_corpus = (lambda path, max_words=None, home=None:
+                                             read_corpus(path, max_words=max_words))
     started = time.perf_counter()
     trainer = _trainer([f"data.corpus={corpus}"])
     if storage == "list":

@@ -23,7 +23,8 @@ MiniLM backbone, B 64, max_len 32, bf16). Examples::
     # one speed lever against the tree without it, on a machine shared with other jobs
     python -m lab.speed.step_cost --threads 1 --clock cpu --statistic mean --warmup 2 --steps 16 \
         --common train.precision=bf16 model.dropout_masks=bits \
-        --run base configs/simcse/cpu-minilm.yaml --run grouped configs/simcse/cpu-minilm.yaml train.length_group_window=16
+        --run base configs/simcse/cpu-minilm.yaml \
+        --run grouped configs/simcse/cpu-minilm.yaml train.length_group_window=16
 
 Prints ms/step (median and mean over the timed steps) and the ratio of medians to the baseline run
 (``--baseline``, default the first run), and appends one JSON line with provenance to
@@ -163,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     record = measure(args)
     s = record["settings"]
     print(f"step cost: {s['backbone']}, B {s['batch_size']}, max_len {s['max_length']}, {s['precision']}, "
-          f"{s['threads']} threads, {s['clock']} clock, ratios of {s['statistic']}s, {s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
+          f"{s['threads']} threads, {s['clock']} clock, ratios of {s['statistic']}s, "
+          f"{s['warmup']} warm-up + {s['steps']} timed steps each, interleaved")
     width = max(len(r["label"]) for r in record["results"])
     print(f"{'run':<{width}}  {'ms/step (median)':>16}  {'mean':>8}  {'x ' + s['baseline']:>10}")
     for r in record["results"]:

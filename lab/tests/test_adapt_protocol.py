@@ -69,7 +69,8 @@ def test_render_fills_the_adapt_blocks_across_documents(tmp_path):
     makers = {"adapt": lambda: adapt_table(records), "adapt-seeds": lambda: seeds(records)}
     readme, docs = tmp_path / "README.md", tmp_path / "adapt.md"
     readme.write_text("<!-- cselab:adapt-seeds -->\nold\n<!-- /cselab:adapt-seeds -->\n")
-    docs.write_text("<!-- cselab:adapt -->\nold\n<!-- /cselab:adapt -->\n<!-- cselab:adapt-seeds -->\n<!-- /cselab:adapt-seeds -->\n")
+    docs.write_text("<!-- cselab:adapt -->\nold\n<!-- /cselab:adapt -->\n"
+                    "<!-- cselab:adapt-seeds -->\n<!-- /cselab:adapt-seeds -->\n")
     with pytest.raises(RenderError, match="no document has the block <!-- cselab:adapt -->"):
         render(tmp_path, [readme], makers)
     assert "old" in readme.read_text()
@@ -138,10 +139,11 @@ def test_adapt_seed_summary_pairs_against_the_baseline_and_the_checkpoint():
 
     tasks = ["sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en"]
     rng = random.Random(3)
-    checkpoint = {"protocol": "adapt", "row": "checkpoint", "method": "checkpoint", "variant": "untouched", "seed": None,
-                  "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.72}}
+    checkpoint = {"protocol": "adapt", "row": "checkpoint", "method": "checkpoint", "variant": "untouched",
+                  "seed": None, "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.72}}
     runs = {(m, s): {t: round(rng.uniform(70, 90), 2) for t in tasks} for m in ("simcse", "tncse") for s in (1, 2, 3)}
-    records = [checkpoint, *(_record("stsb-train-minus-all-eval", [], sc, method=m, seed=s) for (m, s), sc in runs.items())]
+    records = [checkpoint, *(_record("stsb-train-minus-all-eval", [], sc, method=m, seed=s)
+                             for (m, s), sc in runs.items())]
     records.append(_record("default", [], runs[("simcse", 1)], method="simcse++"))  # one seed: no summary
     own = {s: {t: round(rng.uniform(70, 90), 2) for t in tasks} for s in (1, 2, 3)}  # a method with its own text
     records += [_record("parallel-de", [], own[s], method="ifcl", seed=s) for s in (1, 2, 3)]
@@ -185,7 +187,8 @@ def test_adapt_seed_summary_pairs_each_configuration_with_its_own_checkpoint():
 
     def checkpoint(backbone):
         return {"protocol": "adapt", "row": "checkpoint", "method": "checkpoint", "variant": backbone, "seed": None,
-                "backbone": backbone, "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.0}}
+                "backbone": backbone,
+                "scores": {**{t: round(rng.uniform(70, 90), 2) for t in tasks}, "stsb_dev_best": 86.0}}
 
     minilm, mpnet = checkpoint("all-MiniLM-L6-v2"), checkpoint("all-mpnet-base-v2")
     records = [minilm, mpnet]
@@ -197,7 +200,8 @@ def test_adapt_seed_summary_pairs_each_configuration_with_its_own_checkpoint():
             stsb.setdefault(method, []).append(scores["stsb"])
             records.append({**_record("default", [], scores, method=method, seed=seed), "backbone": backbone})
     table = adapt_seeds_table(records)
-    tests = {(r["A"], r["B"], r["score"]): r for r in _tables_after(table, "Paired t-tests over matched seeds (two-sided):")}
+    tests = {(r["A"], r["B"], r["score"]): r
+             for r in _tables_after(table, "Paired t-tests over matched seeds (two-sided):")}
     # the mpnet run against the mpnet checkpoint, named; a student started from a trained run against the protocol's
     for method, ref, label in [("simcse", mpnet, "checkpoint all-mpnet-base-v2 (one model: one-sample t-test)"),
                                ("distill", minilm, "checkpoint (one model: one-sample t-test)")]:

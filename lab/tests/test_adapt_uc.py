@@ -60,7 +60,8 @@ def test_score_suite_builds_a_protocol_rows_uc_ensemble_once(members, dev_home, 
     save_model(c, Path(os.environ["CSELAB_HOME"]) / "models" / "tiny-c")
     runs = tmp_path / "runs"
     save_model(load_model(path_a, device="cpu"), runs / "row" / "best")
-    (runs / "row" / "results.json").write_text(json.dumps({"config": {"effective": {"data": {"corpus": "parallel-de"}}}}))
+    (runs / "row" / "results.json").write_text(
+        json.dumps({"config": {"effective": {"data": {"corpus": "parallel-de"}}}}))
     records = tmp_path / "adapt.jsonl"
     records.write_text(json.dumps({"protocol": "adapt", "row": "row", "method": "simcse", "seed": 1, "scores": {},
                                    "config": {"effective": {"train": {"output_dir": str(runs / "row")}}}}))  # no \n

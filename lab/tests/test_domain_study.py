@@ -78,7 +78,8 @@ def study(tmp_path_factory):
         first = results.read_text()
         script.main(argv)
     records = [json.loads(line) for line in first.splitlines()]
-    return {"home": home, "student": student, "teacher": teacher, "records": records, "results": results, "first": first, "root": root}
+    return {"home": home, "student": student, "teacher": teacher, "records": records, "results": results,
+            "first": first, "root": root}
 
 
 def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
@@ -89,7 +90,8 @@ def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
         assert r["domain"] == "bbc-news" and r["seed"] == 1 and r["main_task"] == "clustering"
         assert r["main_score"] == r["scores"]["clustering"] and set(r["scores"]) == {"clustering", "classification"}
         assert -100 <= r["stsb_test"] <= 100
-        assert {"git", "machine", "date"} <= set(r["provenance"]) and r["command"].startswith("python -m lab.domain_study.run_domains")
+        assert ({"git", "machine", "date"} <= set(r["provenance"])
+                and r["command"].startswith("python -m lab.domain_study.run_domains"))
         if r["configuration"] == "checkpoint":
             assert r["wall_s"] is None and r["training_text"] is None
         else:
@@ -371,14 +373,15 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
     assert (record["sentences"], record["held_out"], record["train_sentences"], record["steps"]) == (200, 20, 180, 2)
     assert record["command_s"] >= record["adapt_wall_s"] >= record["train_s"] > 0
     assert record["estimate_s"] is not None and record["threads"] == 1
-    assert "train.threads=1" in record["adapt_command"] and record["command"].startswith("python -m lab.domain_study.time_adapt")
+    assert ("train.threads=1" in record["adapt_command"]
+            and record["command"].startswith("python -m lab.domain_study.time_adapt"))
     assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
     assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
 
 
 def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, monkeypatch, capsys):
-    """lab/domain_study/score_suite.py finds a study run's saved model (cselab's `best`, a peer's `model`) and scores it as
-    the study scored it: the same main score as the study's own record; a second call skips recorded models."""
+    """lab/domain_study/score_suite.py finds a study run's saved model (cselab's `best`, a peer's `model`) and scores
+    it as the study scored it: the same main score as the study's own record; a second call skips recorded models."""
     monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
     script = score_suite
     results = tmp_path / "suite.jsonl"
@@ -482,7 +485,8 @@ def test_run_domains_trains_on_another_text_when_given(study, tmp_path, monkeypa
     results = tmp_path / "domains.jsonl"
     argv = ["--domains", "bbc-news", "--configurations", "cselab-simcse", "--steps", "2", "--budget-note", "a test",
             "--batch-size", "8", "--max-length", "16", "--eval-max-length", "24", "--model", str(study["student"]),
-            "--teacher", str(study["teacher"]), "--results", str(results), "--runs", str(tmp_path / "runs"), "--quiet", "--text", str(text)]
+            "--teacher", str(study["teacher"]), "--results", str(results), "--runs", str(tmp_path / "runs"), "--quiet",
+            "--text", str(text)]
     monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
     script = run_domains
     script.main(argv)

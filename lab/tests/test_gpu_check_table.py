@@ -33,11 +33,12 @@ def test_the_tables_by_hand(tmp_path):
     results = tmp_path / "gpu_check.jsonl"
     results.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     lines = script.render_tables(script.read_records(results)).splitlines()
-    assert lines[0] == ("| preset | batch | max len | steps | bf16 steps/s | bf16 peak MB | fp16 steps/s | fp16 peak MB "
-                        "| GPU | commit | date |")
+    assert lines[0] == ("| preset | batch | max len | steps | bf16 steps/s | bf16 peak MB | fp16 steps/s "
+                        "| fp16 peak MB | GPU | commit | date |")
     assert lines[2] == ("| simcse/paper-bert-base | 64 | 32 | 50 | 2.25 | 1,200 | 3.00 | 1,300 | GPU-X | bbbbbbbbb* "
                         "| 2026-01-02 |")
-    assert lines[3] == "| tncse/paper-bert-base | 64 | 32 | 50 | 4.00 | 5,000 | not run | - | GPU-X | bbbbbbbbb* | 2026-01-02 |"
+    assert lines[3] == ("| tncse/paper-bert-base | 64 | 32 | 50 | 4.00 | 5,000 | not run | - | GPU-X | bbbbbbbbb* "
+                        "| 2026-01-02 |")
     assert "providers CPUExecutionProvider; failed: int8" in lines[5]
     assert lines[-2:] == ["| onnx | 0.999999 | 1.000000 | 7.12 |", "| int8 | 0.500000 | 0.750000 | 1.00 |"]
 

@@ -24,7 +24,8 @@ def _recorded_rows() -> list[tuple[str, dict[str, Any]]]:
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
             record = json.loads(line)
             config = record.get("config")
-            if isinstance(config, dict) and config.get("effective") and str(config.get("path", "")).startswith("configs/"):
+            if (isinstance(config, dict) and config.get("effective")
+                    and str(config.get("path", "")).startswith("configs/")):
                 rows.append((f"{path.name}:{lineno}", record))
     return rows
 
@@ -40,7 +41,8 @@ def test_there_are_recorded_rows_to_check():
 def test_a_recorded_rows_preset_still_gives_its_configuration(where, record):
     config = record["config"]
     # overrides naming a run-local file (a teacher, a stage-1 model) are kept as written
-    loaded = json.loads(json.dumps(load_config(ROOT / config["path"], list(config.get("overrides") or [])).model_dump()))
+    loaded = json.loads(json.dumps(load_config(ROOT / config["path"],
+                                               list(config.get("overrides") or [])).model_dump()))
     effective = config["effective"]
     for section, values in effective.items():
         if isinstance(values, dict) and section != "method_options":
@@ -48,9 +50,11 @@ def test_a_recorded_rows_preset_still_gives_its_configuration(where, record):
                 if f"{section}.{key}" in RUNTIME_KEYS:  # where it ran, not what it computed
                     continue
                 if (section, key) == ("train", "precision") and loaded[section][key] == "auto":
-                    assert value in ("auto", "bf16", "fp32"), where  # auto is what the preset asks; it resolved to value
+                    # auto is what the preset asks; it resolved to value
+                    assert value in ("auto", "bf16", "fp32"), where
                     continue
-                assert loaded[section][key] == value, f"{where}: {section}.{key} is {loaded[section][key]!r}, ran {value!r}"
+                assert loaded[section][key] == value, (f"{where}: {section}.{key} is {loaded[section][key]!r}, "
+                                                       f"ran {value!r}")
         elif section != "method_options":
             assert loaded[section] == values, f"{where}: {section}"
     for (section, key), old in LATER_KEYS.items():

@@ -50,12 +50,14 @@ CASES = {
     "adapt-records-missing": (lambda r: (r / "adapt.jsonl").unlink(), "adapt.jsonl"),
     "adapt-records-empty": (lambda r: (r / "adapt.jsonl").write_text(""), "adapt.jsonl holds no records"),
     "adapt-records-blank": (lambda r: (r / "adapt.jsonl").write_text("\n \n"), "adapt.jsonl holds no records"),
-    "adapt-records-damaged": (lambda r: (r / "adapt.jsonl").write_text("{}\n"), "adapt.jsonl:1: field 'method' is missing"),
+    "adapt-records-damaged": (lambda r: (r / "adapt.jsonl").write_text("{}\n"),
+                              "adapt.jsonl:1: field 'method' is missing"),
     "seeds-not-json": (lambda r: (r / "seeds.jsonl").write_text("{nope\n"), "seeds.jsonl:1: not a JSON record"),
     "protocol-invalid-utf8": (lambda r: (r / "protocol.jsonl").write_bytes(b'{"method": "x\xff", "scores": {}}\n'),
                               "not UTF-8"),
     "baseline-missing": (lambda r: (r / "adapt.jsonl").write_text(json.dumps(
-        {"protocol": "adapt", "method": "checkpoint", "scores": {"stsb": 80.0}}) + "\n"), "no records for configuration"),
+        {"protocol": "adapt", "method": "checkpoint", "scores": {"stsb": 80.0}}) + "\n"),
+                         "no records for configuration"),
     "doc-invalid-utf8": (lambda r: (r.parents[1] / "docs" / "results.md").write_bytes(b"<!-- cselab:protocol -->\xff"),
                          "results.md is not UTF-8 text"),
     "doc-block-gone": (lambda r: (r.parents[1] / "docs" / "results.md").write_text("# nothing here\n"),
@@ -90,11 +92,13 @@ def test_check_reports_a_changed_table_and_writes_nothing(lab_copy, capsys):
 
 
 # the protocol's records through the same damaged lines as the library's record kinds (tests/cli/test_robustness.py)
-ADAPT_CASES = [(cid, json.dumps(GOOD) + "\n" + json.dumps({**GOOD, **fields}) + "\n", f"adapt.jsonl:2: {expect} (not a valid adapt record)")
+ADAPT_CASES = [(cid, json.dumps(GOOD) + "\n" + json.dumps({**GOOD, **fields}) + "\n",
+                f"adapt.jsonl:2: {expect} (not a valid adapt record)")
                for cid, fields, expect in BAD_FIELDS]
 ADAPT_CASES += [("not-json", json.dumps(GOOD) + "\n{x\n", "adapt.jsonl:2: not a JSON record"),
                 ("string", '"simcse"\n', "adapt.jsonl:1: a JSON str, not an object (not a valid adapt record)"),
-                ("no-scores", '{"method": "simcse"}\n', "adapt.jsonl:1: field 'scores' is missing (not a valid adapt record)")]
+                ("no-scores", '{"method": "simcse"}\n',
+                 "adapt.jsonl:1: field 'scores' is missing (not a valid adapt record)")]
 
 
 @pytest.mark.parametrize(("lines", "message"), [c[1:] for c in ADAPT_CASES], ids=[c[0] for c in ADAPT_CASES])

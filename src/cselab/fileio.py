@@ -265,7 +265,8 @@ class DirectoryLock:
                         self._remove_if_created()
                         raise CselabError(
                             f"{self.directory} is in use by {self.what} (pid {holder.get('pid')} on "
-                            f"{holder.get('host')}, since {time.strftime('%H:%M:%S', time.localtime(holder.get('since', 0)))}); "
+                            f"{holder.get('host')}, "
+                            f"since {time.strftime('%H:%M:%S', time.localtime(holder.get('since', 0)))}); "
                             f"wait for it, or delete {self.path} if that process is gone") from None
                     self.path.unlink(missing_ok=True)  # stale: its process is dead
             raise CselabError(f"cannot take the lock {self.path}: other processes keep taking it")

@@ -123,7 +123,8 @@ def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
 
 
 def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
-                  requested_precision: str = "auto", backends: Sequence[str] | None = None) -> tuple[_Runner, list[Candidate]]:
+                  requested_precision: str = "auto",
+                  backends: Sequence[str] | None = None) -> tuple[_Runner, list[Candidate]]:
     """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
     (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
     loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
@@ -135,7 +136,8 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     reference_seconds, reference = _timed(reference_runner, probe)
     candidates = [Candidate("torch", "fp32", reference_seconds, 1.0)]
     runners = {("torch", "fp32"): reference_runner}
-    allowed = set(backends) if backends is not None else {"torch", *(_exports_available() if device.type == "cpu" else [])}
+    allowed = (set(backends) if backends is not None
+               else {"torch", *(_exports_available() if device.type == "cpu" else [])})
     precision = inference_precision(requested_precision, model, batch_size=BATCH).precision
     if requested_precision == "bf16":  # asked for: torch in bf16 runs the pass (fp32 only if bf16 does not agree)
         allowed = {"torch"}
@@ -187,9 +189,9 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
                     cache: bool = True) -> np.ndarray:
     """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
     each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
-    store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused (it holds other vectors). ``store_dir``
-    ``None``: the pass is kept in the cache only. What it does is said, and its bar shown, through the reporter in
-    effect (:mod:`cselab.reporter`)."""
+    store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused
+    (it holds other vectors). ``store_dir`` ``None``: the pass is kept in the cache only. What it does is said, and
+    its bar shown, through the reporter in effect (:mod:`cselab.reporter`)."""
     teacher_dir = resolve_model_path(teacher)
     if not Path(teacher_dir).is_dir():
         raise CselabError(f"teacher not found: {teacher}")

@@ -189,9 +189,9 @@ def test_refused_runs_leave_no_trace(case, home_with_teacher, tiny_bert_dir, tmp
     out = tmp_path / "out"
     out.mkdir()
     extra: list[str] = []
-    message = {"user-files": "did not write", "train-run": "not an adaptation", "nothing-to-resume": "no adaptation to resume",
-               "bogus-method": "unknown method", "output-dir-override": "train.output_dir",
-               "absurd-steps": "days on this machine"}[case]
+    message = {"user-files": "did not write", "train-run": "not an adaptation",
+               "nothing-to-resume": "no adaptation to resume", "bogus-method": "unknown method",
+               "output-dir-override": "train.output_dir", "absurd-steps": "days on this machine"}[case]
     if case == "user-files":
         (out / "config.yaml").write_text("mine: 1\n")
         (out / "results.json").write_text("{}\n")

@@ -1,6 +1,7 @@
-"""The analysis reports (cselab.analysis.*_report) and the seeds/ablation runs (cselab.experiments.seeds, .ablation) on tiny random BERTs and a tiny STS-B: each writes real PNG
-and JSON files, and its numbers equal an independent computation (direct loops over the STS-B file read here,
-HF's own attention outputs, a hand MAC count, scipy's paired t-test)."""
+"""The analysis reports (cselab.analysis.*_report) and the seeds/ablation runs (cselab.experiments.seeds, .ablation)
+on tiny random BERTs and a tiny STS-B: each writes real PNG and JSON files, and its numbers equal an independent
+computation (direct loops over the STS-B file read here, HF's own attention outputs, a hand MAC count, scipy's
+paired t-test)."""
 
 from __future__ import annotations
 
@@ -238,7 +239,8 @@ def test_attention_report_per_twin_member_and_without_pooler(tiny_bert_dir, seco
     from transformers import AutoTokenizer
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    config = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64)
     no_pooler = Encoder(BertModel(config, add_pooling_layer=False), AutoTokenizer.from_pretrained(tiny_bert_dir))
     rep = attention_report(no_pooler, tmp_path / "nopool", sentences=sentences, label="no-pooler")
     assert rep.members[0].norms is None and "pooler" in rep.members[0].norms_note

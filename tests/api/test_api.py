@@ -75,7 +75,8 @@ def test_evaluate_scores_sts_like_scipy(tiny_bert_dir, tmp_path, monkeypatch):
     home = _distinct_sts_home(tmp_path / "home", monkeypatch)
     model = cselab.load_model(tiny_bert_dir, pooler="mean")
     scores = cselab.evaluate(model, ["stsb"])
-    assert list(scores) == ["stsb"] and scores["stsb"]["test"] == pytest.approx(_stsb_test_by_hand(home, model), abs=0.006)
+    assert list(scores) == ["stsb"] and scores["stsb"]["test"] == pytest.approx(_stsb_test_by_hand(home, model),
+                                                                                  abs=0.006)
     assert cselab.evaluate(str(tiny_bert_dir), ["stsb"], splits=("dev", "test"))["stsb"].keys() == {"dev", "test"}
 
 

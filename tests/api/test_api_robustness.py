@@ -64,12 +64,14 @@ for cid, path, expect in (
 api_case("load-path-missing", "load_model", ("{T}/nope",), expect="cannot load model", exc=CselabError)
 api_case("load-path-file", "load_model", ("{W}/afile",), expect="is a file, not a model directory", exc=CselabError)
 api_case("load-path-damaged", "load_model", ("{W}/damaged",), expect="found list", exc=CselabError)
-for cid, pooler, expect in (("unknown", "avg", "unknown pooler 'avg'; choose one of:"), ("empty", "", "pooler is empty"),
+for cid, pooler, expect in (("unknown", "avg", "unknown pooler 'avg'; choose one of:"),
+                            ("empty", "", "pooler is empty"),
                             ("number", 3, "pooler: 3 is not text"), ("list", ["cls"], "pooler: ['cls'] is not text")):
     api_case(f"load-pooler-{cid}", "load_model", ("{W}/model",), {"pooler": pooler}, expect)
 for cid, value, expect in (
     ("0", 0, "max_length: 0 is not in the range x>=1"), ("-1", -1, "max_length: -1 is not in the range x>=1"),
-    ("fraction", 1.5, "max_length: 1.5 is not a valid integer"), ("text", "16", "max_length: '16' is not a valid integer"),
+    ("fraction", 1.5, "max_length: 1.5 is not a valid integer"),
+    ("text", "16", "max_length: '16' is not a valid integer"),
     ("bool", True, "max_length: True is not a valid integer"),
     ("over-positions", 1024, "max_length 1024 is longer than the model's 128 position embeddings"),
 ):
@@ -110,8 +112,10 @@ for cid, sentences, expect in (
     api_case(f"encode-sentences-{cid}", "encode", (sentences,), expect=expect)
 for cid, value, expect in (
     ("0", 0, "batch_size: 0 is not in the range x>=1"), ("-4", -4, "batch_size: -4 is not in the range x>=1"),
-    ("fraction", 1.5, "batch_size: 1.5 is not a valid integer"), ("text", "8", "batch_size: '8' is not a valid integer"),
-    ("none", None, "batch_size: None is not a valid integer"), ("bool", True, "batch_size: True is not a valid integer"),
+    ("fraction", 1.5, "batch_size: 1.5 is not a valid integer"),
+    ("text", "8", "batch_size: '8' is not a valid integer"),
+    ("none", None, "batch_size: None is not a valid integer"),
+    ("bool", True, "batch_size: True is not a valid integer"),
 ):
     api_case(f"encode-batch-size-{cid}", "encode", (["a man"],), {"batch_size": value}, expect)
 for flag, value in (("normalize", "yes"), ("normalize", 1), ("convert_to_tensor", None), ("show_progress_bar", "no")):
@@ -154,7 +158,8 @@ for cid, kwargs, expect in (
 ):
     api_case(f"train-{cid}", "train", (CONFIG,), kwargs, expect)
 api_case("train-method-unknown", "train", (CONFIG,), {"method": "nope"}, "unknown method 'nope'", CselabError)
-api_case("train-results-under-file", "train", (CONFIG,), {"results": "{W}/afile/r.jsonl"}, "afile is a file", CselabError)
+api_case("train-results-under-file", "train", (CONFIG,), {"results": "{W}/afile/r.jsonl"}, "afile is a file",
+         CselabError)
 api_case("train-output-holds-user-file", "train", (CONFIG,), {}, "holds files that cselab did not write (config.yaml)",
          CselabError, user_file("run/config.yaml", "my: own settings\n"))
 api_case("train-resume-into-user-dir", "train", (CONFIG,), {"resume": True},
@@ -256,9 +261,9 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
     def exported() -> cselab.SentenceEncoder:
         return cselab.load_model(workspace / "export-onnx", backend="onnx")
 
-    functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate, "evaluate_domain": cselab.evaluate_domain,
-                 "SentenceEncoder": cselab.SentenceEncoder, "encode": loaded.encode, "save": loaded.save,
-                 "save_export": lambda *a, **k: exported().save(*a, **k),
+    functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate,
+                 "evaluate_domain": cselab.evaluate_domain, "SentenceEncoder": cselab.SentenceEncoder,
+                 "encode": loaded.encode, "save": loaded.save, "save_export": lambda *a, **k: exported().save(*a, **k),
                  "evaluate_domain_export": lambda *a, **k: cselab.evaluate_domain(exported(), *a, **k)}
     args = tuple(fill(a, workspace, t, loaded) for a in args)
     kwargs = {k: fill(v, workspace, t, loaded) for k, v in kwargs.items()}
@@ -274,7 +279,8 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
     assert "\n" not in message and message.strip() == message and message
     assert expect.replace("{T}", str(t)).replace("{W}", str(workspace)) in message, message
     assert snapshot(workspace, t) == before, "files were written or changed"
-    assert [a for a in args if plain(a)] == before_args and {k: v for k, v in kwargs.items() if plain(v)} == before_kwargs
+    assert ([a for a in args if plain(a)] == before_args
+            and {k: v for k, v in kwargs.items() if plain(v)} == before_kwargs)
 
 
 def test_the_suite_covers_every_public_function():

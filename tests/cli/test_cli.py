@@ -18,7 +18,8 @@ def assert_one_line_error(code, err, pattern):
 
 
 def test_eval_json_output_on_tiny_model(tiny_bert_dir, sts_home, capsys):
-    code, out, _ = run_cli(["eval", str(tiny_bert_dir), "--pooler", "mean", "--tasks", "stsb,sts12-part", "--json"], capsys)
+    code, out, _ = run_cli(["eval", str(tiny_bert_dir), "--pooler", "mean", "--tasks", "stsb,sts12-part", "--json"],
+                           capsys)
     assert code == 0
     scores = json.loads(out)
     assert set(scores) == {"stsb", "sts12-part"}
@@ -80,7 +81,8 @@ def test_train_corpus_problems(tiny_bert_dir, sts_home, tmp_path, capsys):
     empty.write_text("\n\n")
     code, _, err = run_cli(["train", *base, f"data.corpus={empty}", f"train.output_dir={tmp_path / 'r1'}"], capsys)
     assert_one_line_error(code, err, "no usable sentence")
-    code, _, err = run_cli(["train", *base, f"data.corpus={tmp_path / 'missing.txt'}", f"train.output_dir={tmp_path / 'r2'}"], capsys)
+    code, _, err = run_cli(["train", *base, f"data.corpus={tmp_path / 'missing.txt'}",
+                            f"train.output_dir={tmp_path / 'r2'}"], capsys)
     assert_one_line_error(code, err, "corpus file not found")
 
 
@@ -112,13 +114,16 @@ def test_encode_restores_line_order(tiny_bert_dir, tmp_path, capsys):
 
 
 def test_encode_bad_input(tiny_bert_dir, tmp_path, capsys):
-    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "no.txt"), "--output", str(tmp_path / "o.npy")], capsys)
+    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "no.txt"),
+                            "--output", str(tmp_path / "o.npy")], capsys)
     assert_one_line_error(code, err, "input file not found")
     (tmp_path / "bad.txt").write_bytes(b"ok\n\xff\n")
-    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "bad.txt"), "--output", str(tmp_path / "o.npy")], capsys)
+    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "bad.txt"),
+                            "--output", str(tmp_path / "o.npy")], capsys)
     assert_one_line_error(code, err, "not valid UTF-8")
     (tmp_path / "e.txt").write_text("")
-    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "e.txt"), "--output", str(tmp_path / "o.npy")], capsys)
+    code, _, err = run_cli(["encode", str(tiny_bert_dir), "--input", str(tmp_path / "e.txt"),
+                            "--output", str(tmp_path / "o.npy")], capsys)
     assert_one_line_error(code, err, "is empty")
 
 
@@ -126,8 +131,8 @@ def test_analyze_commands_on_tiny_model(tiny_bert_dir, sts_home, tmp_path, capsy
     code, out, err = run_cli(["analyze", "cost", str(tiny_bert_dir), "--seq-len", "16"], capsys)
     assert code == 0, err
     assert "GMAC at 16 tokens" in out
-    code, out, err = run_cli(["analyze", "attention", str(tiny_bert_dir), "--label", "tiny", "--out", str(tmp_path / "a")],
-                             capsys)
+    code, out, err = run_cli(["analyze", "attention", str(tiny_bert_dir), "--label", "tiny",
+                              "--out", str(tmp_path / "a")], capsys)
     assert code == 0, err
     assert "E_CLS per layer" in out and json.loads((tmp_path / "a" / "attention.json").read_text())["label"] == "tiny"
     code, out, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), str(tiny_bert_dir), "--labels", "x,y",
@@ -135,8 +140,8 @@ def test_analyze_commands_on_tiny_model(tiny_bert_dir, sts_home, tmp_path, capsy
     assert code == 0, err
     assert (tmp_path / "a" / "align_uniform.png").stat().st_size > 0
     assert out.startswith("x: alignment") and "\ny: alignment" in out
-    code, _, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), "--labels", "x,y", "--out", str(tmp_path / "a")],
-                           capsys)
+    code, _, err = run_cli(["analyze", "align-uniform", str(tiny_bert_dir), "--labels", "x,y",
+                            "--out", str(tmp_path / "a")], capsys)
     assert_one_line_error(code, err, "2 labels for 1 models")
     code, out, err = run_cli(["analyze", "density", str(tiny_bert_dir), "--out", str(tmp_path / "a")], capsys)
     assert code == 0, err

@@ -223,7 +223,8 @@ def case(cid: str, args: list[str], setup: Setup | None = None, expect: str = ""
 # cselab adapt: bad text, options and outputs, all refused before a model loads
 ADAPT = ["adapt", "{W}/big.txt", "--model", M, "--no-teacher", "--output", "{T}/adapted"]
 case("adapt-no-output", ["adapt", "{W}/big.txt"], expect="Missing option '--output'")
-case("adapt-text-missing", ["adapt", "{T}/nope.txt", "--model", M, "--no-teacher", "--output", "{T}/a"], expect="not found")
+case("adapt-text-missing", ["adapt", "{T}/nope.txt", "--model", M, "--no-teacher", "--output", "{T}/a"],
+     expect="not found")
 case("adapt-text-small", ["adapt", "{W}/sentences.txt", "--model", M, "--no-teacher", "--output", "{T}/a"],
      expect="at least 200")
 case("adapt-text-utf16", ["adapt", "{T}/u.txt", "--model", M, "--no-teacher", "--output", "{T}/a"],
@@ -269,8 +270,9 @@ case("fetch-home-is-file", ["data", "fetch", "sts", "--from", "{T}/arch"], both(
      "homefile", {"CSELAB_HOME": "{T}/homefile"})
 case("fetch-home-under-file", ["data", "fetch", "sts", "--from", "{T}/arch"],
      both(mkdir("arch"), write("homefile", "x")), "homefile", {"CSELAB_HOME": "{T}/homefile/home"})
-case("fetch-locked", ["data", "fetch", "sts", "--from", "{T}/arch"], both(mkdir("arch"), live_lock("h", ".fetch-sts.lock")),
-     "in use by `cselab data fetch sts`", {"CSELAB_HOME": "{T}/h"})
+case("fetch-locked", ["data", "fetch", "sts", "--from", "{T}/arch"],
+     both(mkdir("arch"), live_lock("h", ".fetch-sts.lock")), "in use by `cselab data fetch sts`",
+     {"CSELAB_HOME": "{T}/h"})
 case("download-unknown", ["data", "download", "nope", "--to", "{T}/a"], expect="unknown fetch target")
 case("download-to-file", ["data", "download", "sts", "--to", "{W}/afile"], expect="is a file")
 case("download-to-under-file", ["data", "download", "sts", "--to", "{W}/afile/sub"], expect="afile is a file")
@@ -347,16 +349,19 @@ for cid, edit, expect in (
     case(f"eval-{cid}", ["eval", "{T}/m", "--tasks", "stsb"], copy_model(edit=edit), expect)
 
 # encode
-case("encode-input-missing", ["encode", M, "--input", "{T}/no.txt", "--output", "{T}/o.npy"], expect="input file not found")
+case("encode-input-missing", ["encode", M, "--input", "{T}/no.txt", "--output", "{T}/o.npy"],
+     expect="input file not found")
 case("encode-input-dir", ["encode", M, "--input", "{T}/d", "--output", "{T}/o.npy"], mkdir("d"), "input file not found")
 case("encode-input-utf16", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"], write("in.txt", UTF16),
      "looks like UTF-16-LE")
-case("encode-input-binary", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"], write("in.txt", NUL_BINARY),
-     "binary")
+case("encode-input-binary", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"],
+     write("in.txt", NUL_BINARY), "binary")
 case("encode-input-invalid-utf8", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"],
      write("in.txt", b"ok\n\xff\n"), "not valid UTF-8")
-case("encode-input-empty", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"], write("in.txt", ""), "is empty")
-case("encode-output-not-npy", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{T}/o.txt"], expect="must end in .npy")
+case("encode-input-empty", ["encode", M, "--input", "{T}/in.txt", "--output", "{T}/o.npy"], write("in.txt", ""),
+     "is empty")
+case("encode-output-not-npy", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{T}/o.txt"],
+     expect="must end in .npy")
 case("encode-output-dir", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{T}/o.npy"], mkdir("o.npy"),
      "is a directory")
 case("encode-output-under-file", ["encode", M, "--input", "{W}/sentences.txt", "--output", "{W}/afile/o.npy"],
@@ -404,7 +409,8 @@ case("train-config-section-scalar", ["train", "--config", "{T}/c.yaml"], write("
 # train: the corpus
 for cid, content, expect in (
     ("utf16", UTF16, "looks like UTF-16-LE"), ("utf16-be", UTF16_BE_NO_BOM, "looks like UTF-16-BE"),
-    ("binary", NUL_BINARY, "binary"), ("empty", b"", "no usable sentence"), ("blank", b"\n \n\t\n", "no usable sentence"),
+    ("binary", NUL_BINARY, "binary"), ("empty", b"", "no usable sentence"),
+    ("blank", b"\n \n\t\n", "no usable sentence"),
     ("invalid-utf8-only", b"\xc3\x28\n\xa0\xa1\n", "no usable sentence"),
 ):
     case(f"train-corpus-{cid}", [*TRAIN, "data.corpus={T}/c.txt"], write("c.txt", content), expect)
@@ -440,16 +446,20 @@ for cid, edit, expect in (
     ("weights-missing", remove("last/method.safetensors"), "method.safetensors is missing"),
     ("state-not-json", set_bytes("last/trainer_state.json", b"{step"), "trainer_state.json is damaged"),
     ("state-list", set_json("last/trainer_state.json", [1]), "trainer_state.json is damaged"),
-    ("state-unknown-key", edit_json("last/trainer_state.json", lambda j: j.update(frob=1)), "trainer_state.json is damaged"),
-    ("state-step-text", edit_json("last/trainer_state.json", lambda j: j.update(step="two")), "trainer_state.json is damaged"),
-    ("state-step-negative", edit_json("last/trainer_state.json", lambda j: j.update(step=-3)), "trainer_state.json is damaged"),
+    ("state-unknown-key", edit_json("last/trainer_state.json", lambda j: j.update(frob=1)),
+     "trainer_state.json is damaged"),
+    ("state-step-text", edit_json("last/trainer_state.json", lambda j: j.update(step="two")),
+     "trainer_state.json is damaged"),
+    ("state-step-negative", edit_json("last/trainer_state.json", lambda j: j.update(step=-3)),
+     "trainer_state.json is damaged"),
     ("state-utf16", set_bytes("last/trainer_state.json", b"\xff\xfe{\x00}\x00"), "trainer_state.json is damaged"),
     ("python-random-missing", remove("last/python_random.json"), "python_random.json is missing"),
     ("python-random-damaged", set_bytes("last/python_random.json", b"[1"), "python_random.json is damaged"),
     ("python-random-wrong", set_json("last/python_random.json", [1]), "does not fit"),
     ("config-damaged", set_bytes("config.yaml", b"a: [1"), "config.yaml is damaged"),
     ("config-list", set_bytes("config.yaml", b"- 1\n"), "config.yaml is damaged"),
-    ("config-unknown-key", set_bytes("config.yaml", b"frob: 1\n"), "config.yaml is damaged (config: unknown key 'frob'"),
+    ("config-unknown-key", set_bytes("config.yaml", b"frob: 1\n"),
+     "config.yaml is damaged (config: unknown key 'frob'"),
 ):
     case(f"resume-{cid}", RESUME, copy_run(edit), expect)
 
@@ -537,8 +547,10 @@ for cid, content, expect in (
     ("empty-object", "{}\n", "r.jsonl:1: field 'method' is missing"),
     ("method-number", '{"method": 3, "scores": {}}\n', "r.jsonl:1: field 'method' is not text"),
     ("scores-text", '{"method": "simcse", "scores": "high"}\n', "r.jsonl:1: field 'scores' is not an object"),
-    ("score-text", '{"method": "simcse", "scores": {"stsb": "80"}}\n', "r.jsonl:1: field 'scores.stsb' is not a number"),
-    ("score-bool", '{"method": "simcse", "scores": {"stsb": true}}\n', "r.jsonl:1: field 'scores.stsb' is not a number"),
+    ("score-text", '{"method": "simcse", "scores": {"stsb": "80"}}\n',
+     "r.jsonl:1: field 'scores.stsb' is not a number"),
+    ("score-bool", '{"method": "simcse", "scores": {"stsb": true}}\n',
+     "r.jsonl:1: field 'scores.stsb' is not a number"),
     ("not-json", "{nope\n", "not a JSON record"), ("second-line", VALID_RECORD + "\n[]\n", ":2:"),
     ("invalid-utf8", b'{"method": "simcse\xff", "scores": {}}\n', "not UTF-8"),
     ("utf16", (VALID_RECORD + "\n").encode("utf-16"), "not UTF-8"),
@@ -558,8 +570,8 @@ case("report-compare-itself-resolved", [*REPORT, "--seeds", "{T}/s.jsonl", "--co
      write("s.jsonl", json.dumps({"method": "simcse", "variant": "v", "seed": 1, "scores": {"stsb": 80.0}}) + "\n"),
      "--compare names simcse/v twice")
 for option in ("--results", "--seeds", "--ablation"):
-    case(f"report{option}-empty-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", ""), "r.jsonl holds no records",
-         reader=True)
+    case(f"report{option}-empty-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", ""),
+         "r.jsonl holds no records", reader=True)
     case(f"report{option}-blank-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", "\n \n"),
          "r.jsonl holds no records", reader=True)
 
@@ -589,7 +601,8 @@ BAD_FIELDS = [  # (id, fields replaced in GOOD, the field and what is wrong with
     ("config-overrides-text", {"config": {"overrides": "train.lr=1"}}, "field 'config.overrides' is not a list"),
     ("config-override-number", {"config": {"overrides": [1]}}, "field 'config.overrides[0]' is not text"),
     ("config-effective-text", {"config": {"effective": "x"}}, "field 'config.effective' is not an object"),
-    ("config-section-list", {"config": {"effective": {"train": [1]}}}, "field 'config.effective.train' is not an object"),
+    ("config-section-list", {"config": {"effective": {"train": [1]}}},
+     "field 'config.effective.train' is not an object"),
     ("training-text-string", {"training_text": "stsb-train"}, "field 'training_text' is not an object"),
     ("training-text-list", {"training_text": ["stsb"]}, "field 'training_text' is not an object"),
     ("training-text-sentences-text", {"training_text": {"sentences": "many"}},
@@ -689,16 +702,20 @@ for name, task in ZS_TASK.items():
         ("not-json", first + "\n{text\n", f"{file}:2: not a JSON record"),
         ("list-line", "[1, 2]\n", f"{file}:1: a JSON list, not an object"),
         ("number-line", "7\n", f"{file}:1: a JSON int, not an object"),
-        ("label-missing", good + json.dumps({"text": "x", "split": "test"}) + "\n", f"{file}:9: field 'label' is missing"),
-        ("label-number", json.dumps({**zeroshot_rows(name)[0], "label": 3}) + "\n", f"{file}:1: field 'label' is not text"),
+        ("label-missing", good + json.dumps({"text": "x", "split": "test"}) + "\n",
+         f"{file}:9: field 'label' is missing"),
+        ("label-number", json.dumps({**zeroshot_rows(name)[0], "label": 3}) + "\n",
+         f"{file}:1: field 'label' is not text"),
         ("text-missing", json.dumps({"label": "a", "split": "train"}) + "\n", f"{file}:1: field 'text' is missing"),
         ("text-empty", json.dumps({**zeroshot_rows(name)[0], "text": " "}) + "\n", f"{file}:1: field 'text' is empty"),
-        ("text-list", json.dumps({**zeroshot_rows(name)[0], "text": ["a"]}) + "\n", f"{file}:1: field 'text' is not text"),
+        ("text-list", json.dumps({**zeroshot_rows(name)[0], "text": ["a"]}) + "\n",
+         f"{file}:1: field 'text' is not text"),
         ("invalid-utf8", good.encode() + b'{"text": "\xff", "label": "a"}\n', f"{file} is not UTF-8 text"),
         ("utf16", good.encode("utf-16"), f"{file} is not UTF-8 text"),
     ):
         setup = mkdir("h") if content is None else zeroshot_file(name, content)
-        mteb_case(f"{name}-{cid}", [M, "--tasks", task], setup, expect, {"CSELAB_HOME": "{T}/h"}, reader=content is not None)
+        mteb_case(f"{name}-{cid}", [M, "--tasks", task], setup, expect, {"CSELAB_HOME": "{T}/h"},
+                  reader=content is not None)
 mteb_case("bbc-news-clustering-empty", [M, "--tasks", "BBCNewsClustering"], zeroshot_file("bbc-news", ""),
           "bbc-news.jsonl holds 0 row(s)", {"CSELAB_HOME": "{T}/h"}, reader=True)
 mteb_case("bbc-news-no-test-rows", [M, "--tasks", "BBCNewsClassification"],
@@ -727,7 +744,8 @@ case("train-overwrite-and-resume", [*RESUME, "--overwrite"], copy_run(),
 case("train-overwrite-and-resume-new-dir", [*TRAIN, "--resume", "--overwrite"], expect="give --resume or --overwrite")
 case("resume-allow-change-below-saved-step", [*RESUME, "--allow-change", "train.max_steps", "train.max_steps=1"],
      copy_run(), "train.max_steps=1 ends the run at step 1; a run cannot end before its saved step")
-case("resume-allow-change-unknown-key", [*RESUME, "--allow-change", "train.nope"], copy_run(), "--allow-change train.nope")
+case("resume-allow-change-unknown-key", [*RESUME, "--allow-change", "train.nope"], copy_run(),
+     "--allow-change train.nope")
 case("train-user-config-in-output", [*TRAIN], write("out/config.yaml", "my: own file\n"),
      "holds files that cselab did not write (config.yaml)")
 case("train-user-config-in-output-overwrite", [*TRAIN, "--overwrite"], write("out/config.yaml", "my: own file\n"),

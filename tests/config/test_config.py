@@ -10,7 +10,8 @@ CONFIGS = REPO_ROOT / "configs"
 
 
 def test_overrides_and_types():
-    cfg = load_config(None, ["train.lr=1e-5", "model.pooler=mean", "train.max_steps=7", "method_options.temperature=0.1"])
+    cfg = load_config(None, ["train.lr=1e-5", "model.pooler=mean", "train.max_steps=7",
+                             "method_options.temperature=0.1"])
     assert cfg.train.lr == 1e-5 and cfg.model.pooler == "mean" and cfg.train.max_steps == 7
     assert cfg.method_options == {"temperature": 0.1}
 

@@ -80,9 +80,10 @@ def test_seeds_keeps_records_and_summary_under_the_run(tiny_bert_dir, sts_home, 
     monkeypatch.chdir(tmp_path)  # nothing may land in the current directory
     before = set(tmp_path.iterdir())
     run = tmp_path / "runs" / "tiny"
-    code, out, err = run_cli(["seeds", "--preset", "simcse/cpu-minilm", "--seeds", "1", f"model.backbone={tiny_bert_dir}",
-                              f"data.corpus={corpus}", "model.max_length=16", "train.batch_size=8", "train.max_steps=1",
-                              "train.eval_every=1", "train.precision=fp32", f"train.output_dir={run}"], capsys)
+    code, out, err = run_cli(["seeds", "--preset", "simcse/cpu-minilm", "--seeds", "1",
+                              f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "model.max_length=16",
+                              "train.batch_size=8", "train.max_steps=1", "train.eval_every=1", "train.precision=fp32",
+                              f"train.output_dir={run}"], capsys)
     assert code == 0, err
     assert set(tmp_path.iterdir()) - before == {tmp_path / "runs"}
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tiny", "tiny-seed1"]

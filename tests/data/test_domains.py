@@ -221,7 +221,8 @@ def test_man_page_retrieval_pairs_summaries_with_descriptions(suite):
         (page,) = docs
         name = page.removesuffix(".3")
         assert retrieval.queries[qid] == MAN_PAGES[name][0]
-        assert retrieval.corpus[page] == f"The {name}() function does thing {name[2:]}. It returns -1 on error. {BOILERPLATE}"
+        assert retrieval.corpus[page] == (f"The {name}() function does thing {name[2:]}. It returns -1 on error. "
+                                          f"{BOILERPLATE}")
     pages = {p["page"] for p in dm.man_pages(suite.parent / "archives" / ARCHIVES["manpages-dev"].filename)}
     assert pages == {f"fn{i}.3" for i in range(10)}  # no .so page, no symlink, no section 1
 
@@ -251,7 +252,8 @@ def test_a_fetch_never_replaces_what_the_user_put_there(suite_archives, tmp_path
         (home / "domains" / "mydomain").mkdir(parents=True)
         (home / "domains" / "mydomain" / "labels.tsv").write_text("my text\tmy label\n")
         (home / "domains" / "notes.md").write_text("# my notes\n")
-        expected = "domains holds no manifest of cselab's (mydomain, notes.md); cselab replaces only what its fetch wrote"
+        expected = ("domains holds no manifest of cselab's (mydomain, notes.md); "
+                    "cselab replaces only what its fetch wrote")
     else:
         home.mkdir()
         (home / "domains").write_text("my file\n")
@@ -274,7 +276,8 @@ def test_verify_finds_a_changed_task_file_and_rebuild_restores_it(suite, suite_a
     assert messages == [f"domains: already in {suite / 'domains'} (--verify checks its files, --rebuild fetches it "
                         "again)"]
     with pytest.raises(CselabError, match=r"bbc-news/labels.tsv has \d+ bytes, manifest.json recorded \d+: it changed "
-                                          r"after the fetch; fetch it again with `cselab data fetch domains --rebuild`"):
+                                          r"after the fetch; fetch it again with "
+                                          r"`cselab data fetch domains --rebuild`"):
         fetch("domains", home=suite, from_dir=suite_archives, verify=True)
     fetch("domains", home=suite, from_dir=suite_archives, rebuild=True, verify=True)
     assert labels.read_bytes() == good

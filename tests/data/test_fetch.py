@@ -38,7 +38,8 @@ STSB_FIXTURE = FIXTURES / "home" / "sts" / "stsb"
 
 
 class Messages(list):
-    """The lines a fetch says, recorded: ``with messages.told(): fetch(...)`` (the reporter in effect says them here)."""
+    """The lines a fetch says, recorded: ``with messages.told(): fetch(...)`` (the reporter in effect says them
+    here)."""
 
     def told(self) -> contextlib.AbstractContextManager[Reporter]:
         return reporting(Reporter(lines=self.append))
@@ -102,8 +103,10 @@ def test_from_dir_checksum_mismatch(tmp_path):
             subprocess.CalledProcessError(
                 1,
                 "npm",
-                stderr="npm error code ECONNREFUSED\nnpm error FetchError: request failed, reason: connect ECONNREFUSED\n"
-                "npm error     at ClientRequest.<anonymous> (index.js:130:14)\nnpm error A complete log of this run...\n",
+                stderr="npm error code ECONNREFUSED\n"
+                "npm error FetchError: request failed, reason: connect ECONNREFUSED\n"
+                "npm error     at ClientRequest.<anonymous> (index.js:130:14)\n"
+                "npm error A complete log of this run...\n",
             ),
             "(unreachable) failed (npm error FetchError: request failed, reason: connect ECONNREFUSED)",
         ),
@@ -243,7 +246,8 @@ def test_a_directory_without_a_manifest_is_refused_not_replaced(tmp_path, fake_s
     with pytest.raises(CselabError, match=r"sts holds no manifest of cselab's \(stsb\); cselab replaces only what"):
         fetch("sts", home=home, from_dir=fake_sts)
     assert (home / "sts" / "stsb" / "sts-train.csv").read_text() == "my own file"
-    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == ["sts", "sts/stsb", "sts/stsb/sts-train.csv"]
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == ["sts", "sts/stsb",
+                                                                               "sts/stsb/sts-train.csv"]
 
 
 def test_a_fetched_target_missing_a_file_is_rebuilt(tmp_path, fake_sts):

@@ -24,13 +24,15 @@ from cselab.experiments.pipeline import plan_pipeline
 from tests.helpers import REPO_ROOT, write_corpus
 
 REPO = REPO_ROOT
-ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm.yaml"))  # one per method; -D is configs/distill/adapt-minilm-uc.yaml
+# one per method; -D is configs/distill/adapt-minilm-uc.yaml
+ADAPT_PRESETS = sorted(REPO.glob("configs/*/adapt-minilm.yaml"))
 _PART_DATASETS = [entry for entries in PART_TASKS.values() for entry in entries]
 
 
 def _raw_rows(home: Path) -> dict[str, list[list[str]]]:
     """The STS-B files split on tabs here, independently of the library's reader."""
-    return {split: [line.split("\t") for line in (home / "sts/stsb" / f"sts-{split}.csv").read_text().splitlines() if line]
+    return {split: [line.split("\t")
+                    for line in (home / "sts/stsb" / f"sts-{split}.csv").read_text().splitlines() if line]
             for split in ("train", "dev", "test")}
 
 
@@ -55,11 +57,11 @@ def _read_lines(path: Path) -> list[str]:
 def test_hand_built_split_removes_exactly_the_held_out_sentences(tmp_path):
     home = _write_stsb(tmp_path / "home", {
         "train": [
-            ("MSRvid", "2012train", "A man plays a guitar.", "A dog runs."),            # kept (not a scored set)
-            ("MSRvid", "2012train", "A  MAN plays a guitar.", "A cat sleeps."),         # case/space duplicate; kept once
-            ("MSRvid", "2012train", "The girl sings.", "A bird flies."),               # "The girl sings." is in dev
-            ("headlines", "2013", "Stocks fall sharply.", "Markets drop."),             # an sts13-part pair
-            ("MSRpar", "2012test", "He said no.", "A dog runs."),                       # sts12-part; shares "A dog runs."
+            ("MSRvid", "2012train", "A man plays a guitar.", "A dog runs."),      # kept (not a scored set)
+            ("MSRvid", "2012train", "A  MAN plays a guitar.", "A cat sleeps."),   # case/space duplicate; kept once
+            ("MSRvid", "2012train", "The girl sings.", "A bird flies."),         # "The girl sings." is in dev
+            ("headlines", "2013", "Stocks fall sharply.", "Markets drop."),       # an sts13-part pair
+            ("MSRpar", "2012test", "He said no.", "A dog runs."),                 # sts12-part; shares "A dog runs."
         ],
         "dev": [("MSRvid", "2012train", "the girl sings.", "A horse eats.")],
         # STS17 rows are dev/test rows; one test pair of every partial set keeps the evaluation data complete
@@ -70,8 +72,8 @@ def test_hand_built_split_removes_exactly_the_held_out_sentences(tmp_path):
     minus_stsb = _read_lines(indomain_path("stsb-train-minus-stsb-eval", home))
     minus_all = _read_lines(indomain_path("stsb-train-minus-all-eval", home))
     # distinct train sentences (case-folded): guitar, dog, cat, girl, bird, stocks, markets, he-said = 8
-    assert sorted(minus_stsb) == sorted(["A man plays a guitar.", "A dog runs.", "A cat sleeps.", "Stocks fall sharply.",
-                                         "Markets drop.", "He said no."])
+    assert sorted(minus_stsb) == sorted(["A man plays a guitar.", "A dog runs.", "A cat sleeps.",
+                                         "Stocks fall sharply.", "Markets drop.", "He said no."])
     # the scored STS12/13 pairs take "A dog runs." with them although it also sits in an unscored train pair
     assert sorted(minus_all) == sorted(["A man plays a guitar.", "A cat sleeps."])
     manifest = json.loads(indomain_path("stsb-train-minus-all-eval", home).with_suffix(".json").read_text())
@@ -105,7 +107,8 @@ def test_removal_matches_an_independent_set_computation(tmp_path):
     eval_pairs = {_norm(s) for split in ("dev", "test") for r in raw[split] for s in (r[5], r[6])}
     scored = {(d, y) for entries in PART_TASKS.values() for d, y in entries}
     part_pairs = {_norm(s) for rows in raw.values() for r in rows if (r[1], r[2]) in scored for s in (r[5], r[6])}
-    expected = {"stsb-train-minus-stsb-eval": train - eval_pairs, "stsb-train-minus-all-eval": train - eval_pairs - part_pairs}
+    expected = {"stsb-train-minus-stsb-eval": train - eval_pairs,
+                "stsb-train-minus-all-eval": train - eval_pairs - part_pairs}
     assert expected["stsb-train-minus-all-eval"] < expected["stsb-train-minus-stsb-eval"] < train  # the fixture bites
     for name in INDOMAIN_CORPORA:
         lines = _read_lines(indomain_path(name, home))
@@ -128,7 +131,8 @@ def test_overlap_marks_the_partial_sets_of_the_stsb_only_text(tmp_path):
     raw = _raw_rows(home)
     evals = {_norm(s) for split in ("dev", "test") for r in raw[split] for s in (r[5], r[6])}
     train = {_norm(s) for r in raw["train"] for s in (r[5], r[6])} - evals
-    sts13 = {_norm(s) for rows in raw.values() for r in rows if (r[1], r[2]) == ("headlines", "2013") for s in (r[5], r[6])}
+    sts13 = {_norm(s) for rows in raw.values() for r in rows if (r[1], r[2]) == ("headlines", "2013")
+             for s in (r[5], r[6])}
     assert summary["stsb-train-minus-stsb-eval"]["overlap"]["sts13-part"] == len(sts13 & train) > 0
     assert "sts13-part" in summary["stsb-train-minus-stsb-eval"]["not_held_out"]
     assert text_overlap(["A MAN  eats food."], {"t": {"a man eats food."}, "u": {"x"}}) == {"t": 1, "u": 0}

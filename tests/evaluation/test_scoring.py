@@ -19,7 +19,8 @@ def subsets():
     rng = np.random.default_rng(0)
     gold = {"a": rng.uniform(0, 5, 30), "b": rng.uniform(0, 5, 10), "c": rng.integers(0, 6, 20).astype(float)}
     # different offsets per subset make 'all' differ clearly from the subset mean
-    pred = {k: 0.1 * v + rng.normal(0, 0.3, len(v)) + off for (k, v), off in zip(gold.items(), (0.0, 1.0, -0.5), strict=True)}
+    pred = {k: 0.1 * v + rng.normal(0, 0.3, len(v)) + off
+            for (k, v), off in zip(gold.items(), (0.0, 1.0, -0.5), strict=True)}
     return pred, gold
 
 

@@ -74,13 +74,13 @@ def test_saved_ensemble_carries_the_chosen_weight_and_the_sweep(pair):
 def test_cli_weight_dev_prints_the_sweep_and_refuses_bad_grids(pair, capsys):
     tmp_path, _, _ = pair
     models = [str(tmp_path / "twin"), str(tmp_path / "other")]
-    code, out, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e1"), "--weight", "dev", "--grid", "0,0.5"],
-                          capsys)
+    code, out, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e1"), "--weight", "dev",
+                              "--grid", "0,0.5"], capsys)
     assert code == 0, err
     assert "STS-B dev by w: 0: " in out and "chosen w = " in out and (tmp_path / "e1").is_dir()
     for grid, message in (("0,2", "must be in [0, 1]"), (",", "empty"), ("x", "give a number")):
-        code, _, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e2"), "--weight", "dev", "--grid", grid],
-                            capsys)
+        code, _, err = run_cli(["ensemble", *models, "--output", str(tmp_path / "e2"), "--weight", "dev",
+                                "--grid", grid], capsys)
         assert code == 2 and message in err and not (tmp_path / "e2").exists()
     with pytest.raises(CselabError, match=r"\[0, 1\]"):
         choose_weight(load_model(tmp_path / "twin"), load_model(tmp_path / "other"), [1.5])

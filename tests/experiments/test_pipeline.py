@@ -131,8 +131,9 @@ def test_distillation_reduces_the_mse_to_the_twin(tmp_path, sts_home):
     teacher = load_model(tmp_path / "teacher")
     before = _mse(Encoder.from_pretrained(student_dir), teacher, texts)
     config = distill_config(tmp_path / "teacher", str(student_dir), corpus, output_dir=tmp_path / "distilled",
-                            overrides=["train.batch_size=16", "train.max_steps=8", "train.lr=2e-3", "train.eval_every=8",
-                                       "train.eval_at_start=false", "model.max_length=16", "train.scheduler=constant"])
+                            overrides=["train.batch_size=16", "train.max_steps=8", "train.lr=2e-3",
+                                       "train.eval_every=8", "train.eval_at_start=false", "model.max_length=16",
+                                       "train.scheduler=constant"])
     result = Trainer(config).run()
     assert result.best_step == 8
     student = load_model(tmp_path / "distilled/best")
@@ -161,7 +162,8 @@ def test_ensemble_is_the_weighted_sum(tmp_path):
         ensemble(tmp_path / "twin", tmp_path / "other", tmp_path / "bad", weight=1.5)
 
 
-@pytest.mark.parametrize("preset", sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("configs/[tj][nt]cse/*.yaml")))
+@pytest.mark.parametrize("preset", sorted(p.relative_to(ROOT).as_posix()
+                                          for p in ROOT.glob("configs/[tj][nt]cse/*.yaml")))
 def test_presets_validate(preset):
     config = load_config(ROOT / preset)
     plan = plan_pipeline(config)

@@ -105,7 +105,8 @@ def saved(tmp_path_factory):
 
 
 # every standard pooler through ONNX; OpenVINO reads that same ONNX graph, so two of them suffice there
-@pytest.mark.parametrize(("fmt", "which"), [*[("onnx", w) for w in ("mean", "cls", "pooler", "first_last_avg", "roberta")],
+@pytest.mark.parametrize(("fmt", "which"), [*[("onnx", w)
+                                               for w in ("mean", "cls", "pooler", "first_last_avg", "roberta")],
                                             ("openvino", "first_last_avg"), ("openvino", "roberta")])
 def test_fp32_export_matches_torch(saved, fmt, which, tmp_path):
     out = export_model(saved[which], fmt, output=tmp_path / "export")

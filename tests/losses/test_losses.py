@@ -528,7 +528,8 @@ def test_similarity_distillation_matches_a_loop_and_teaches_the_student_only(row
     assert student.grad is not None and bool(student.grad.abs().sum() > 0)
     # the student equal to the teacher (up to scale per row) gives 0
     same = rand(rows_, d_teacher, 5)
-    assert similarity_distillation_mse(same * torch.arange(1, rows_ + 1.0)[:, None], same).item() == pytest.approx(0, abs=1e-6)
+    assert similarity_distillation_mse(same * torch.arange(1, rows_ + 1.0)[:, None], same).item() == pytest.approx(
+        0, abs=1e-6)
 
 
 def test_similarity_distillation_needs_pairs_of_one_batch():

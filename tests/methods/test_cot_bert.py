@@ -130,7 +130,8 @@ def test_empty_templates_align_with_their_sentences(tiny_model_dir):
         for i, n in enumerate(lengths):
             k = int(batch["length_index"][i])
             assert distinct[k] == n
-            e_ids, e_mask = batch["empty_input_ids"][t * len(distinct) + k], batch["empty_attention_mask"][t * len(distinct) + k]
+            e_ids, e_mask = (batch["empty_input_ids"][t * len(distinct) + k],
+                             batch["empty_attention_mask"][t * len(distinct) + k])
             s_ids, s_mask = batch["input_ids"][t * b + i], batch["attention_mask"][t * b + i]
             width = int(s_mask.sum())
             assert int(e_mask.sum()) == width, "same row length"
@@ -265,7 +266,8 @@ def test_whole_loop(tiny_model_dir, sts_home, tmp_path, variant):
     config = load_config(None, [
         f"model.backbone={tiny_model_dir}", "model.pooler=mask", f"data.corpus={corpus}",
         f"train.output_dir={tmp_path / 'run'}", "train.batch_size=8", "train.max_steps=4", "train.eval_every=2",
-        "train.lr=1e-3", "train.log_every=1", "model.max_length=16", f"method_options.templates={family(tiny_model_dir)}",
+        "train.lr=1e-3", "train.log_every=1", "model.max_length=16",
+        f"method_options.templates={family(tiny_model_dir)}",
         *([variant] if variant else []),
     ], method="cot-bert")
     _, log = run_whole_loop(config, steps=4)
@@ -294,7 +296,8 @@ def test_custom_templates_and_clear_errors(tiny_bert_dir):
     with pytest.raises(CselabError, match="unknown CoT-BERT template set 'gpt'"):
         make_method(tiny_bert_dir, "method_options.templates=gpt")
     with pytest.raises(CselabError, match="exactly one"):
-        make_method(tiny_bert_dir, 'method_options.templates={anchor: "[MASK]", positive: "[X] [MASK]", negative: "[X] [MASK]"}')
+        make_method(tiny_bert_dir,
+                    'method_options.templates={anchor: "[MASK]", positive: "[X] [MASK]", negative: "[X] [MASK]"}')
     with pytest.raises(CselabError, match="model.pooler: mask"):
         build_method(load_config(None, [f"model.backbone={tiny_bert_dir}", "model.pooler=cls"], method="cot-bert"))
 
@@ -311,8 +314,10 @@ def test_cpu_configs_share_the_simcse_protocol(name):
     options) is CoT-BERT's."""
     ours, simcse = _protocol(CONFIGS / "cot_bert" / name), _protocol(CONFIGS / "simcse" / "cpu-minilm.yaml")
     assert ours["data"] == simcse["data"]
-    assert {k: v for k, v in ours["train"].items() if k != "lr"} == {k: v for k, v in simcse["train"].items() if k != "lr"}
-    assert {k: v for k, v in ours["model"].items() if k != "pooler"} == {k: v for k, v in simcse["model"].items() if k != "pooler"}
+    assert ({k: v for k, v in ours["train"].items() if k != "lr"}
+            == {k: v for k, v in simcse["train"].items() if k != "lr"})
+    assert ({k: v for k, v in ours["model"].items() if k != "pooler"}
+            == {k: v for k, v in simcse["model"].items() if k != "pooler"})
     assert ours["model"]["pooler"] == "mask" and ours["method"] == "cot-bert"
 
 

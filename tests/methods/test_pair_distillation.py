@@ -171,7 +171,8 @@ def test_a_resumed_pair_distillation_ends_with_the_weights_of_an_uninterrupted_o
 
     Trainer(_pairs_config(pair_setup, tmp_path / "a", "train.max_steps=8", "train.save_every=4")).run()
     Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=4", "train.save_every=4")).run()
-    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=8", "train.save_every=4")).run(resume=True, allow_change=("train.max_steps",))
+    Trainer(_pairs_config(pair_setup, tmp_path / "b", "train.max_steps=8", "train.save_every=4")).run(
+        resume=True, allow_change=("train.max_steps",))
     wa = load_file(tmp_path / "a" / "last" / "method.safetensors")
     wb = load_file(tmp_path / "b" / "last" / "method.safetensors")
     assert wa.keys() == wb.keys() and len(wa) > 0

@@ -172,7 +172,8 @@ def test_dcl_only_row_is_simcse_info_nce_plus_lambda_dcl(tiny_bert_dir, monkeypa
     z1, z2 = method.encoder(duplicate(batch), apply_head=True).chunk(2)
     torch.testing.assert_close(terms["info_nce"], info_nce(z1, z2, 0.05))
     torch.testing.assert_close(terms["dcl"], dimension_contrastive_loss(z1, z2, 5.0))
-    torch.testing.assert_close(method.weighted_loss(terms), info_nce(z1, z2, 0.05) + 0.1 * dimension_contrastive_loss(z1, z2, 5.0))
+    torch.testing.assert_close(method.weighted_loss(terms),
+                               info_nce(z1, z2, 0.05) + 0.1 * dimension_contrastive_loss(z1, z2, 5.0))
 
 
 def test_off_info_only_row_computes_no_dcl(tiny_bert_dir, monkeypatch):

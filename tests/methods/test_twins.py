@@ -38,7 +38,8 @@ def stage1(tmp_path_factory):
     out = {}
     for family in ("bert", "roberta"):
         out[family] = [make_stage1_dir(root / f"{family}{s}", family, s) for s in (0, 1)]
-        out[f"{family}-4"] = [make_stage1_dir(root / f"{family}-4-{s}", family, s, build_deep_model_dir) for s in (0, 1)]
+        out[f"{family}-4"] = [make_stage1_dir(root / f"{family}-4-{s}", family, s, build_deep_model_dir)
+                              for s in (0, 1)]
     return out
 
 
@@ -169,7 +170,8 @@ def test_jtcse_icnce_equals_the_plain_cross_stream_on_the_drawn_query_side(stage
     other = x(h_2, h_1) + x(c_2, c_1) if r == 1 else x(h_1, h_2) + x(c_1, c_2)
     atol = 2e-6  # fp32 rounding of two computation orders; the two query sides differ by >= 1e-5 here
     torch.testing.assert_close(terms["icnce"], expected, atol=atol, rtol=0.0)
-    assert float((expected - other).detach().abs()) > 4 * atol, "the two query sides must differ for the test to mean anything"
+    assert float((expected - other).detach().abs()) > 4 * atol, (
+        "the two query sides must differ for the test to mean anything")
 
 
 @pytest.mark.parametrize("model", ["bert", "roberta", "bert-4"])
@@ -210,7 +212,8 @@ def test_jtcse_c_terms_train_the_first_cael_of_both_encoders(stage1):
     seed = _seed_with_r(1)
 
     def gradients(loss):
-        return dict(zip(names, torch.autograd.grad(loss, params, retain_graph=True, materialize_grads=True), strict=True))
+        return dict(zip(names, torch.autograd.grad(loss, params, retain_graph=True, materialize_grads=True),
+                        strict=True))
 
     got = gradients(method.loss_terms(batch, ctx(seed))["icnce"])
     features, states = _hf_views(method, batch)

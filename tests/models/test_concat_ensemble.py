@@ -45,7 +45,8 @@ def test_concat_cosine_is_the_weighted_mean_of_the_members_cosines(members, w):
     cos_a, cos_b = _member_cosines(a, b)
     out_first, out_second = ens.encode(FIRST), ens.encode(SECOND)
     assert out_first.shape == (len(FIRST), 80) and ens.hidden_size == 80
-    np.testing.assert_allclose(row_cosines(out_first.numpy(), out_second.numpy()), w * cos_a + (1 - w) * cos_b, atol=1e-5)
+    np.testing.assert_allclose(row_cosines(out_first.numpy(), out_second.numpy()), w * cos_a + (1 - w) * cos_b,
+                               atol=1e-5)
     # the output's squared norm is the sum of the weights (unit members scaled by sqrt(w))
     np.testing.assert_allclose(np.linalg.norm(out_first.numpy(), axis=-1) ** 2, 1.0, atol=1e-5)
     # the token-level path (what sentence-transformers runs) gives the same vectors
@@ -227,8 +228,9 @@ def test_distilling_similarities_from_a_wider_teacher(members, tmp_path, sts_hom
     teacher = load_model(teacher_path, device="cpu")
     before = measure(Encoder.from_pretrained(student_dir, pooler="mean"), teacher, texts)
 
-    config = tiny_distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled", f"method_options.target={target}",
-                             "method_options.temperature=0.1", "model.pooler=mean", "model.dropout=0.0")
+    config = tiny_distill_config(teacher_path, student_dir, corpus, tmp_path / "distilled",
+                                 f"method_options.target={target}", "method_options.temperature=0.1",
+                                 "model.pooler=mean", "model.dropout=0.0")
     trainer = Trainer(config)
     assert trainer.method.weights == {term: 1.0}
     result = trainer.run()
@@ -271,8 +273,9 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     _, _, _, path_b = members  # the teacher: the 48-d member
     student_dir = build_tiny_model_dir(tmp_path / "student", "bert", seed=3)
     corpus = write_corpus(tmp_path / "corpus.txt", n=40)
-    config = tiny_distill_config(path_b, student_dir, corpus, tmp_path / "grouped", "method_options.target=similarities",
-                             "method_options.neighbours=1", "train.batch_size=4", "model.pooler=mean")
+    config = tiny_distill_config(path_b, student_dir, corpus, tmp_path / "grouped",
+                                 "method_options.target=similarities", "method_options.neighbours=1",
+                                 "train.batch_size=4", "model.pooler=mean")
     trainer = Trainer(config)
     sentences = corpus.read_text().splitlines()
     # each example: a sentence and its nearest other sentence by the teacher's cosine, computed here with numpy
@@ -290,8 +293,8 @@ def test_distilling_with_neighbour_groups(members, tmp_path, sts_home):
     assert trainer.run().steps == 16
     # neighbours need a similarity target, and do not mix with length grouping
     with pytest.raises(CselabError, match="with target vectors every sentence is matched on its own"):
-        Trainer(tiny_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48), corpus,
-                                tmp_path / "v", "method_options.neighbours=1"))
+        Trainer(tiny_distill_config(path_b, build_tiny_model_dir(tmp_path / "s48", "bert", seed=3, hidden_size=48),
+                                    corpus, tmp_path / "v", "method_options.neighbours=1"))
     with pytest.raises(CselabError, match="use one of them"):
         Trainer(tiny_distill_config(path_b, student_dir, corpus, tmp_path / "w", "method_options.target=similarities",
                                 "method_options.neighbours=1", "train.length_group_window=4"))

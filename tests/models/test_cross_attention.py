@@ -195,9 +195,11 @@ def plain_cross_stream(backbone_1, backbone_2, hidden_1, hidden_2, mask, positio
     for j in range(positions[0], len(weights_1) + 1):
         w_1, w_2 = weights_1[j - 1], weights_2[j - 1]
         if j in positions:
-            x_1, x_2 = plain_layer(w_1, x_1, w_2, x_2, mask, heads, eps), plain_layer(w_2, x_2, w_1, x_1, mask, heads, eps)
+            x_1, x_2 = (plain_layer(w_1, x_1, w_2, x_2, mask, heads, eps),
+                        plain_layer(w_2, x_2, w_1, x_1, mask, heads, eps))
         else:
-            x_1, x_2 = plain_layer(w_1, x_1, w_1, x_1, mask, heads, eps), plain_layer(w_2, x_2, w_2, x_2, mask, heads, eps)
+            x_1, x_2 = (plain_layer(w_1, x_1, w_1, x_1, mask, heads, eps),
+                        plain_layer(w_2, x_2, w_2, x_2, mask, heads, eps))
     return x_1[:, 0], x_2[:, 0]
 
 

@@ -87,7 +87,8 @@ def test_embedding_output_has_no_dropout_and_restores_modes(tiny_bert_dir):
     assert emb.dropout.training, "dropout mode restored"
     # BEL(x) = LayerNorm(word + position + token type), computed here by hand
     positions = torch.arange(ids.shape[1])
-    raw = emb.word_embeddings(ids) + emb.position_embeddings(positions) + emb.token_type_embeddings(torch.zeros_like(ids))
+    raw = (emb.word_embeddings(ids) + emb.position_embeddings(positions)
+           + emb.token_type_embeddings(torch.zeros_like(ids)))
     assert torch.allclose(a, emb.LayerNorm(raw), atol=1e-6)
     with dropout_off(emb):
         assert not emb.dropout.training
@@ -144,7 +145,8 @@ def _small_roberta_dir(tmp_path, roberta_dir, hidden):
 
     tokenizer = AutoTokenizer.from_pretrained(roberta_dir)
     config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
-                           intermediate_size=2 * hidden, max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id)
+                           intermediate_size=2 * hidden, max_position_embeddings=130,
+                           pad_token_id=tokenizer.pad_token_id)
     path = tmp_path / f"roberta-{hidden}"
     RobertaModel(config).save_pretrained(path)
     tokenizer.save_pretrained(path)

@@ -44,7 +44,8 @@ def _by_hand(encoder: Encoder, pooler: str) -> torch.Tensor:
             before, after = encoder.prompt.text.split("[X]")
             ids = (tok(before.rstrip().replace("[MASK]", tok.mask_token), add_special_tokens=False)["input_ids"])
             lead = " " if before[-1:].isspace() else ""  # a space before [X] goes with the sentence
-            sent = tok(lead + text, add_special_tokens=False, truncation=True, max_length=encoder.max_length)["input_ids"]
+            sent = tok(lead + text, add_special_tokens=False, truncation=True,
+                       max_length=encoder.max_length)["input_ids"]
             post = tok(after.replace("[MASK]", tok.mask_token), add_special_tokens=False)["input_ids"]
             ids = [tok.cls_token_id, *ids, *sent, *post, tok.sep_token_id]
         else:

@@ -91,7 +91,8 @@ def family_runs(tmp_path_factory):
     assert single.returncode == 0, single.stderr[-3000:]
     # `python -m torch.distributed.run` is the torchrun launcher, independent of PATH
     multi = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                            str(WORKER), str(cases_file), str(out)], env=env, capture_output=True, text=True, timeout=300)
+                            str(WORKER), str(cases_file), str(out)], env=env, capture_output=True, text=True,
+                           timeout=300)
     assert multi.returncode == 0, multi.stderr[-3000:]
     return out
 

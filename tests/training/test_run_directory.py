@@ -19,7 +19,8 @@ def _train_args(model, corpus, out, *extra):
 
 
 @pytest.mark.parametrize("extra", [[], ["--overwrite"], ["--resume"]])
-def test_a_directory_holding_a_users_file_is_refused_and_the_file_kept(tiny_bert_dir, sts_home, tmp_path, capsys, extra):
+def test_a_directory_holding_a_users_file_is_refused_and_the_file_kept(tiny_bert_dir, sts_home, tmp_path, capsys,
+                                                                        extra):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "config.yaml").write_bytes(USER_CONFIG)
@@ -187,7 +188,8 @@ def test_cselab_train_checks_its_options_once_and_takes_the_lock_once(tiny_bert_
     checks, locks = [], []
     real_check, real_acquire = run_directory.check_run_options, fileio.DirectoryLock.acquire
     monkeypatch.setattr(run_directory, "check_run_options", lambda *a: checks.append(a) or real_check(*a))
-    monkeypatch.setattr(fileio.DirectoryLock, "acquire", lambda self: locks.append(self.directory) or real_acquire(self))
+    monkeypatch.setattr(fileio.DirectoryLock, "acquire",
+                        lambda self: locks.append(self.directory) or real_acquire(self))
     out = tmp_path / "run"
     code, _, err = run_cli(_train_args(tiny_bert_dir, write_corpus(tmp_path / "corpus.txt"), out), capsys)
     assert code == 0, err

@@ -155,7 +155,8 @@ def test_torch_masks_are_torch_stream_bit_for_bit(tiny_bert_dir, sts_home, tmp_p
 
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=8",
-                                f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean", "model.dropout_masks=torch"])
+                                f"train.output_dir={tmp_path / 'run'}", "model.pooler=mean",
+                                "model.dropout_masks=torch"])
     assert load_config(None, []).model.dropout_masks == "bits"  # the default; the research presets pin torch
     trainer = Trainer(config)
     backbone = trainer.method.encoder.backbone.train()

@@ -42,6 +42,6 @@ from cselab.adapt.plan import (
 from cselab.adapt.run import AdaptResult, run_adapt, summary_of
 from cselab.adapt.selection import DISTILLATION_LOSS, FIXED_BUDGET, SELECTIONS, TEACHER_AGREEMENT
 
-__all__ = ["DEFAULT_MODEL", "DISTILLATION_LOSS", "FIXED_BUDGET", "SELECTIONS", "TEACHER_AGREEMENT", "AdaptPlan", "AdaptResult",
-           "default_steps", "estimate_seconds", "evaluation_every", "plan_adapt", "read_text", "run_adapt",
-           "split_held_out", "summary_of"]
+__all__ = ["DEFAULT_MODEL", "DISTILLATION_LOSS", "FIXED_BUDGET", "SELECTIONS", "TEACHER_AGREEMENT", "AdaptPlan",
+           "AdaptResult", "default_steps", "estimate_seconds", "evaluation_every", "plan_adapt", "read_text",
+           "run_adapt", "split_held_out", "summary_of"]

@@ -106,7 +106,8 @@ DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch m
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
 
 
-def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: int, seed: int = UNITS_SEED) -> list[str]:
+def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: int,
+                  seed: int = UNITS_SEED) -> list[str]:
     """The sentences shuffled (seeded) and grouped into passages: each passage takes the next sentences while their
     token ``lengths`` sum to at most a target drawn uniformly from 1 to ``max_tokens`` (always at least one sentence),
     joined by a space. Every sentence is in exactly one passage."""

@@ -61,7 +61,8 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
         for key, old in summary["before"].items():
             new = summary["after"].get(key)
             change = f"{new - old:+.2f}" if new is not None else ""
-            lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None else f"| {key} | {old:.2f} | | |")
+            lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None
+                         else f"| {key} | {old:.2f} | | |")
         lines.append("")
     if curve:
         lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]

@@ -83,7 +83,8 @@ def stsb_test_subset(senteval_dir: Path | None) -> Any:
     return load_task("stsb", "test", senteval_dir=senteval_dir).subsets[0]
 
 
-def stsb_test_sentences(limit: int | None = DEFAULT_ATTENTION_SENTENCES, *, senteval_dir: Path | None = None) -> list[str]:
+def stsb_test_sentences(limit: int | None = DEFAULT_ATTENTION_SENTENCES, *,
+                        senteval_dir: Path | None = None) -> list[str]:
     """The first ``limit`` distinct STS-B test sentences in file order (sentence 1, then 2, of each pair)."""
     sub = stsb_test_subset(senteval_dir)
     ordered = list(dict.fromkeys(s for pair in zip(sub.sentences1, sub.sentences2, strict=True) for s in pair))

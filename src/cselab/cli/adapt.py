@@ -17,15 +17,15 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
 @click.argument("text", type=click.Path(path_type=Path))
 @click.option("--model", default="all-MiniLM-L6-v2", show_default=True, help="the encoder to adapt")
-@click.option("--teacher", help="the larger encoder whose embedding is distilled into MODEL (default: all-mpnet-base-v2 "
-              "when fetched, `cselab data fetch models-mpnet`)")
+@click.option("--teacher", help="the larger encoder whose embedding is distilled into MODEL (default: "
+              "all-mpnet-base-v2 when fetched, `cselab data fetch models-mpnet`)")
 @click.option("--select", metavar="|".join(ADAPT_SELECTIONS),
               help="the model kept: the last step (fixed-budget), or with a teacher the step with the least held-out "
               "distillation loss (distillation-loss) or the best agreement with the teacher on held-out pairs "
               "(teacher-agreement); the untouched model is then a candidate [default: the recipe's]")
 @click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
-@click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path), callback=_writable_dir("--output"),
-              help="the run directory; the adapted model is OUTPUT/best")
+@click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
+              callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best")
 @click.option("--steps", type=POSITIVE, help="training steps (default: the recipe's passes over the text)")
 @click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--max-length", type=click.IntRange(min=8),

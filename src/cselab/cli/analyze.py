@@ -33,7 +33,8 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
     from cselab.analysis.align_uniform_report import align_uniform
 
     for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
-        click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  STS-B test {r.stsb_test:.2f}")
+        click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  "
+                   f"STS-B test {r.stsb_test:.2f}")
     click.echo(f"wrote {out_dir}/align_uniform.png and .json")
 
 
@@ -52,7 +53,8 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
     report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
         click.echo(f"{enc.member}: E_CLS per layer {' '.join(f'{v:.3f}' for v in enc.cls_energy)} "
-                   f"(mean {enc.cls_energy_mean:.3f}); attention to [CLS] {' '.join(f'{v:.3f}' for v in enc.attention_cls)}")
+                   f"(mean {enc.cls_energy_mean:.3f}); "
+                   f"attention to [CLS] {' '.join(f'{v:.3f}' for v in enc.attention_cls)}")
     click.echo(f"wrote {out_dir}/attention.json and plots")
 
 

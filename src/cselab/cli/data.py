@@ -16,14 +16,16 @@ def data() -> None:
 
 @data.command("fetch")
 @click.argument("target")
-@click.option("--from", "from_dir", type=click.Path(path_type=Path), help="directory holding already downloaded archives")
+@click.option("--from", "from_dir", type=click.Path(path_type=Path),
+              help="directory holding already downloaded archives")
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 @click.option("--verify", is_flag=True, help="re-check every file of TARGET against the size and sha256 its manifest "
               "recorded")
 @click.option("--rebuild", is_flag=True, help="fetch TARGET again even if it is in (e.g. after --verify found a "
               "changed file); a directory holding files cselab did not write is refused, never replaced")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool, verify: bool, rebuild: bool) -> None:
-    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check or all."""
+    """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check
+    or all."""
     from cselab.data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, verify=verify, rebuild=rebuild)

@@ -20,7 +20,8 @@ from cselab.vocabulary import POOLERS
               help="comma-separated task names, or 'all'")
 @click.option("--splits", default="dev,test", show_default=True, callback=names("--splits"),
               help="splits to score where a task has them")
-@click.option("--senteval-dir", type=click.Path(path_type=Path), help="a SentEval data directory (full STS12-16, SICK-R)")
+@click.option("--senteval-dir", type=click.Path(path_type=Path),
+              help="a SentEval data directory (full STS12-16, SICK-R)")
 @click.option("--batch-size", default=128, show_default=True, type=POSITIVE)
 @click.option("--max-length", type=POSITIVE, help="override the truncation length (at most the model's positions)")
 @click.option("--json", "as_json", is_flag=True, help="print the scores as one JSON object (task -> split -> score)")
@@ -32,7 +33,8 @@ from cselab.vocabulary import POOLERS
               help="your s1<TAB>s2<TAB>score file: Spearman of cosine similarity (mteb STS)")
 @click.option("--retrieval", "retrieval_dir", type=click.Path(path_type=Path),
               help="your directory with queries.tsv, corpus.tsv, qrels.tsv: nDCG@10 (mteb retrieval)")
-@click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news, or brown-genres (`domains-check`)")
+@click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news, "
+              "or brown-genres (`domains-check`)")
 @precision_opt
 @backend_opt
 @device_opt
@@ -91,7 +93,8 @@ def _eval_domain(model: str, labels: Path | None, pairs: Path | None, retrieval:
 
 @click.command("encode")
 @click.argument("model")
-@click.option("--input", "input_file", required=True, type=click.Path(path_type=Path), help="text file, one sentence per line")
+@click.option("--input", "input_file", required=True, type=click.Path(path_type=Path),
+              help="text file, one sentence per line")
 @click.option("--output", "output_file", required=True, type=click.Path(path_type=Path),
               callback=writable_file("--output"), help="output .npy file")
 @click.option("--pooler", help="override the pooler")
@@ -100,8 +103,8 @@ def _eval_domain(model: str, labels: Path | None, pairs: Path | None, retrieval:
 @precision_opt
 @backend_opt
 @device_opt
-def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int, normalize: bool,
-                   precision: str, backend: str) -> None:
+def encode_command(model: str, input_file: Path, output_file: Path, pooler: str | None, batch_size: int,
+                   normalize: bool, precision: str, backend: str) -> None:
     """Embed every line of --input with MODEL and save a float32 [N, d] array to --output."""
     from cselab.evaluation.model_eval import encode_file
 

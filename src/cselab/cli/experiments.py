@@ -147,7 +147,8 @@ def _weight_grid(text: str) -> list[float]:
 
 
 @click.command("report")
-@click.option("--results", "results_file", type=click.Path(path_type=Path), help="results records of `cselab train --results`")
+@click.option("--results", "results_file", type=click.Path(path_type=Path),
+              help="results records of `cselab train --results`")
 @click.option("--seeds", "seeds_file", type=click.Path(path_type=Path), help="records of `cselab seeds`")
 @click.option("--ablation", "ablation_file", type=click.Path(path_type=Path), help="records of `cselab ablate`")
 @click.option("--compare", nargs=2, multiple=True,

@@ -24,7 +24,8 @@ class _Strict(BaseModel):
 
 
 class ModelConfig(_Strict):
-    backbone: str = Field("all-MiniLM-L6-v2", description="HF/sentence-transformers directory, fetched model or hub name")
+    backbone: str = Field("all-MiniLM-L6-v2",
+                          description="HF/sentence-transformers directory, fetched model or hub name")
     pooler: str = Field("cls", description=f"sentence vector: {', '.join(POOLERS)}")
     max_length: int = Field(32, gt=0, description="training truncation length (tokens)")
     eval_max_length: int = Field(256, gt=0, description="truncation length of the saved inference model")
@@ -64,8 +65,8 @@ class TrainConfig(_Strict):
         "fp32", description="autocast of the encoders (fp16: GPU only); 'auto': bf16 where a matmul probe on this "
                             "machine says it pays, else fp32")
     length_group_window: int | None = Field(
-        DEFAULT_LENGTH_GROUP_WINDOW, gt=1, description="sort each window of N batches by sentence length (less padding; distillation with "
-                              "neighbour groups ignores it); null: random batches "
+        DEFAULT_LENGTH_GROUP_WINDOW, gt=1, description="sort each window of N batches by sentence length "
+                              "(less padding; distillation with neighbour groups ignores it); null: random batches "
                               "(the research presets pin null: their recorded rows ran with it)")
     fused_adamw: bool = Field(True, description="one fused AdamW kernel; false: torch's per-tensor loop")
     device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
@@ -81,7 +82,8 @@ class TrainConfig(_Strict):
 
 class RunConfig(_Strict):
     method: str = Field("simcse", description="training method (cselab config show METHOD lists its options)")
-    protocol: str | None = Field(None, description="the benchmark protocol a preset belongs to (e.g. 'adapt'); recorded")
+    protocol: str | None = Field(None,
+                                 description="the benchmark protocol a preset belongs to (e.g. 'adapt'); recorded")
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

@@ -305,7 +305,8 @@ def build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
         "target": "zeroshot",
         "sources": [source_entry("bbc-news"), source_entry("tweet-sentiment")],
         "bbc-news": {"rows": len(articles), "labels": count(articles, "label"),
-                     "note": "BBC News articles 2004-2005 (Greene and Cunningham, 2006); the BBC owns the copyright of the articles"},
+                     "note": "BBC News articles 2004-2005 (Greene and Cunningham, 2006); "
+                             "the BBC owns the copyright of the articles"},
         "tweet-sentiment": {"rows": len(tweets), "rows_in_source": len(rows),
                             "texts_with_conflicting_labels": sum(len(v) > 1 for v in labels.values()),
                             "labels": count(tweets, "label"), "splits": count(tweets, "split"),

@@ -292,7 +292,8 @@ def verify_dir(directory: Path) -> int:
                 raise CselabError(f"{path} has {size} bytes, {manifest.name} recorded {entry.get('bytes')}: "
                                   "it changed after the fetch")
             if sha256_file(path) != entry.get("sha256"):
-                raise CselabError(f"{path} has another sha256 than {manifest.name} recorded: it changed after the fetch")
+                raise CselabError(f"{path} has another sha256 than {manifest.name} recorded: "
+                                  "it changed after the fetch")
             checked += 1
     return checked
 

@@ -55,7 +55,8 @@ def _pair_sentences(rows: Iterable[StsbRow]) -> Iterable[str]:
         yield row.sentence2
 
 
-def removed_keys(rows_by_split: Mapping[str, Sequence[StsbRow]], removed_datasets: Iterable[tuple[str, str]]) -> set[str]:
+def removed_keys(rows_by_split: Mapping[str, Sequence[StsbRow]],
+                 removed_datasets: Iterable[tuple[str, str]]) -> set[str]:
     """Keys of every sentence of every STS-B dev/test pair and of every pair (any split) of ``removed_datasets``."""
     removed = set(removed_datasets)
     held_out = [r for split in STSB_EVAL_SPLITS for r in rows_by_split[split]]

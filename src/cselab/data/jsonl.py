@@ -49,9 +49,11 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Check:
         if not _is_number(value):
             return "", "is not a number"
         if minimum is not None and value < minimum:
-            return "", f"is {value:g}, below {minimum:g}" if maximum is None else f"is {value:g}, outside [{minimum:g}, {maximum:g}]"
+            return "", (f"is {value:g}, below {minimum:g}" if maximum is None
+                        else f"is {value:g}, outside [{minimum:g}, {maximum:g}]")
         if maximum is not None and value > maximum:
-            return "", f"is {value:g}, above {maximum:g}" if minimum is None else f"is {value:g}, outside [{minimum:g}, {maximum:g}]"
+            return "", (f"is {value:g}, above {maximum:g}" if minimum is None
+                        else f"is {value:g}, outside [{minimum:g}, {maximum:g}]")
         return None
     return check
 

@@ -158,7 +158,8 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
     "domains-check": ("brown",),
 }
-# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only) are opt-in.
+# What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only)
+# are opt-in.
 ALL_TARGETS: tuple[str, ...] = ("sts", "corpus", "parallel-de", "models")
 TARGET_NAMES: tuple[str, ...] = (*TARGET_ARCHIVES, "all")
 

@@ -88,7 +88,8 @@ FETCH_HINT = "run `cselab data fetch sts` (or pass the SentEval data directory w
 
 
 # The tasks of the papers' table, in their order, as available from the fetched data.
-DEFAULT_TASKS: tuple[str, ...] = ("sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb", "sts17-en")
+DEFAULT_TASKS: tuple[str, ...] = ("sts12-part", "sts13-part", "sts14-part", "sts15-part", "sts16-part", "stsb",
+                                  "sts17-en")
 
 @dataclass(frozen=True)
 class StsSubset:
@@ -285,7 +286,8 @@ def senteval_root(senteval_dir: str | Path) -> Path:
         if (candidate / "STS").is_dir() or (candidate / "SICK").is_dir():
             return candidate
     raise CselabError(
-        f"{base} is not a SentEval data directory: expected STS/ and SICK/ in it (or in downstream/ or data/downstream/)"
+        f"{base} is not a SentEval data directory: expected STS/ and SICK/ in it "
+        "(or in downstream/ or data/downstream/)"
     )
 
 

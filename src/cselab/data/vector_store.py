@@ -148,7 +148,8 @@ class VectorStore:
     def fill(self, compute: Callable[[list[int]], np.ndarray], chunk: int,
              after_chunk: Callable[[int, int], None] | None = None) -> None:
         """Compute the rows not yet filled, ``chunk`` rows of the order at a time: ``compute(indices)`` returns
-        their vectors ``[len(indices), dim]``. ``after_chunk(filled, rows)`` is called after each chunk (the teacher pass moves its bar)."""
+        their vectors ``[len(indices), dim]``. ``after_chunk(filled, rows)`` is called after each chunk (the teacher
+        pass moves its bar)."""
         if chunk < 1:
             raise ValueError(f"chunk must be at least 1, got {chunk}")
         order = np.load(self.path / ORDER_FILE)

@@ -117,7 +117,8 @@ def _mteb() -> Any:
     try:
         import mteb
     except ImportError as exc:
-        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): pip install 'cselab[mteb]'") from exc
+        raise CselabError(f"domain evaluation runs mteb, which is not installed ({exc}): "
+                          "pip install 'cselab[mteb]'") from exc
     return mteb
 
 

@@ -78,7 +78,8 @@ def _lines(path: Path, what: str) -> list[tuple[int, str]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise CselabError(f"{path}, line {line}: not UTF-8 text (byte {exc.start}); convert the file to UTF-8") from None
+        raise CselabError(f"{path}, line {line}: not UTF-8 text (byte {exc.start}); "
+                          "convert the file to UTF-8") from None
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\x00" in text:
@@ -140,7 +141,8 @@ def read_pairs(path: str | Path) -> ScoredPairs:
     for n, line in _lines(path, "pairs"):
         fields = line.split("\t")
         if len(fields) != 3:
-            raise CselabError(f"{path}, line {n}: {len(fields)} tab-separated field(s), expected 3 (s1<TAB>s2<TAB>score)")
+            raise CselabError(f"{path}, line {n}: {len(fields)} tab-separated field(s), "
+                              "expected 3 (s1<TAB>s2<TAB>score)")
         s1, s2 = _clean(fields[0]), _clean(fields[1])
         if not s1 or not s2:
             raise CselabError(f"{path}, line {n}: empty {'first' if not s1 else 'second'} sentence")
@@ -216,7 +218,8 @@ def read_retrieval(directory: str | Path) -> RetrievalSet:
         if index == 0 and tuple(f.lower() for f in fields) == QRELS_HEADER:
             continue
         if len(fields) != 3:
-            raise CselabError(f"{path}, line {n}: {len(fields)} tab-separated field(s), expected 3 (qid<TAB>did<TAB>relevance)")
+            raise CselabError(f"{path}, line {n}: {len(fields)} tab-separated field(s), "
+                              "expected 3 (qid<TAB>did<TAB>relevance)")
         qid, did, rel = fields
         if qid not in queries:
             raise CselabError(f"{path}, line {n}: query id {qid!r} is not in {_pick(directory, 'queries').name}")

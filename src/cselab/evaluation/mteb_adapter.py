@@ -241,7 +241,8 @@ def get_tasks(names: Sequence[str], *, home: Path | None = None, local: bool = T
             try:
                 task = mteb.get_task(name)
             except (KeyError, ValueError) as exc:
-                raise CselabError(f"unknown mteb task {name!r} ({exc}); cselab's own: {', '.join(ZEROSHOT_TASKS)}") from exc
+                raise CselabError(f"unknown mteb task {name!r} ({exc}); "
+                                  f"cselab's own: {', '.join(ZEROSHOT_TASKS)}") from exc
             if local and name in LOCAL_DATA:
                 attach_local_data(task, LOCAL_DATA[name](home))
         tasks.append(task)

@@ -59,7 +59,8 @@ class WeightChoice:
     dev_by_weight: dict[float, float]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight, "dev": self.dev, "dev_by_weight": {str(w): s for w, s in self.dev_by_weight.items()}}
+        return {"weight": self.weight, "dev": self.dev,
+                "dev_by_weight": {str(w): s for w, s in self.dev_by_weight.items()}}
 
 
 def choose_weight(model_a: nn.Module, model_b: nn.Module, grid: Sequence[float] = DEFAULT_GRID, *,

@@ -138,7 +138,8 @@ def plan_pipeline(config: RunConfig) -> PipelinePlan:
         stage1.append(validate(RunConfig, raw, prefix=f"method_options.pipeline.stage1 (encoder {k}): "))
         augmentations.append(augmentation)
     options = dict(config.method_options,
-                   encoder_1=str(stage1_dir / "encoder_1" / BEST_DIR), encoder_2=str(stage1_dir / "encoder_2" / BEST_DIR))
+                   encoder_1=str(stage1_dir / "encoder_1" / BEST_DIR),
+                   encoder_2=str(stage1_dir / "encoder_2" / BEST_DIR))
     stage2 = config.model_copy(update={"method_options": options,
                                        "train": config.train.model_copy(update={"output_dir": str(root / STAGE2_DIR)})})
     return PipelinePlan(config.data.corpus, stage1, stage2, augmentations, stage1_dir)

@@ -54,10 +54,12 @@ def _config_differences(recorded: Mapping[str, Any], current: Mapping[str, Any])
 def shared_stage1_dir(config: Any) -> str | None:
     """The shared stage-1 directory a twin pipeline names (``None``: not a pipeline, or stage 1 under its own run)."""
     pipeline = config.method_options.get("pipeline")
-    return str(pipeline["stage1_dir"]).rstrip("/") if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir") else None
+    return (str(pipeline["stage1_dir"]).rstrip("/") if isinstance(pipeline, Mapping) and pipeline.get("stage1_dir")
+            else None)
 
 
-def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None, stage1_dir: str | None = None) -> list[str]:
+def seed_overrides(config: Any, seed: int, *, output_dir: str | None = None,
+                   stage1_dir: str | None = None) -> list[str]:
     """The overrides that make ``config`` the run of ``seed``: the seed, ``<output_dir>-seed<S>`` and, for a twin
     pipeline whose stage 1 lives in a shared ``stage1_dir``, ``<stage1_dir>-seed<S>`` (stage 1 depends on the
     seed too; TNCSE and JTCSE presets naming the same stage1_dir still share it per seed). ``output_dir`` and

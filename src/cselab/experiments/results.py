@@ -40,7 +40,8 @@ def scores_on_test_sets(model: Any, *, batch_size: int = 128) -> dict[str, float
 
 
 def results_record(config: RunConfig, result: TrainResult, scores: dict[str, float], *, variant: str = "",
-                   row: str = "", config_source: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+                   row: str = "", config_source: str | None = None,
+                   overrides: list[str] | None = None) -> dict[str, Any]:
     """One line of a results file (docs/results.md#results-record): the run's protocol when it names one, and
     its training text (name, size, checksum, and which STS test sets it holds sentences of)."""
     protocol = {"protocol": config.protocol} if config.protocol else {}

@@ -83,7 +83,8 @@ def _check_packages(fmt: str, quantize: str | None) -> None:
     needed = _PACKAGES[fmt] + (_PACKAGES["openvino-int8"] if fmt == "openvino" and quantize else ())
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
-        raise CselabError(f"{fmt} export needs {', '.join(missing)}, which is not installed: pip install 'cselab[export]'")
+        raise CselabError(f"{fmt} export needs {', '.join(missing)}, which is not installed: "
+                          "pip install 'cselab[export]'")
 
 
 def _model_source(model_dir: str | Path) -> Path:

@@ -73,7 +73,8 @@ def similarity_distillation_mse(student: torch.Tensor, teacher: torch.Tensor) ->
     """
     rows = _check_student_teacher(student, teacher)
     if rows < 2:
-        raise ValueError(f"similarity distillation compares pairs of sentences: it needs a batch of at least 2, got {rows}")
+        raise ValueError("similarity distillation compares pairs of sentences: "
+                         f"it needs a batch of at least 2, got {rows}")
     own = cosine_similarity_matrix(student, student)
     target = cosine_similarity_matrix(teacher.detach(), teacher.detach()).to(own.device)
     off_diagonal = ~torch.eye(rows, dtype=torch.bool, device=own.device)

@@ -136,7 +136,8 @@ class CoTBert(Method):
         templates of the batch's distinct lengths (3K rows, template-major) with each sentence's index k."""
         tokenizer = self.encoder.tokenizer
         sentences = self.compiled[0].sentence_ids(tokenizer, examples, self.config.model.max_length)
-        batch: dict[str, Any] = pad_rows([row for t in self.compiled for row in t.rows(sentences)], tokenizer.pad_token_id)
+        batch: dict[str, Any] = pad_rows([row for t in self.compiled for row in t.rows(sentences)],
+                                         tokenizer.pad_token_id)
         if self.options.denoise:
             lengths = [len(ids) for ids in sentences]
             distinct = sorted(set(lengths))
@@ -144,7 +145,8 @@ class CoTBert(Method):
             batch["empty_input_ids"], batch["empty_attention_mask"] = empty["input_ids"], empty["attention_mask"]
             position = {n: k for k, n in enumerate(distinct)}
             batch["length_index"] = torch.tensor([position[n] for n in lengths], dtype=torch.long)
-            batch["empty_order"], batch["empty_chunks"] = self._length_chunks(empty["attention_mask"].sum(dim=1).tolist())
+            batch["empty_order"], batch["empty_chunks"] = self._length_chunks(
+                empty["attention_mask"].sum(dim=1).tolist())
         return batch
 
     def _length_chunks(self, widths: list[int]) -> tuple[Tensor, list[tuple[int, int, int]]]:

@@ -42,8 +42,8 @@ its neighbours rather than every cosine's value (not in the papers; an option of
 targets without neighbours, whose teacher runs on each batch) reads the teacher's unit vectors of the training
 text from a finished pass (:mod:`cselab.teacher_pass`): the store ``method_options.teacher_vectors`` names
 (``cselab adapt`` writes one over the whole text in ``OUTPUT/teacher``), or else one the method fills in the
-cache of teacher passes (``$CSELAB_HOME/teacher-vectors``) before the first step. A resumed run reads the same store; no teacher runs during the
-steps.
+cache of teacher passes (``$CSELAB_HOME/teacher-vectors``) before the first step. A resumed run reads the same
+store; no teacher runs during the steps.
 
 **A teacher of another width, onto its vectors** (``target: vectors``; not in the papers, ours and LEAF's):
 
@@ -95,8 +95,9 @@ class DistillOptions(MethodOptions):
         "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature; "
         "pairs: MSE onto its cosine of each sentence with a near neighbour and with random sentences (any width)")
     neighbours: int = Field(0, ge=0, description="k > 0: each example is a sentence with its k nearest neighbours by "
-                            "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences (similarity targets); "
-                            "target pairs: each sentence's partner is drawn from its k nearest neighbours (required)")
+                            "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences "
+                            "(similarity targets); target pairs: each sentence's partner is drawn from its "
+                            "k nearest neighbours (required)")
     random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
     projection: Literal["none", "pca-rotation", "linear-head"] = Field(
         "none", description="target vectors with a teacher of another width: none (equal widths); pca-rotation (the "
@@ -170,8 +171,8 @@ class Distill(Method):
                                   "targets; with target vectors every sentence is matched on its own")
         elif self.options.neighbours and config.train.length_group_window not in (None, DEFAULT_LENGTH_GROUP_WINDOW):
             # the default window steps aside (length_grouping below); a window the user chose is a contradiction
-            raise CselabError("config: method_options.neighbours groups sentences by meaning, train.length_group_window "
-                              "by length: use one of them")
+            raise CselabError("config: method_options.neighbours groups sentences by meaning, "
+                              "train.length_group_window by length: use one of them")
         if self.options.target == "pairs":
             if not self.options.neighbours:
                 raise CselabError("config: target pairs draws each sentence's partner from its nearest neighbours by "
@@ -335,7 +336,8 @@ class Distill(Method):
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         if self.options.target == "similarity_distributions":
-            return {"similarity_distillation_kl": similarity_distillation_kl(student, teacher, self.options.temperature)}
+            return {"similarity_distillation_kl": similarity_distillation_kl(student, teacher,
+                                                                             self.options.temperature)}
         if self.options.vector_loss == "cosine":
             return {"distillation_cosine": distillation_cosine(student, teacher)}
         return {"distillation_mse": distillation_mse(student, teacher)}
@@ -366,8 +368,9 @@ def pca_rotation(teacher: Tensor, sample: Sequence[int], student: Tensor) -> Ten
     the target holds (on STS-B's text, 0.0012 mean squared cosine error against the teacher's, against 0.00001)."""
     width = student.shape[1]
     if teacher.shape[1] < width:
-        raise CselabError(f"projection pca-rotation reduces the teacher's vectors to the student's width: the teacher's "
-                          f"{teacher.shape[1]} are fewer than the student's {width}; use projection linear-head")
+        raise CselabError("projection pca-rotation reduces the teacher's vectors to the student's width: "
+                          f"the teacher's {teacher.shape[1]} are fewer than the student's {width}; "
+                          "use projection linear-head")
     _, vectors = torch.linalg.eigh(teacher.T @ teacher)  # ascending eigenvalues of the (uncentred) second moment
     reduced = teacher @ vectors[:, -width:].flip(1)  # [N, d], first direction first
     fitted = reduced[list(sample)]

@@ -139,7 +139,8 @@ def parallel_files(config: Any, parallel: ParallelFiles | None, home: Path | Non
     return source, target
 
 
-def load_parallel_examples(config: Any, parallel: ParallelFiles | None, home: Path | None = None) -> list[tuple[str, str]]:
+def load_parallel_examples(config: Any, parallel: ParallelFiles | None,
+                           home: Path | None = None) -> list[tuple[str, str]]:
     """Read the pairs, drop pairs with a side over ``data.max_words``, keep the first ``data.max_sentences``.
 
     Prints one line with the number of pairs used and of pairs skipped (blank / invalid UTF-8 side, too long).
@@ -183,7 +184,8 @@ class IFCL(Method):
         self.fraternal: FraternalEmbeddings | None = None
         if self.needs_fraternal:
             if self.options.fraternal_model:
-                self.fraternal = FraternalEmbeddings.from_pretrained(self.options.fraternal_model, self.encoder.hidden_size)
+                self.fraternal = FraternalEmbeddings.from_pretrained(self.options.fraternal_model,
+                                                                     self.encoder.hidden_size)
             else:
                 self.fraternal = FraternalEmbeddings.copy_of_source(self.encoder)
         self.queue: HippocampusQueue | None = None
@@ -214,8 +216,10 @@ class IFCL(Method):
         if source_pad is None:
             raise CselabError("IFCL pads to a common length and needs a source tokenizer with a pad token")
         ids, mask = pad_to_length(batch["input_ids"], batch["attention_mask"], length, source_pad)
-        frat_ids, frat_mask = pad_to_length(frat["input_ids"], frat["attention_mask"], length, self.fraternal.pad_token_id)
-        return {"input_ids": ids, "attention_mask": mask, "fraternal_input_ids": frat_ids, "fraternal_attention_mask": frat_mask}
+        frat_ids, frat_mask = pad_to_length(frat["input_ids"], frat["attention_mask"], length,
+                                            self.fraternal.pad_token_id)
+        return {"input_ids": ids, "attention_mask": mask,
+                "fraternal_input_ids": frat_ids, "fraternal_attention_mask": frat_mask}
 
     # -- views ----------------------------------------------------------------------------------------
     def encode_views(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -234,7 +238,8 @@ class IFCL(Method):
         if self.needs_fraternal:
             assert self.fraternal is not None
             y_de = self.fraternal(batch["fraternal_input_ids"])
-            y_fused, fused_mask = fuse(y, mask, y_de.to(y.dtype), batch["fraternal_attention_mask"], self.options.fusion_rate)
+            y_fused, fused_mask = fuse(y, mask, y_de.to(y.dtype), batch["fraternal_attention_mask"],
+                                       self.options.fusion_rate)
             names.append(("h_frat", "e_frat"))
             views.append(y_fused)
             masks.append(fused_mask)

@@ -47,7 +47,8 @@ DEFAULT_WEIGHTS = {"info_nce": 1.0, "dcl": 0.1}
 
 
 class SimCSEPPOptions(MethodOptions):
-    off_dropout: bool = Field(True, description="negatives from a dropout-free third pass (Eq. 3); false = SimCSE InfoNCE")
+    off_dropout: bool = Field(True,
+                              description="negatives from a dropout-free third pass (Eq. 3); false = SimCSE InfoNCE")
     m: float = Field(0.9, gt=0, description="trade-off factor m of Eq. 3")
     offdropout_scale: Literal["negatives", "positive"] = Field(
         "negatives", description="'negatives' = paper Eq. 3; 'positive' = reference code (m scales the positive)"

@@ -52,7 +52,8 @@ from cselab.models.sentence_model import TwinModel, read_description
 class TNCSEOptions(MethodOptions):
     encoder_1: str | None = Field(None, description="stage-1 model directory of encoder I (set by the pipeline)")
     encoder_2: str | None = Field(None, description="stage-1 model directory of encoder II (set by the pipeline)")
-    allow_backbone_pooler: bool = Field(False, description="use the backbone's pooler as P when a stage-1 model has no MLP")
+    allow_backbone_pooler: bool = Field(False,
+                                        description="use the backbone's pooler as P when a stage-1 model has no MLP")
     cos_floor: float = Field(1e-4, gt=0.0, le=1.0, description="ICTN: lower clamp of the cosine inside the log")
     pipeline: PipelineSpec | None = Field(None, description="stage-1 recipe, read by cselab.experiments.pipeline")
 

@@ -182,7 +182,8 @@ class Encoder(nn.Module):
         bar = report().bar(total=len(texts), desc="encode", unit="sent", show=progress)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            features = {k: v.to(device) for k, v in pad_rows([rows[i] for i in idx], self.tokenizer.pad_token_id).items()}
+            features = {k: v.to(device)
+                        for k, v in pad_rows([rows[i] for i in idx], self.tokenizer.pad_token_id).items()}
             chunks.append(self(features).float().cpu())
             bar.update(len(idx))
         bar.close()
@@ -239,7 +240,8 @@ class Encoder(nn.Module):
         d = self.hidden_size
         transformer = st_layout.transformer_config(self.max_length)
         if self.pooler in ("cls", "cls_before_pooler", "mean"):
-            return [st_layout.StModule(st_layout.TRANSFORMER), st_layout.pooling(d, "mean" if self.pooler == "mean" else "cls")], transformer
+            return [st_layout.StModule(st_layout.TRANSFORMER),
+                    st_layout.pooling(d, "mean" if self.pooler == "mean" else "cls")], transformer
         if self.pooler == "pooler":
             # the backbone's pooler layer is tanh(W h_[CLS] + b): CLS pooling, then a Dense holding W, b with tanh
             layer = getattr(self.backbone, "pooler", None)
@@ -284,5 +286,6 @@ class Encoder(nn.Module):
             try:
                 encoder.head.load_state_dict(load_file(source / str(description["head"])))
             except (OSError, RuntimeError, SafetensorError) as exc:
-                raise CselabError(f"{source / str(description['head'])}: the head's weights cannot be read ({exc})") from exc
+                raise CselabError(f"{source / str(description['head'])}: "
+                                  f"the head's weights cannot be read ({exc})") from exc
         return encoder

@@ -206,7 +206,8 @@ class FraternalEmbeddings(nn.Module):
             return cls(embeddings, tokenizer, hidden, target_size)
         targets = {name: target for target, name in MODEL_NAMES.items()}
         if source == str(name_or_path) and name_or_path in targets:
-            raise CselabError(f"{name_or_path} is not fetched yet: run `cselab data fetch {targets[name_or_path]}` first")
+            raise CselabError(f"{name_or_path} is not fetched yet: "
+                              f"run `cselab data fetch {targets[name_or_path]}` first")
         backbone, tokenizer = load_backbone(name_or_path)
         return cls(embeddings_module(backbone), tokenizer, int(backbone.config.hidden_size), target_size)
 

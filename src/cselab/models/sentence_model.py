@@ -235,7 +235,8 @@ def _combine_problem(combine: object, weights: Sequence[float]) -> str | None:
     if not isinstance(combine, str) or combine not in COMBINE_MODES:
         return f"unknown ensemble combine {combine!r}; known: {', '.join(COMBINE_MODES)}"
     if combine == "concat" and (any(w < 0 for w in weights) or not sum(weights) > 0):
-        return f"a concat ensemble needs weights >= 0 with a positive sum (they scale unit vectors), got {list(weights)}"
+        return ("a concat ensemble needs weights >= 0 with a positive sum (they scale unit vectors), "
+                f"got {list(weights)}")
     return None
 
 
@@ -300,7 +301,8 @@ def read_description(path: str | Path) -> dict[str, Any] | None:
         return None
     description = _read_json(file)
     if not isinstance(description, dict):
-        raise CselabError(f"{file} is damaged: a model description is a JSON object, found {type(description).__name__}")
+        raise CselabError(f"{file} is damaged: a model description is a JSON object, "
+                          f"found {type(description).__name__}")
     return description
 
 

@@ -54,7 +54,8 @@ def ablation_report(records: Sequence[dict[str, Any]], terms: Sequence[str], out
     plot_ablation(means, out / "ablation.png", stds=stds, ylabel=f"{metric} (Spearman x 100)",
                   title=f"Loss-term ablation of {method}")
     (out / "ablation.md").write_text(markdown + "\n", encoding="utf-8")
-    files = {"plot": str(out / "ablation.png"), "markdown": str(out / "ablation.md"), "json": str(out / "ablation.json")}
+    files = {"plot": str(out / "ablation.png"), "markdown": str(out / "ablation.md"),
+             "json": str(out / "ablation.json")}
     report = AblationReport(method=method, terms=tuple(terms), metric=metric, means=means, stds=stds, seeds=seeds,
                             markdown=markdown, files=files)
     write_report_json(out / "ablation.json", {"analysis": "ablation", **asdict(report)})

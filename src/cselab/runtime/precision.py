@@ -189,7 +189,8 @@ def backbone_config_of(module: torch.nn.Module) -> Any:
     return None
 
 
-def inference_precision(requested: str, model: torch.nn.Module, batch_size: int, tokens_per_row: int = 32) -> PrecisionChoice:
+def inference_precision(requested: str, model: torch.nn.Module, batch_size: int,
+                        tokens_per_row: int = 32) -> PrecisionChoice:
     """The precision ``cselab encode`` / ``eval`` run ``model`` with (``auto`` probed at the batch's shape)."""
     if requested not in PRECISIONS:
         from cselab.errors import CselabError

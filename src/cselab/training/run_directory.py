@@ -147,8 +147,8 @@ class OpenedRun:
         short are undone first. Then ``overwrite`` removes an unfinished run's files (a finished run is refused)
         and starts at step 0; ``resume`` refuses a changed configuration (:func:`check_resume_config`) and
         continues the saved state, or, for a run killed before its first save, removes its files and starts at
-        step 0 (rank 0 says so through the reporter in effect); neither refuses a directory that already holds a run. Nothing is loaded here:
-        the caller loads the state."""
+        step 0 (rank 0 says so through the reporter in effect); neither refuses a directory that already holds a
+        run. Nothing is loaded here: the caller loads the state."""
         out, main = self.path, rank == 0
         if main:
             self.directory.recover(BEST_DIR)

@@ -290,7 +290,8 @@ class Trainer:
                 try:
                     from torch.utils.tensorboard import SummaryWriter
                 except ImportError as exc:
-                    raise CselabError("train.tensorboard needs the tensorboard package (pip install tensorboard)") from exc
+                    raise CselabError("train.tensorboard needs the tensorboard package "
+                                      "(pip install tensorboard)") from exc
                 self._writer = SummaryWriter(str(out / "tensorboard"))
 
     def _interrupted(self) -> RunInterrupted:
@@ -437,9 +438,11 @@ class Trainer:
                 # values are read on the host only here, so a GPU step never waits for logging
                 values = {k: float(v) for k, v in step_values.items()}
                 if not math.isfinite(values["loss"]):
-                    raise CselabError(f"loss became {values['loss']} by step {self.state.step}; lower train.lr or use fp32")
+                    raise CselabError(f"loss became {values['loss']} by step {self.state.step}; "
+                                      "lower train.lr or use fp32")
                 rate = window_sentences / max(1e-9, time.perf_counter() - window_start)
-                self._log({"step": self.state.step, "lr": self.scheduler.get_last_lr()[0], "sent_per_s": rate, **values})
+                self._log({"step": self.state.step, "lr": self.scheduler.get_last_lr()[0], "sent_per_s": rate,
+                           **values})
                 window_start, window_sentences = time.perf_counter(), 0
                 bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}",
                                 best_dev=f"{self.state.best_score:.2f}" if self.state.best_score is not None else "-")
