@@ -54,6 +54,7 @@ install-dev: install-torch
 demo-setup: install-torch
 	$(PIP) install -e ".[mteb]"
 	$(PYTHON) -m cselab.cli data fetch models
+	$(PYTHON) -m cselab.cli data fetch models-mpnet
 	$(PYTHON) -m cselab.cli data fetch domains
 
 demo: demo-setup

@@ -3,21 +3,26 @@
 Configurations (lab/books/domain_study.md; ``lab.domain_study.study.CONFIGURATIONS``):
 
 * ``checkpoint``: all-MiniLM-L6-v2 untouched, its own mean pooling;
-* ``mpnet``: all-mpnet-base-v2 untouched (the teacher of ``cselab-adapt``, five times larger);
-* ``st-tsdae``, ``st-ct``, ``st-mnrl``: sentence-transformers' own recipes through its trainer
+* ``mpnet``: all-mpnet-base-v2 untouched (the teacher of the ``cselab-*`` configurations with a teacher, five times
+  larger);
+* ``st-tsdae``, ``st-ct``, ``st-mnrl``, ``st-distill``: sentence-transformers' own recipes through its trainer
   (``lab/domain_study/domain_peers.py``), on the domain's whole ``train.txt``;
-* ``cselab-simcse``: ``cselab adapt`` as it runs by default (SimCSE, fixed budget);
-* ``cselab-adapt``: ``cselab adapt --teacher all-mpnet-base-v2 --select teacher-agreement`` (its neighbour-pair
-  cosines distilled; selection by agreement with the teacher on 5% of ``train.txt`` held out, as every recorded run
-  of it selected; the study's fixed-budget column shows what the default, the last step, would have kept);
-* ``cselab-simcse-transductive``: the default on ``train-transductive.txt``, the text WITH the test items' text
+* ``cselab-simcse``: ``cselab adapt --no-teacher`` (SimCSE, fixed budget);
+* ``cselab-distill-*``: ``cselab adapt`` with the teacher, each naming the settings that tell it apart;
+  ``cselab-distill-sim-nb3`` is the default since the distillation study;
+* ``cselab-adapt``: the teacher recipe before the distillation study (neighbour-pair cosines, selection by
+  agreement with the teacher);
+* ``cselab-simcse-transductive``: SimCSE on ``train-transductive.txt``, the text WITH the test items' text
   (what a user clustering or searching their own text would run), reported apart from the held-out rows.
+
+A record says whether it ran ``cselab adapt``'s default (``"default": true``).
 
 Every trained configuration starts from the same checkpoint and runs the same budget: the steps ``cselab adapt``
 sets for the domain's text (``--steps`` overrides it for ALL configurations of a run; the record then says so),
-batch size 64 and max length 64 in training. Every model is scored at the checkpoint's own max length (256) so no
-configuration is cut shorter than the checkpoint at evaluation. The domain's task is scored with cselab's domain
-evaluation (mteb), STS-B test with cselab's evaluator (``cselab.evaluate(model, ["stsb"])``): forgetting.
+with the examples per step and tokens of its recipe (sentence-transformers' recipes: 64 and 64). Every model is
+scored at the checkpoint's own max length (256) so no configuration is cut shorter than the checkpoint at
+evaluation. The domain's task is scored with cselab's domain evaluation (mteb), STS-B test with cselab's evaluator
+(``cselab.evaluate(model, ["stsb"])``): forgetting.
 
 **The selection study.** For the ``cselab-*`` runs an observer (``run_adapt(observe=...)``, which never selects)
 records at the evaluated steps (step 0, every ``--observe-every`` evaluation of ``cselab adapt`` and the last
@@ -52,6 +57,7 @@ from lab.record import RESULTS_DIR, RUNS_DIR, append_record
 RESULTS = RESULTS_DIR / "domains.jsonl"
 RUNS = RUNS_DIR / "domains"
 STUDENT = "all-MiniLM-L6-v2"
+PEER_BATCH_SIZE = 64  # the sentence-transformers recipes' examples per step, as their examples set it
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,7 +73,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-note", default="", help="why the budget is not cselab adapt's default (recorded)")
     parser.add_argument("--text", type=Path, help="train the cselab-* configurations on this file instead of the "
                         "domain's train.txt (recorded; e.g. whole documents instead of sentences)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, help="examples per step (default: cselab adapt's recipe's; the "
+                        "sentence-transformers recipes: 64)")
     parser.add_argument("--max-length", type=int, help="tokens of a training example "
                         "(default: cselab adapt's recipe's; the sentence-transformers recipes: 64)")
     parser.add_argument("--eval-max-length", type=int, default=256,
@@ -226,12 +233,13 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     }
     trains = configuration not in ("checkpoint", "mpnet")
     if trains:
-        record.update({"steps": plan.steps, "default_steps": default, "batch_size": args.batch_size,
+        batch_size = plan.config.train.batch_size if not spec_c.recipe else args.batch_size or PEER_BATCH_SIZE
+        record.update({"steps": plan.steps, "default_steps": default, "batch_size": batch_size,
                        "max_length": args.max_length or plan.config.model.max_length})
         if plan.steps != default:
             record["budget_note"] = (args.budget_note or "") + f" ({plan.steps} of the default {default} steps)"
     echo(f"{domain} / {configuration} / seed {seed}: "
-         + (f"{plan.steps} steps of {args.batch_size}" if trains else "scoring the untouched model"))
+         + (f"{plan.steps} steps of {record['batch_size']}" if trains else "scoring the untouched model"))
     wall: float | None = None
     if configuration in ("checkpoint", "mpnet"):
         name = args.model if configuration == "checkpoint" else args.teacher
@@ -242,9 +250,9 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["eval_max_length"] = getattr(model, "max_length", None)
     elif recipe := CONFIGURATION[configuration].recipe:
         max_length = args.max_length or RECIPES[recipe].max_length  # None: the model's own max_seq_length
-        shape = training_shape(_hf_config(student), args.batch_size, max_length or 256)
+        shape = training_shape(_hf_config(student), record["batch_size"], max_length or 256)
         precision = resolve_precision("auto", torch.device("cpu"), shape).precision
-        info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=args.batch_size,
+        info = train_peer(recipe, student, text, run_dir, steps=plan.steps, batch_size=record["batch_size"],
                           max_length=max_length, seed=seed, precision=precision, progress=not args.quiet,
                           teacher=teacher if recipe == "distill" else None)
         wall = info["wall_s"]
@@ -253,7 +261,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
                                    "held_out": 0}
         record["recipe"] = info
         record["config"] = {"trainer": "SentenceTransformerTrainer", **info["recipe"], "precision": precision,
-                            "steps": plan.steps, "batch_size": args.batch_size, "max_length": info["max_length"]}
+                            "steps": plan.steps, "batch_size": record["batch_size"], "max_length": info["max_length"]}
         record["selection"] = ("the best STS-B dev step (the example's load_best_model_at_end)" if recipe == "distill"
                                else "fixed-budget (last step)")
         if recipe == "distill":

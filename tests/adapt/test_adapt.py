@@ -170,13 +170,14 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     assert code == 2 and "finished adaptation" in err
 
 
-def test_a_teacher_run_keeps_the_last_step_by_default(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
-    """--teacher without --select: a fixed budget, so the teacher agreement is scored once, at the last step, and
-    the last step is the model (the untouched model is no candidate)."""
+def test_a_teacher_run_keeps_the_last_step_with_a_fixed_budget(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
+    """--teacher --select fixed-budget: the teacher agreement is scored once, at the last step, and the last step
+    is the model (the untouched model is no candidate)."""
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
     code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir),
-                            "--output", str(out), "--steps", "3", "--batch-size", "8", "--max-length", "16"], capsys)
+                            "--output", str(out), "--steps", "3", "--batch-size", "8", "--max-length", "16",
+                            "--select", "fixed-budget"], capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["selection"], summary["best_step"]) == ("fixed-budget", 3)

@@ -68,8 +68,13 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
     assert (plan.teacher, plan.recipe, plan.config.method) == ("all-mpnet-base-v2", "distill", "distill")
     options = plan.config.method_options
-    assert (options["target"], options["projection"]) == ("vectors", "pca-rotation")
+    assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
+        "similarities", "none", "mse", 3)
     assert options["teacher_vectors"] == str(tmp_path / "a" / "teacher")
+    # the recipe's budget: one pass over the training lines (220 of 240 here) in steps of 16, at least 100
+    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("lines", 64, 16)
+    assert (plan.selection, plan.steps, plan.config.train.lr) == ("distillation-loss", 100, 1e-4)
+    assert plan.config.train.eval_at_start and plan.config.train.eval_every == 12
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
     assert (simcse.teacher, simcse.recipe, simcse.config.method) == (None, "simcse", "simcse")
 
@@ -87,8 +92,7 @@ def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
 def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--select", "distillation-loss", "train.eval_every=2"),
-                           capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "passages", "train.eval_every=2"), capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["teacher"], summary["recipe"], summary["selection"]) == ("all-mpnet-base-v2", "distill",
@@ -105,8 +109,8 @@ def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teac
     off = ~np.eye(len(held), dtype=bool)
     expected = -float(((student @ student.T - teacher @ teacher.T)[off] ** 2).mean())
     assert scores[summary["best_step"]] == pytest.approx(expected, abs=1e-5)
-    # the teacher's pass is kept in the run: every training example (passages of the training lines, by default
-    # with a teacher) and every held-out sentence
+    # the teacher's pass is kept in the run: every training example (passages of the training lines here) and
+    # every held-out sentence
     passages = (out / "train.txt").read_text().splitlines()
     text_lines = set(text.read_text().splitlines())
     assert len(passages) < 220 and all(any(line in p for line in text_lines) for p in passages)

@@ -4,26 +4,20 @@ The package: :mod:`.plan` (what will run, decided before any model loads), :mod:
 without labels, and the held-out scores), :mod:`.estimate` (the time estimate), :mod:`.run` (the whole command) and
 :mod:`.report` (the model card's figures, the report and the summary).
 
-The recipe (what :func:`plan_adapt` builds):
+The recipes (:data:`cselab.adapt.plan.RECIPES`):
 
-* **By default**: SimCSE with the model's own mean pooling at temperature 0.2, lr 1e-5, on a fixed budget (the
-  last step is the result). Why this default: on the domain suite (docs/adapt.md, "Your own domain") it had the
-  larger mean gain of the two recipes over the domains where both ran, it needs no second model and it trains
-  several times faster than the teacher recipe; on its runs the fixed budget picked the same steps as the best
-  label-free criteria (STS-B dev, held-out InfoNCE and uniformity) and better ones than the teacher agreement,
-  without evaluating anything. Neither recipe gains on every domain (both lost on news clustering), which is why
-  the user is asked to check the result on a few labelled examples (``--labels`` and the like).
-* **With a teacher** (``--teacher DIR``, e.g. all-mpnet-base-v2 after ``cselab data fetch models-mpnet``): the
-  teacher's cosines of pairs of the user's sentences are distilled into the user's model (``distill`` with
-  ``target: pairs``): each sentence with one of its nearest neighbours by the teacher and with a random
-  sentence, the student's cosines regressing onto the teacher's. The teacher is untouched.
+* **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
+  fetched it): ``distill`` with ``target: similarities``. Each batch holds sentences of the user's text with three
+  of their nearest neighbours by the teacher; the student's cosines of every pair in the batch regress onto the
+  teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the text are computed once and
+  kept in the run directory. The model kept is the step with the least distillation loss on the held-out text, the
+  untouched model (step 0) included, so a run that only moves away from the teacher hands back the model it began
+  with.
+* **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
+  on a fixed budget (the last step is the result).
 
-**Selection without labels.** A held-out part of the user's text (5%, at most 500 sentences) is never trained
-on. With a teacher, every ``eval_every`` steps the student is scored by its agreement with the teacher on
-held-out pairs (Spearman x 100 between the student's and the teacher's cosines of each held-out sentence with
-its nearest held-out neighbour and with a random one); the best step is kept, and the untouched model (step 0)
-is always a candidate. Without a teacher there is nothing to agree with, so the budget is fixed and the last
-step is kept. The budget is set from the text's size (:func:`default_steps`: three passes, 100 to 450 steps).
+A held-out part of the text (5%, 20 to 500 sentences) is never trained on. How the defaults were chosen, and what
+they gave on each domain of the suite, is in docs/adapt.md.
 
 Everything ``cselab train`` gives holds: progress, ``--resume`` after a kill, one writer per directory, a
 directory holding files that cselab did not write is refused.

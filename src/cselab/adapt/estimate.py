@@ -67,13 +67,14 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     steps, the evaluations and the teacher's pass over the text (``teacher`` ``None``: no pass to run, none or
     already kept).
 
-    A distillation batch encodes each example once, SimCSE twice (two dropout views); an example of passages holds
+    A distillation batch encodes each example once with its ``neighbours`` (``target: pairs``: with one neighbour
+    and its ``random_pairs``), SimCSE twice (two dropout views); an example of passages holds
     as many tokens as its lines; a training step of n tokens costs about ``TRAIN_STEP_PER_FORWARD[precision]``
     inference passes over n tokens. An evaluation encodes each
     held-out sentence once with a teacher (the distillation loss) and twice without (the sentence and its deletion
     view). Time is counted per token, not per sentence, because training batches sentences of similar length and a
     text of short sentences trains several times faster per step than one of long ones."""
-    rows = 1 if plan.config.method == "distill" else 2
+    rows = _rows_per_example(plan)
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
     lines_per_example = plan.train_sentences / max(1, len(plan.train_units)) if plan.train_units else 1.0
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
@@ -84,6 +85,15 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence
                   * (plan.train_sentences + len(plan.held_out)))  # passages hold the same tokens as their lines
     return total
+
+
+def _rows_per_example(plan: AdaptPlan) -> int:
+    if plan.config.method != "distill":
+        return 2
+    options = plan.config.method_options
+    if options.get("target") == "pairs":
+        return 2 + int(options.get("random_pairs", 1))
+    return 1 + int(options.get("neighbours", 0))
 
 
 MAX_ESTIMATE_DAYS = 30  # a budget estimated to train longer than this is refused as a mistake

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cselab.adapt.selection import DEFAULT_SELECTION, FIXED_BUDGET, SELECTIONS
+from cselab.adapt.selection import DISTILLATION_LOSS, FIXED_BUDGET, SELECTIONS
 from cselab.config.run_config import RunConfig, validate
 from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
@@ -73,8 +73,9 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Recipe:
-    """How ``cselab adapt`` trains: the method and its options, the learning rate and dropout, and its default budget
-    (``passes`` over the training text, at least ``min_steps`` and at most ``max_steps`` steps)."""
+    """How ``cselab adapt`` trains: the method and its options, the learning rate and dropout, its default budget
+    (``passes`` over the training text, at least ``min_steps`` and at most ``max_steps`` steps of ``batch_size``
+    examples), what an example is, and how the adapted model is chosen (``select``)."""
 
     name: str
     description: str
@@ -87,14 +88,17 @@ class Recipe:
     max_steps: int
     units: str = "lines"  # what a training example is: one of UNITS
     max_length: int = 64  # tokens of a training example
+    batch_size: int = 64  # training examples per step
+    select: str = FIXED_BUDGET  # one of SELECTIONS
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("simcse", "SimCSE (mean pooling, temperature 0.2)", "simcse", {"temperature": 0.2}, lr=1e-5, dropout=0.1,
            passes=3, min_steps=100, max_steps=450),
-    Recipe("distill", "the teacher's whole embedding distilled (its PCA rotated into the student's frame, cosine loss)",
-           "distill", {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine"}, lr=1e-4,
-           dropout=0.1, passes=3, min_steps=100, max_steps=2000, units="passages", max_length=256),
+    Recipe("distill", "the teacher's cosines of each batch distilled (MSE; each sentence with 3 of its nearest "
+           "neighbours by the teacher)", "distill",
+           {"target": "similarities", "projection": "none", "vector_loss": "mse", "neighbours": 3}, lr=1e-4,
+           dropout=0.1, passes=1, min_steps=100, max_steps=450, batch_size=16, select=DISTILLATION_LOSS),
 )}
 # What a training example is: a line of the text, or a passage of lines (the lines shuffled, then grouped so that
 # each passage holds up to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass,
@@ -208,23 +212,24 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
-               no_teacher: bool = False, steps: int | None = None, batch_size: int = 64, max_length: int | None = None,
-               seed: int = 1, max_sentences: int | None = None, select: str | None = None, units: str | None = None,
-               overrides: Sequence[str] = ()) -> AdaptPlan:
+               no_teacher: bool = False, steps: int | None = None, batch_size: int | None = None,
+               max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
+               select: str | None = None, units: str | None = None, overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
-    ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default :data:`DEFAULT_SELECTION`): the last step
+    ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default: the recipe's): the last step
     (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with the teacher's
-    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate). ``units`` and
-    ``max_length`` (default: the recipe's): what a training example is (:data:`UNITS`) and how many tokens it holds."""
+    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate). ``units``,
+    ``max_length`` and ``batch_size`` (default: the recipe's): what a training example is (:data:`UNITS`), how many
+    tokens it holds and how many make a step."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
         raise CselabError("give --teacher or --no-teacher, not both")
     if steps is not None and steps < 1:
         raise CselabError(f"--steps must be at least 1, got {steps}")
-    if batch_size < 2:
+    if batch_size is not None and batch_size < 2:
         raise CselabError(f"--batch-size must be at least 2 (in-batch negatives), got {batch_size}")
     if max_length is not None and max_length < 8:
         raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
@@ -243,13 +248,14 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
                           f"{MIN_SENTENCES} (one per line)")
     teacher_name = _resolve_teacher(teacher, no_teacher)
-    select = select or (DEFAULT_SELECTION if teacher_name is not None else FIXED_BUDGET)
-    if select != FIXED_BUDGET and teacher_name is None:
+    if select not in (None, FIXED_BUDGET) and teacher_name is None:
         raise CselabError(f"--select {select} compares the model with a teacher: give --teacher (or fetch "
                           f"{DEFAULT_TEACHER}: `cselab data fetch models-mpnet`)")
     recipe = RECIPES["distill" if teacher_name is not None else "simcse"]
+    select = select or recipe.select
     units = units or recipe.units
     max_length = max_length or recipe.max_length
+    batch_size = batch_size or recipe.batch_size
     train, held = split_held_out(sentences)
     examples = training_units(model, train, units, max_length)
     output_dir = Path(output_dir)

@@ -37,7 +37,6 @@ from cselab.vocabulary import ADAPT_SELECTIONS
 
 SELECTIONS = ADAPT_SELECTIONS
 FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT = SELECTIONS
-DEFAULT_SELECTION = FIXED_BUDGET  # with a teacher; without one the budget is always fixed
 SPLIT_SEED = 0  # the seed of the held-out pairs' random partners
 DELETION, TEMPERATURE, VIEW_SEED = 0.1, 0.05, 0
 
