@@ -24,7 +24,7 @@ from lab.record import RESULTS_DIR, ROOT
 SEED_COMPARISONS = (("simcse", "ifcl"), ("simcse", "tncse/dropout-0.1"), ("simcse", "jtcse/two-stream"),
                     ("tncse/dropout-0.1", "jtcse/two-stream"))
 ADAPT_BASELINE = "simcse/T 0.2, lr 1e-5, precision auto"
-OPTIONAL = frozenset({"domain-goals", "domain-peers"})
+OPTIONAL = frozenset({"domain-goals", "domain-peers", "domain-recipes"})
 
 
 class RenderError(Exception):
@@ -54,7 +54,13 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
     from cselab.reporting.tables import ablation_tables, protocol_table, resolve_configuration, seeds_table
     from lab.adapt_protocol.tables import adapt_seeds_table, adapt_table, read_adapt_records
     from lab.domain_study import score_suite
-    from lab.domain_study.study import brief_goals_table, domains_report, peers_table, read_domain_records
+    from lab.domain_study.study import (
+        brief_goals_table,
+        domains_report,
+        peers_table,
+        read_domain_records,
+        recipes_table,
+    )
     from lab.gpu.gpu_check_table import read_records as read_gpu_records
     from lab.gpu.gpu_check_table import render_tables as gpu_tables
 
@@ -81,6 +87,8 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         "domains": lambda: domains_report(read_domain_records(results / "domains.jsonl")),
         "domain-goals": lambda: brief_goals_table(read_domain_records(results / "domains.jsonl")),
         "domain-peers": lambda: peers_table(read_domain_records(results / "domains.jsonl")),
+        "domain-recipes": lambda: recipes_table([*read_domain_records(results / "domains.jsonl"),
+                                                 *read_domain_records(results / "domains_check.jsonl")]),
         "suite": suite,
     }
 

@@ -177,16 +177,23 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
     runtime settings aside: threads, device, the run directory and the budget given by --steps)."""
     from cselab.adapt import plan_adapt
     from cselab.config.run_config import RUNTIME_KEYS, flatten_config
+    from cselab.paths import resolve_model_path
 
     default = plan_adapt(text, plan.output_dir, model=plan.model, steps=args.steps, batch_size=args.batch_size,
                          max_length=args.max_length, seed=plan.config.train.seed)
     ignore = set(RUNTIME_KEYS)
 
-    def settings(config: Any) -> dict[str, Any]:
-        return {k: v for k, v in flatten_config(config.model_dump(mode="json")).items() if k not in ignore}
+    def where(model: str | None) -> str | None:  # a fetched model's name and its directory are one teacher
+        return None if model is None else str(Path(resolve_model_path(model)).resolve())
 
-    return (default.teacher, default.selection, default.recipe) == (plan.teacher, plan.selection, plan.recipe) and \
-        settings(default.config) == settings(plan.config)
+    def settings(config: Any) -> dict[str, Any]:
+        flat = flatten_config(config.model_dump(mode="json"))
+        if "method_options.teacher" in flat:
+            flat["method_options.teacher"] = where(flat["method_options.teacher"])
+        return {k: v for k, v in flat.items() if k not in ignore}
+
+    return (where(default.teacher), default.selection, default.recipe) == (
+        where(plan.teacher), plan.selection, plan.recipe) and settings(default.config) == settings(plan.config)
 
 
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:

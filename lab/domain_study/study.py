@@ -301,6 +301,39 @@ def domains_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def recipes_table(records: Sequence[dict[str, Any]]) -> str:
+    """The user's guide's one table of results (the ``<!-- cselab:domain-recipes -->`` block): a row per
+    configuration, a column per domain; each cell the seed mean of the domain's main score, its difference to the
+    untouched checkpoint, and how many seeds at how many steps (``-``: not run). ``cselab adapt``'s default row is
+    marked."""
+    groups = group_runs(records)
+    domains = sorted({d for d, _ in groups}, key=_domain_order)
+    configurations = sorted({c for _, c in groups}, key=_configuration_order)
+    default = default_configuration(records)
+    reference = {d: _mean([r["main_score"] for r in runs]) for (d, c), runs in groups.items() if c == REFERENCE}
+    header = ["configuration", *(f"{d} ({ALL_DOMAINS[d].main_task})" if d in ALL_DOMAINS else d for d in domains)]
+    rows = []
+    for config in configurations:
+        label = CONFIGURATION[config].label if config in CONFIGURATION else config
+        row = [f"**{label}** (the default)" if config == default else label]
+        for domain in domains:
+            runs = groups.get((domain, config))
+            if not runs:
+                row.append("-")
+                continue
+            main = _mean([r["main_score"] for r in runs])
+            ref = reference.get(domain)
+            cell = fmt(main)
+            if ref is not None and config != REFERENCE and main is not None:
+                cell += f" ({main - ref:+.2f})"
+            steps = sorted({r["steps"] for r in runs if isinstance(r.get("steps"), int)})
+            if steps:
+                cell += f"; {len(runs)}x{'/'.join(map(str, steps))} steps"
+            row.append(cell)
+        rows.append(row)
+    return "\n".join(markdown_table(header, rows))
+
+
 def selection_table(records: Sequence[dict[str, Any]]) -> str:
     """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the held-out
     runs and how often each criterion selected the best step. The transductive runs are listed but kept out of

@@ -271,6 +271,57 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
         read_domain_records(bad)
 
 
+def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_dir, tmp_path, monkeypatch):
+    """The teacher named by its fetched name (cselab adapt's default) or given as its directory (the study) is one
+    teacher; a setting that differs from the default's is no default run."""
+    import argparse
+    import shutil
+
+    from cselab.adapt import plan_adapt
+    from lab.domain_study.study import CONFIGURATION
+
+    home = tmp_path / "home"
+    shutil.copytree(tiny_bert_dir, home / "models" / "all-mpnet-base-v2")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    text = tmp_path / "text.txt"
+    rng = random.Random(0)
+    text.write_text("".join(f"{' '.join(rng.choice(WORDS) for _ in range(8))} {i}\n" for i in range(240)))
+    args = argparse.Namespace(steps=None, batch_size=None, max_length=None)
+    config = CONFIGURATION["cselab-distill-sim-nb3"]
+
+    def plan(*overrides: str, select: str | None = config.select):
+        return plan_adapt(text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" /
+                          "all-mpnet-base-v2"), select=select, units=config.units,
+                          overrides=[*config.overrides, "train.threads=1", "train.device=cpu", *overrides])
+
+    assert run_domains.is_default(plan(), text, args)
+    assert not run_domains.is_default(plan("train.lr=3e-5"), text, args)
+    assert not run_domains.is_default(plan(select="fixed-budget"), text, args)
+
+
+def test_the_recipes_table_by_hand():
+    from lab.domain_study.study import recipes_table
+
+    default = _record("bbc-news", "cselab-distill-sim-nb3", 1, 84.5, 82.2, 500.0)
+    default["default"] = True
+    records = [
+        _record("bbc-news", "checkpoint", 1, 86.0, 82.03, None),
+        _record("bbc-news", "cselab-simcse", 1, 83.0, 82.0, 100.0),
+        _record("bbc-news", "cselab-simcse", 2, 84.0, 82.0, 100.0),
+        default,
+        _record("brown-genres", "checkpoint", 1, 45.0, 82.03, None),
+    ]
+    lines = recipes_table(records).splitlines()
+    assert [c.strip() for c in lines[0].strip("|").split("|")] == ["configuration", "bbc-news (clustering)",
+                                                                   "brown-genres (classification)"]
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
+    assert rows[CONFIGURATION["checkpoint"].label] == ["86.00", "45.00"]
+    # the seed mean (83.0 + 84.0) / 2 = 83.5, 2.5 below the checkpoint; two seeds of 50 steps; not run on brown
+    assert rows[CONFIGURATION["cselab-simcse"].label] == ["83.50 (-2.50); 2x50 steps", "-"]
+    assert rows[f"**{CONFIGURATION['cselab-distill-sim-nb3'].label}** (the default)"] == [
+        "84.50 (-1.50); 1x50 steps", "-"]
+
+
 def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_path):
     """A trainer with an observer keeps the same best step and the same weights as one without."""
     from cselab.config.run_config import RunConfig, validate
