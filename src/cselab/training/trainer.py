@@ -445,7 +445,7 @@ class Trainer:
                            **values})
                 window_start, window_sentences = time.perf_counter(), 0
                 bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}",
-                                best_dev=f"{self.state.best_score:.2f}" if self.state.best_score is not None else "-")
+                                best_dev=f"{self.state.best_score:.4g}" if self.state.best_score is not None else "-")
             bar.update(1)
             evaluate = self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps
             save = self.state.step % save_every == 0 or self.state.step == self.total_steps
