@@ -247,9 +247,16 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
 
 
 def _in_order(store: VectorStore, request: Sequence[str]) -> np.ndarray:
-    """The store's vectors of the texts ``request``, in that order."""
-    row = {text: i for i, text in enumerate(store.texts() or [])}
-    return np.asarray(store.vectors()[[row[text] for text in request]])
+    """The store's vectors of the texts ``request``, in that order; a text the store does not hold is refused."""
+    texts = store.texts()
+    if texts is None:
+        raise CselabError(f"{store.path} keeps no texts, so its rows cannot be matched to sentences")
+    row = {text: i for i, text in enumerate(texts)}
+    missing = [s for s in request if s not in row]
+    if missing:
+        raise CselabError(f"{store.path} holds no teacher vector of {len(missing)} training sentence(s), e.g. "
+                          f"{missing[0][:60]!r}: the vectors are of another text")
+    return np.asarray(store.vectors()[[row[s] for s in request]])
 
 
 def _length_order(runner: _Runner, sentences: Sequence[str]) -> list[int]:
@@ -300,12 +307,4 @@ def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.
     store = VectorStore.open(store_dir)
     if store is None or not store.complete:
         raise CselabError(f"{store_dir} holds no finished teacher pass (cselab adapt writes one in OUTPUT/teacher)")
-    texts = store.texts()
-    if texts is None:
-        raise CselabError(f"{store_dir} keeps no texts, so its rows cannot be matched to sentences")
-    row = {text: i for i, text in enumerate(texts)}
-    missing = [s for s in sentences if s not in row]
-    if missing:
-        raise CselabError(f"{store_dir} holds no teacher vector of {len(missing)} training sentence(s), e.g. "
-                          f"{missing[0][:60]!r}: the vectors are of another text")
-    return np.asarray(store.vectors()[[row[s] for s in sentences]])
+    return _in_order(store, sentences)

@@ -99,6 +99,11 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # 100 x 2.2 x 1 row (one view) x 64 x 0.02 s = 281.6 s; 5 evaluations (step 0 and every 25) x 1 row x 20 x
     # 0.02 = 2 s; the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(281.6 + 2 + 24)
+    # target pairs: each anchor brings one neighbour and one random partner, 3 rows: 100 x 2.2 x 3 x 16 x 0.02 s
+    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                       units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
+                                                 "method_options.neighbours=10"])
+    assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 2 + 24)
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s

@@ -89,11 +89,10 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
 
 def _rows_per_example(plan: AdaptPlan) -> int:
     if plan.config.method != "distill":
-        return 2
-    options = plan.config.method_options
-    if options.get("target") == "pairs":
-        return 2 + int(options.get("random_pairs", 1))
-    return 1 + int(options.get("neighbours", 0))
+        return 2  # SimCSE: two dropout views
+    from cselab.methods.distill import DistillOptions, sentences_per_example
+
+    return sentences_per_example(DistillOptions.model_validate(plan.config.method_options))
 
 
 MAX_ESTIMATE_DAYS = 30  # a budget estimated to train longer than this is refused as a mistake

@@ -133,7 +133,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     the reporter in effect (:mod:`cselab.reporter`)."""
     from cselab.models.sentence_model import load_model
     from cselab.runtime.devices import pick_device
-    from cselab.teacher_pass import read_teacher_vectors, teacher_vectors
+    from cselab.teacher_pass import teacher_vectors
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
@@ -155,11 +155,11 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         if plan.teacher is not None:
             clock = time.perf_counter()
             store = plan.output_dir / TEACHER_DIR
-            # the teacher's vectors of what the student is trained on and of the held-out sentences
-            teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out], store,
-                            device=pick_device(plan.config.train.device),
-                            requested_precision=plan.config.train.precision)
-            teacher_held = read_teacher_vectors(store, plan.held_out)
+            # the teacher's vectors of what the student is trained on and of the held-out sentences, in that order
+            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out], store,
+                                      device=pick_device(plan.config.train.device),
+                                      requested_precision=plan.config.train.precision)
+            teacher_held = vectors[len(plan.train_units):]
             teacher_s = time.perf_counter() - clock
         selector = _selector(plan, teacher_held)
         clock = time.perf_counter()

@@ -115,6 +115,14 @@ TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_disti
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
 VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
 # the fewest sentences of a batch each target can compare
+def sentences_per_example(options: DistillOptions) -> int:
+    """How many sentences a training example brings into its batch: the sentence and its ``neighbours``, or with
+    ``target: pairs`` the anchor, one neighbour and its ``random_pairs``."""
+    if options.target == "pairs":
+        return 2 + options.random_pairs
+    return 1 + options.neighbours
+
+
 MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1}
 
 
