@@ -67,6 +67,12 @@ def test_copy_links_a_complete_store(tmp_path) -> None:
     np.testing.assert_array_equal(copy.vectors(), _rows(list(range(5))))
     assert copy.key == "k" and copy.complete
     assert not list((tmp_path / "cache").glob(".*"))  # no staging directory left
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    with pytest.raises(FileExistsError):
+        store.copy_to(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "cache", "mine"]  # nothing staged is left
 
 
 def test_content_key_separates_its_parts() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from cselab.errors import CselabError
-from cselab.fileio import write_atomic, write_json_atomic
+from cselab.fileio import replace_directory, staging_directory, write_atomic, write_json_atomic
 
 VECTORS_FILE, ORDER_FILE, STATE_FILE, TEXTS_FILE = "vectors.npy", "order.npy", "state.json", "texts.txt"
 
@@ -172,15 +172,13 @@ class VectorStore:
     # -- sharing ---------------------------------------------------------------------------------------------
     def copy_to(self, target: str | Path) -> VectorStore:
         """This (complete) store at ``target``, a directory that must not exist yet: hard links where the file
-        system allows (no second copy on disk), else a copy; built beside ``target`` and renamed into place."""
+        system allows (no second copy on disk), else a copy; built beside ``target`` and swapped into place."""
         if not self.complete:
             raise ValueError("only a complete store is copied")
         target = Path(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir()
+        if target.exists() and any(target.iterdir()):
+            raise FileExistsError(f"{target} is not empty")  # never replace what is there
+        staging = staging_directory(target, prefix="copy-")
         try:
             for name in (VECTORS_FILE, ORDER_FILE, TEXTS_FILE):
                 if not (self.path / name).exists():
@@ -190,7 +188,7 @@ class VectorStore:
                 except OSError:
                     shutil.copyfile(self.path / name, staging / name)
             write_json_atomic(staging / STATE_FILE, self.state)
-            os.rename(staging, target)
+            replace_directory(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
