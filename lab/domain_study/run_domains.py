@@ -226,7 +226,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     spec_c = CONFIGURATION[configuration]
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
                       no_teacher=not spec_c.teacher, steps=args.steps, batch_size=args.batch_size,
-                      max_length=args.max_length, seed=seed, select=spec_c.select, units=spec_c.units,
+                      max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
+                      units=spec_c.units,
                       overrides=[*spec_c.overrides, *runtime])
     if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
         plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
@@ -283,7 +284,11 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         vectors = teacher_vectors(teacher, unique, None)
         row = {text_: i for i, text_ in enumerate(unique)}
         teacher_held = vectors[[row[s] for s in held]]
-        observer = (make_observer(inputs, spec.main_task, held, teacher_held, args.eval_max_length, clock, echo)
+        watched = held
+        if plan.held_out_units != held:  # passages of the held-out lines: the criteria watch what the run scores
+            watched = plan.held_out_units
+            teacher_held = teacher_vectors(teacher, watched, None)
+        observer = (make_observer(inputs, spec.main_task, watched, teacher_held, args.eval_max_length, clock, echo)
                     if args.observe_every else None)
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()

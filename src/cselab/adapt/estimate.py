@@ -56,7 +56,7 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     student = forward_cost(plan.model, planned_precision(plan.config).precision, 64, pooler="mean",
                            max_length=plan.config.model.max_length)
     teacher = None
-    if plan.teacher is not None and not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out],
+    if plan.teacher is not None and not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out_units],
                                                     plan.output_dir / TEACHER_DIR):
         teacher = forward_cost(plan.teacher, None, BATCH)  # torch: an export the pass may pick runs faster
     return extrapolate_seconds(plan, student, teacher)
@@ -80,6 +80,7 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
     total = plan.steps * step * rows * plan.config.train.batch_size * lines_per_example * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
+    # the held-out passages hold the tokens of the held-out lines
     total += evaluations * (1 if plan.teacher is not None else 2) * len(plan.held_out) * per_sentence
     if teacher is not None:
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence

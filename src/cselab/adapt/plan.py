@@ -44,6 +44,12 @@ class AdaptPlan:
     recipe: str = "simcse"  # a key of RECIPES
     units: str = "lines"  # one of UNITS
     train_units: list[str] = field(default_factory=list, repr=False)  # the training examples, as train.txt holds them
+    # the held-out text as the training examples are made (its lines, or passages of them): what the selection scores
+    held_out_units: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.held_out_units:
+            self.held_out_units = list(self.held_out)
 
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
@@ -258,6 +264,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     batch_size = batch_size or recipe.batch_size
     train, held = split_held_out(sentences)
     examples = training_units(model, train, units, max_length)
+    held_units = training_units(model, held, units, max_length)
     output_dir = Path(output_dir)
     n_steps = steps if steps is not None else default_steps(len(examples), batch_size, recipe)
     raw: dict[str, Any] = {
@@ -279,7 +286,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, recipe.name, units, examples)
+                     config, max_sentences, recipe.name, units, examples, held_units)
 
 
 def write_texts(plan: AdaptPlan) -> None:

@@ -112,10 +112,10 @@ def _selector(plan: AdaptPlan, teacher_held: Any) -> Any:
 
     batch = plan.config.train.eval_batch_size
     if plan.teacher is None:
-        return HeldOutLoss(plan.held_out)
+        return HeldOutLoss(plan.held_out_units)
     if plan.selection in (FIXED_BUDGET, DISTILLATION_LOSS):
-        return HeldOutDistillationLoss(plan.held_out, teacher_held, batch_size=batch)
-    task = teacher_agreement_task_from_vectors(plan.held_out, teacher_held)
+        return HeldOutDistillationLoss(plan.held_out_units, teacher_held, batch_size=batch)
+    task = teacher_agreement_task_from_vectors(plan.held_out_units, teacher_held)
     return StsEvaluator([task], batch_size=batch, primary="teacher-agreement/dev")
 
 
@@ -155,8 +155,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         if plan.teacher is not None:
             clock = time.perf_counter()
             store = plan.output_dir / TEACHER_DIR
-            # the teacher's vectors of what the student is trained on and of the held-out sentences, in that order
-            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out], store,
+            # the teacher's vectors of what the student is trained on and of the held-out text, in that order
+            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units], store,
                                       device=pick_device(plan.config.train.device),
                                       requested_precision=plan.config.train.precision)
             teacher_held = vectors[len(plan.train_units):]
