@@ -287,16 +287,17 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_d
     rng = random.Random(0)
     text.write_text("".join(f"{' '.join(rng.choice(WORDS) for _ in range(8))} {i}\n" for i in range(240)))
     args = argparse.Namespace(steps=None, batch_size=None, max_length=None)
-    config = CONFIGURATION["cselab-distill-sim-nb3"]
+    config = CONFIGURATION["cselab-distill-sim-nb3-passages"]
 
     def plan(*overrides: str, select: str | None = config.select):
         return plan_adapt(text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" /
-                          "all-mpnet-base-v2"), select=select, units=config.units,
+                          "all-mpnet-base-v2"), select=select, units=config.units, max_length=config.max_length,
                           overrides=[*config.overrides, "train.threads=1", "train.device=cpu", *overrides])
 
     assert run_domains.is_default(plan(), text, args)
     assert not run_domains.is_default(plan("train.lr=3e-5"), text, args)
     assert not run_domains.is_default(plan(select="fixed-budget"), text, args)
+    assert not run_domains.is_default(plan("model.max_length=64"), text, args)
 
 
 def test_the_recipes_table_by_hand():
