@@ -111,10 +111,14 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:
     """The configuration whose records say they ran ``cselab adapt``'s default (``"default": true``, set by
-    run_domains when a configuration's settings are the default's), the latest such record's; else
-    :data:`FORMER_DEFAULT`."""
-    flagged = [r["configuration"] for r in records if r.get("default") is True]
-    return str(flagged[-1]) if flagged else FORMER_DEFAULT
+    run_domains when a configuration's settings are the default's), the latest such record's by its provenance's
+    date (records read from several files are not in time order); else :data:`FORMER_DEFAULT`."""
+    flagged = [r for r in records if r.get("default") is True]
+    if not flagged:
+        return FORMER_DEFAULT
+    latest = max(enumerate(flagged), key=lambda item: (str((item[1].get("provenance") or {}).get("date", "")),
+                                                       item[0]))
+    return str(latest[1]["configuration"])
 
 
 @dataclass(frozen=True)

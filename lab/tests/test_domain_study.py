@@ -563,3 +563,17 @@ def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
                       + "".join(f"other test item {i}\t{'business' if i < 4 else 'sport'}\n" for i in range(9)))
     # the second is the first with other case and spacing; the third is a test item (other case)
     assert script.train_articles(source, labels) == ["Rates rise again. Banks react.", "Another article stays."]
+
+
+def test_the_default_is_the_latest_flagged_configuration_by_date_not_by_file_order():
+    from lab.domain_study.study import FORMER_DEFAULT, default_configuration
+
+    def record(configuration: str, date: str, default: bool = True) -> dict:
+        return {"configuration": configuration, "default": default, "provenance": {"date": date}}
+
+    # a check domain's file is read after the suite's, so its older record comes last
+    records = [record("new", "2026-11-27T06:00:00+00:00"), record("old", "2026-11-27T03:00:00+00:00"),
+               record("unflagged", "2026-11-28T00:00:00+00:00", default=False)]
+    assert default_configuration(records) == "new"
+    assert default_configuration([record("a", "2026-01-01"), record("b", "2026-01-01")]) == "b"  # a tie: the later one
+    assert default_configuration([record("x", "2026-01-01", default=False)]) == FORMER_DEFAULT
