@@ -26,7 +26,7 @@ TORCH_INDEX ?=
 DEMO_DIR ?= runs/demo-adapt
 DEMO_DOMAIN ?= linux-man
 DEMO_SENTENCES ?= 2000
-DEMO_STEPS ?= 100
+DEMO_STEPS ?= 150
 
 .PHONY: install install-dev install-torch demo-setup demo demo-timed test lint report
 .DEFAULT_GOAL := install

@@ -71,9 +71,9 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
         "similarities", "none", "mse", 3)
     assert options["teacher_vectors"] == str(tmp_path / "a" / "teacher")
-    # the recipe's budget: 100 steps of 16 passages of up to 256 tokens (here fewer than one pass would take)
-    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("passages", 256, 16)
-    assert len(plan.train_units) < 220 and len(plan.held_out_units) < len(plan.held_out) == 20
+    # the recipe's budget: one pass over the training lines (220 of 240 here) in steps of 16, at least 100
+    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("lines", 64, 16)
+    assert plan.held_out_units == plan.held_out and len(plan.held_out) == 20
     assert (plan.selection, plan.steps, plan.config.train.lr) == ("distillation-loss", 100, 1e-4)
     assert plan.config.train.eval_at_start and plan.config.train.eval_every == 12
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)

@@ -7,13 +7,13 @@ without labels, and the held-out scores), :mod:`.estimate` (the time estimate), 
 The recipes (:data:`cselab.adapt.plan.RECIPES`):
 
 * **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
-  fetched it): ``distill`` with ``target: similarities`` on passages (the user's lines shuffled and grouped into
-  passages of up to 256 tokens, so the student learns inputs as long as the documents it may embed). Each batch
-  holds passages with three of their nearest neighbours by the teacher; the student's cosines of every pair in the
-  batch regress onto the teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the
-  text are computed once and kept in the run directory. The model kept is the step with the least distillation
-  loss on the held-out text (grouped into passages the same way), the untouched model (step 0) included, so a run
-  that only moves away from the teacher hands back the model it began with.
+  fetched it): ``distill`` with ``target: similarities``. Each batch holds lines of the user's text with three
+  of their nearest neighbours by the teacher; the student's cosines of every pair in the batch regress onto the
+  teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the text are computed once and
+  kept in the run directory. The model kept is the step with the least distillation loss on the held-out text (made
+  the way the training examples are: lines, or with ``--units passages`` passages of the held-out lines), the
+  untouched model (step 0) included, so a run that only moves away from the teacher hands back the model it began
+  with.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
 

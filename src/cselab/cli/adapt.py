@@ -27,15 +27,15 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best")
 @click.option("--steps", type=POSITIVE,
-              help="training steps [default: the recipe's: 100 with a teacher, three passes over the text (100 to "
-              "450) for SimCSE]")
+              help="training steps [default: the recipe's: one pass over the text with a teacher, three for SimCSE; "
+              "100 to 450]")
 @click.option("--batch-size", type=click.IntRange(min=2),
               help="training examples per step [default: the recipe's: 16 with a teacher, 64 for SimCSE]")
 @click.option("--max-length", type=click.IntRange(min=8),
-              help="tokens of a training example [default: the recipe's: 256 with a teacher, 64 for SimCSE]")
+              help="tokens of a training example [default: the recipe's: 64]")
 @click.option("--units", type=click.Choice(ADAPT_UNITS),
               help="a training example: a line of TEXT, or a passage of lines (shuffled, up to --max-length tokens) "
-              "[default: the recipe's: passages with a teacher, lines for SimCSE]")
+              "[default: the recipe's: lines]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
