@@ -225,7 +225,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
     spec_c = CONFIGURATION[configuration]
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
-                      no_teacher=not spec_c.teacher, steps=args.steps, batch_size=args.batch_size,
+                      no_teacher=not spec_c.teacher, steps=args.steps or spec_c.steps, batch_size=args.batch_size,
                       max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
                       units=spec_c.units,
                       overrides=[*spec_c.overrides, *runtime])

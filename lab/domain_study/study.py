@@ -46,6 +46,7 @@ class Configuration:
     overrides: tuple[str, ...] = ()  # cselab adapt KEY=VALUE overrides
     units: str | None = None  # cselab adapt --units (None: the recipe's)
     max_length: int | None = None  # cselab adapt --max-length (None: the recipe's)
+    steps: int | None = None  # cselab adapt --steps (None: the recipe's budget for the text)
     transductive: bool = False  # trained on the text WITH the test items' text
 
 
@@ -92,6 +93,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("cselab-distill-sim-nb3-passages", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
                   "each passage of up to 256 tokens with 3 neighbours, the least held-out distillation loss on "
                   "passages kept", teacher=True, select="distillation-loss", units="passages", max_length=256,
+                  steps=100,
                   overrides=("method_options.target=similarities", "method_options.projection=none",
                              "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
                              "train.lr=1e-4", "model.max_length=256")),
