@@ -199,7 +199,7 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
-    from cselab.adapt import evaluation_every, plan_adapt, run_adapt, split_held_out
+    from cselab.adapt import evaluation_every, plan_adapt, run_adapt
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
@@ -276,20 +276,15 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             record["best_step"] = info["best_step"]
         model = load_model(info["model_dir"], max_length=args.eval_max_length)
     else:
-        train, held = split_held_out(sentences)
         clock = Clock()
-        # the teacher's vectors of the held-out text, from its pass over the whole text (kept in the cache, so the
-        # runs with the teacher read the same pass)
-        unique = list(dict.fromkeys(sentences))
-        vectors = teacher_vectors(teacher, unique, None)
-        row = {text_: i for i, text_ in enumerate(unique)}
-        teacher_held = vectors[[row[s] for s in held]]
-        watched = held
-        if plan.held_out_units != held:  # passages of the held-out lines: the criteria watch what the run scores
-            watched = plan.held_out_units
-            teacher_held = teacher_vectors(teacher, watched, None)
-        observer = (make_observer(inputs, spec.main_task, watched, teacher_held, args.eval_max_length, clock, echo)
-                    if args.observe_every else None)
+        observer = None
+        if args.observe_every:
+            # the teacher's vectors of the held-out text as the run scores it (lines, or passages of them), from its
+            # pass over what the run trains on and scores: kept in the cache, where a run with the teacher reads it
+            request = [*plan.train_units, *plan.held_out_units]
+            teacher_held = teacher_vectors(teacher, request, None)[len(plan.train_units):]
+            observer = make_observer(inputs, spec.main_task, plan.held_out_units, teacher_held, args.eval_max_length,
+                                     clock, echo)
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
         result = run_adapt(plan, observe=observer, observe_every=every)
@@ -297,8 +292,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         summary = json.loads((run_dir / "adapt.json").read_text())
         record["observe_s"] = round(clock.seconds, 1)
         record["teacher_s"] = summary.get("teacher_s")
-        record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": len(train),
-                                   "held_out": len(held)}
+        record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": plan.train_sentences,
+                                   "held_out": len(plan.held_out)}
         record["selection"] = plan.selection
         record["best_step"] = result.best_step
         record["teacher"] = plan.teacher

@@ -67,7 +67,8 @@ def study(tmp_path_factory):
     student = build_tiny_model_dir(root / "student", "bert", seed=0)
     teacher = build_tiny_model_dir(root / "teacher", "bert", seed=7)
     results = root / "domains.jsonl"
-    argv = ["--domains", "bbc-news", "--configurations", "checkpoint,st-tsdae,st-ct,st-mnrl,cselab-simcse,cselab-adapt",
+    argv = ["--domains", "bbc-news", "--configurations", "checkpoint,st-tsdae,st-ct,st-mnrl,cselab-simcse,cselab-adapt,"
+            "cselab-distill-sim-nb3-passages",
             "--steps", "2", "--budget-note", "a test", "--batch-size", "8", "--max-length", "16",
             "--eval-max-length", "24", "--observe-every", "1", "--model", str(student), "--teacher", str(teacher),
             "--results", str(results), "--runs", str(root / "runs"), "--quiet"]
@@ -85,7 +86,7 @@ def study(tmp_path_factory):
 def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
     records = study["records"]
     assert [r["configuration"] for r in records] == ["checkpoint", "st-tsdae", "st-ct", "st-mnrl", "cselab-simcse",
-                                                    "cselab-adapt"]
+                                                    "cselab-adapt", "cselab-distill-sim-nb3-passages"]
     for r in records:
         assert r["domain"] == "bbc-news" and r["seed"] == 1 and r["main_task"] == "clustering"
         assert r["main_score"] == r["scores"]["clustering"] and set(r["scores"]) == {"clustering", "classification"}
@@ -95,7 +96,9 @@ def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
         if r["configuration"] == "checkpoint":
             assert r["wall_s"] is None and r["training_text"] is None
         else:
-            assert r["wall_s"] > 0 and r["steps"] == 2 and r["batch_size"] == 8
+            # --batch-size 8, unless the configuration's own overrides name its batch
+            batch = 16 if "train.batch_size=16" in CONFIGURATION[r["configuration"]].overrides else 8
+            assert r["wall_s"] > 0 and r["steps"] == 2 and r["batch_size"] == batch
             assert r["budget_note"].startswith("a test") and "default" in r["budget_note"]
     peers = {r["configuration"]: r for r in records if r["configuration"].startswith("st-")}
     assert {r["recipe"]["recipe"]["loss"] for r in peers.values()} == {
@@ -140,6 +143,14 @@ def test_cselab_runs_record_the_curves_of_the_criteria(study):
     assert adapt["selection_study"]["criteria"]["teacher_agreement"]["selected_step"] == adapt["best_step"]
     simcse = next(r for r in study["records"] if r["configuration"] == "cselab-simcse")
     assert simcse["best_step"] == 2 and simcse["selection"] == "fixed-budget"
+    # a passages run is watched on the held-out passages it selects by: the observer's held-out distillation loss
+    # is the one the run logged as its (negated) selection score at every step
+    metrics = [json.loads(line) for line in (study["root"] / "runs" / "bbc-news" /
+                                             "cselab-distill-sim-nb3-passages-s1" / "metrics.jsonl").read_text()
+               .splitlines()]
+    dev = {m["step"]: m["dev"] for m in metrics if "dev" in m}
+    passages = next(r for r in study["records"] if r["configuration"] == "cselab-distill-sim-nb3-passages")
+    assert {p["step"]: -p["distillation_loss"] for p in passages["curve"]} == pytest.approx(dev, abs=1e-7)
 
 
 def test_held_out_scores_by_hand(tiny_bert_dir):

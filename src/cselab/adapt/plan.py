@@ -47,10 +47,6 @@ class AdaptPlan:
     # the held-out text as the training examples are made (its lines, or passages of them): what the selection scores
     held_out_units: list[str] = field(default_factory=list, repr=False)
 
-    def __post_init__(self) -> None:
-        if not self.held_out_units:
-            self.held_out_units = list(self.held_out)
-
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"

@@ -114,7 +114,8 @@ class DistillOptions(MethodOptions):
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
 VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
-# the fewest sentences of a batch each target can compare
+
+
 def sentences_per_example(options: DistillOptions) -> int:
     """How many sentences a training example brings into its batch: the sentence and its ``neighbours``, or with
     ``target: pairs`` the anchor, one neighbour and its ``random_pairs``."""
@@ -123,6 +124,7 @@ def sentences_per_example(options: DistillOptions) -> int:
     return 1 + options.neighbours
 
 
+# the fewest sentences of a batch each target can compare
 MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1}
 
 
