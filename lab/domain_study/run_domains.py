@@ -123,10 +123,13 @@ def stsb_test(model: Any) -> float:
 
 
 def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held: Any, eval_max_length: int,
-                  clock: Clock, echo: Any) -> Any:
+                  clock: Clock, echo: Any, passages: tuple[list[str], Any] | None = None) -> Any:
     """``observe(model, step)``: the candidate criteria and the domain's main score (the study only).
-    ``teacher_held``: the teacher's vectors of the held-out sentences (from its pass over the text)."""
+    ``teacher_held``: the teacher's vectors of the held-out sentences (from its pass over the text); ``passages``:
+    the held-out lines as passages of up to ``GUARD_MAX_LENGTH`` tokens and the teacher's vectors of them (the
+    guarded selection's second view), whose distillation loss is then observed too."""
     from cselab.adapt.selection import (
+        GUARD_MAX_LENGTH,
         HeldOutDistillationLoss,
         HeldOutScores,
         teacher_agreement_task_from_vectors,
@@ -138,6 +141,7 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
     agreement = StsEvaluator([teacher_agreement_task_from_vectors(held_out, teacher_held)],
                              primary="teacher-agreement/dev")
     distillation = HeldOutDistillationLoss(held_out, teacher_held)
+    on_passages = None if passages is None else HeldOutDistillationLoss(*passages, max_length=GUARD_MAX_LENGTH)
     held = HeldOutScores(held_out)
 
     def observe(model: Any, step: int) -> dict[str, float]:
@@ -145,6 +149,8 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
         values: dict[str, float] = {}
         values["teacher_agreement"] = agreement.primary_score(agreement(model))
         values.update(distillation(model))
+        if on_passages is not None:
+            values["distillation_loss_passages"] = on_passages(model)["distillation_loss"]
         values["stsb_dev"] = dev.primary_score(dev(model))
         values.update(held(model))
         trained_length = model.max_length
@@ -200,6 +206,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     import torch
 
     from cselab.adapt import evaluation_every, plan_adapt, run_adapt
+    from cselab.adapt.plan import training_units
+    from cselab.adapt.selection import GUARD_MAX_LENGTH
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
@@ -283,8 +291,12 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             # pass over what the run trains on and scores: kept in the cache, where a run with the teacher reads it
             request = [*plan.train_units, *plan.held_out_units]
             teacher_held = teacher_vectors(teacher, request, None)[len(plan.train_units):]
+            # the guarded selection's views, requested as its run requests them (one pass, kept in the cache)
+            views = plan.guard_views or {"lines": plan.held_out, "passages": training_units(
+                plan.model, plan.held_out, "passages", GUARD_MAX_LENGTH)}
+            on_views = teacher_vectors(teacher, [*views["lines"], *views["passages"]], None)
             observer = make_observer(inputs, spec.main_task, plan.held_out_units, teacher_held, args.eval_max_length,
-                                     clock, echo)
+                                     clock, echo, passages=(views["passages"], on_views[len(views["lines"]):]))
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
         result = run_adapt(plan, observe=observer, observe_every=every)

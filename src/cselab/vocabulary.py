@@ -18,6 +18,7 @@ QUANTIZATIONS: tuple[str, ...] = ("int8",)
 # how an ensemble combines its members (cselab.models.sentence_model.EnsembleModel; `cselab ensemble --combine`)
 COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
 # how `cselab adapt` keeps its model (cselab.adapt.selection; `cselab adapt --select`)
-ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement")
+ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",
+                                     "guarded-distillation-loss")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
 ADAPT_UNITS: tuple[str, ...] = ("lines", "passages")

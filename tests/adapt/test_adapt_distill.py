@@ -270,3 +270,76 @@ def test_a_twin_or_an_ensemble_can_teach(kind, tiny_bert_dir, teacher_dir, tmp_p
     assert code == 0, err
     state = json.loads((out / "teacher" / "state.json").read_text())
     assert state["dim"] == (32 if kind == "twin" else 80) and state["filled"] == state["rows"]
+
+
+def test_the_guard_never_ranks_a_step_that_rose_on_a_view_above_the_untouched_model(tmp_path):
+    from cselab.adapt.selection import GuardedDistillationLoss
+
+    vectors = np.eye(3, dtype=np.float32)
+    views = {"lines": (["a", "b", "c"], vectors, None), "passages": (["a b", "c", "b c"], vectors, None)}
+    guard = GuardedDistillationLoss(views, tmp_path / "reference.json")
+    guard.reference = {"lines": 0.02, "passages": 0.04}  # as if step 0 had been scored
+    # below the start on both views: minus the mean ratio (0.5 and 0.5); the start itself: -1
+    assert guard.primary_score({"lines": 0.01, "passages": 0.02}) == pytest.approx(-0.5)
+    assert guard.primary_score({"lines": 0.02, "passages": 0.04}) == pytest.approx(-1.0)
+    # far better on lines but worse on passages: -(1 + (0.1 + 1.25) / 2), below the start
+    assert guard.primary_score({"lines": 0.002, "passages": 0.05}) == pytest.approx(-1.675)
+    # the first scored model is the reference, kept on disk; a new guard (a resumed run) reads it
+    fresh = GuardedDistillationLoss(views, tmp_path / "step0.json")
+
+    class Fixed:
+        def encode(self, texts, batch_size=64):
+            import torch
+
+            return torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8]])[:len(texts)]
+
+    first = fresh(Fixed())
+    # by hand: the student's off-diagonal cosines 0.6, 0.0, 0.48 against the teacher's 0 -> mean of squares (x2)/6
+    assert first["lines"] == pytest.approx((0.36 + 0.0 + 0.2304) * 2 / 6, abs=1e-6)
+    assert json.loads((tmp_path / "step0.json").read_text()) == pytest.approx(first)
+    resumed = GuardedDistillationLoss(views, tmp_path / "step0.json")
+    assert resumed.reference == pytest.approx(first) and resumed.primary_score(first) == pytest.approx(-1.0)
+
+
+def test_the_guarded_selection_scores_lines_and_passages_against_the_start(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                          capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--select", "guarded-distillation-loss",
+                                 "train.eval_every=2"), capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert summary["selection"] == "guarded-distillation-loss"
+    from cselab.adapt import plan_adapt
+
+    plan = plan_adapt(text, tmp_path / "again", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
+                      select="guarded-distillation-loss")
+    held, passages = plan.guard_views["lines"], plan.guard_views["passages"]
+    assert held == (out / "held-out.txt").read_text().splitlines()
+    # the teacher's pass over both views is kept in the run; passages of up to 256 tokens, not the training's 16
+    assert set((out / "teacher-guard" / "texts.txt").read_text().splitlines()) == set(held) | set(passages)
+    assert 1 <= len(passages) < len(held) and max(len(p.split()) for p in passages) > 16
+    assert sorted(" ".join(passages).split()) == sorted(" ".join(held).split())  # every held-out line once
+
+    def loss(model_dir, texts, max_length) -> float:
+        student = _unit(load_model(model_dir, pooler="mean", max_length=max_length).encode(texts).numpy())
+        teacher = _unit(load_model(home_with_teacher / "models" / "all-mpnet-base-v2").encode(texts).numpy())
+        off = ~np.eye(len(texts), dtype=bool)
+        return float(((student @ student.T - teacher @ teacher.T)[off] ** 2).mean())
+
+    # the reference is the untouched student's loss on each view, computed here with numpy
+    reference = json.loads((out / "guard-reference.json").read_text())
+    # (lines at the training's 16 tokens, passages at 256)
+    assert reference["lines"] == pytest.approx(loss(tiny_bert_dir, held, 16), rel=1e-4)
+    assert reference["passages"] == pytest.approx(loss(tiny_bert_dir, passages, 256), rel=1e-4)
+    dev = {r["step"]: r["dev"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+           if "dev" in r}
+    assert sorted(dev) == [0, 2, 4] and dev[0] == pytest.approx(-1.0)
+    assert summary["best_step"] == max(dev, key=lambda s: (dev[s], -s))
+    # the kept model's score from its own losses on both views
+    ratios = [loss(out / "best", texts, length) / reference[name]
+              for name, texts, length in (("lines", held, 16), ("passages", passages, 256))]
+    mean = sum(ratios) / 2
+    expected = -(1 + mean) if max(ratios) > 1 else -mean
+    assert dev[summary["best_step"]] == pytest.approx(expected, rel=1e-4)
+    assert "held-out distillation loss / step 0's" in (out / "adapt-report.md").read_text()

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cselab.adapt.selection import DISTILLATION_LOSS, FIXED_BUDGET, SELECTIONS
+from cselab.adapt.selection import (
+    DISTILLATION_LOSS,
+    FIXED_BUDGET,
+    GUARD_MAX_LENGTH,
+    GUARDED_DISTILLATION_LOSS,
+    SELECTIONS,
+)
 from cselab.config.run_config import RunConfig, validate
 from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
@@ -46,6 +52,8 @@ class AdaptPlan:
     train_units: list[str] = field(default_factory=list, repr=False)  # the training examples, as train.txt holds them
     # the held-out text as the training examples are made (its lines, or passages of them): what the selection scores
     held_out_units: list[str] = field(default_factory=list, repr=False)
+    # the guarded selection's views of the held-out text ({"lines": ..., "passages": ...}; empty for the others)
+    guard_views: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
@@ -222,7 +230,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
     ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default: the recipe's): the last step
     (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with the teacher's
-    (``distillation-loss``, ``teacher-agreement``; the untouched model is then a candidate). ``units``,
+    (``distillation-loss``, ``teacher-agreement``), or the step no further from the teacher than the untouched model
+    on the held-out lines and on passages of them (``guarded-distillation-loss``); the untouched model is then a
+    candidate. ``units``,
     ``max_length`` and ``batch_size`` (default: the recipe's): what a training example is (:data:`UNITS`), how many
     tokens it holds and how many make a step."""
     from cselab.config.run_config import apply_overrides
@@ -261,6 +271,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     train, held = split_held_out(sentences)
     examples = training_units(model, train, units, max_length)
     held_units = training_units(model, held, units, max_length)
+    guard_views = {}
+    if select == GUARDED_DISTILLATION_LOSS:
+        guard_views = {"lines": list(held), "passages": training_units(model, held, "passages", GUARD_MAX_LENGTH)}
     output_dir = Path(output_dir)
     n_steps = steps if steps is not None else default_steps(len(examples), batch_size, recipe)
     raw: dict[str, Any] = {
@@ -282,7 +295,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, recipe.name, units, examples, held_units)
+                     config, max_sentences, recipe.name, units, examples, held_units, guard_views)
 
 
 def write_texts(plan: AdaptPlan) -> None:

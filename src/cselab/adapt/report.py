@@ -29,7 +29,8 @@ def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
 
 
 CRITERION_NAMES = {"held-out/-distillation-loss": "held-out distillation loss", "held-out/-infonce": "held-out InfoNCE",
-                   "teacher-agreement/dev": "agreement with the teacher (Spearman x 100)"}
+                   "teacher-agreement/dev": "agreement with the teacher (Spearman x 100)",
+                   "held-out/-guarded-distillation-loss": "held-out distillation loss / step 0's (lines, passages)"}
 
 
 def selection_curve(output_dir: Path, criterion: str | None) -> list[tuple[int, float]]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cselab.adapt.plan import (
     ADAPT_FILE,
     HELD_OUT_FILE,
@@ -32,6 +34,9 @@ from cselab.adapt.report import annotate_model, write_report
 from cselab.adapt.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
+    GUARD_MAX_LENGTH,
+    GUARDED_DISTILLATION_LOSS,
+    GuardedDistillationLoss,
     HeldOutDistillationLoss,
     HeldOutLoss,
     teacher_agreement_task_from_vectors,
@@ -106,13 +111,22 @@ def _texts_in_place(plan: AdaptPlan) -> bool:
     return lines(TRAIN_FILE) == plan.train_units and lines(HELD_OUT_FILE) == list(plan.held_out)
 
 
-def _selector(plan: AdaptPlan, teacher_held: Any) -> Any:
+GUARD_TEACHER_DIR = "teacher-guard"  # the teacher's pass over the guarded selection's views of the held-out text
+GUARD_REFERENCE_FILE = "guard-reference.json"  # the untouched model's held-out losses, which the guard compares with
+
+
+def _selector(plan: AdaptPlan, teacher_held: Any, teacher_views: dict[str, Any]) -> Any:
     """What scores a step: the plan's selection criterion, or (fixed budget) what the last step records."""
     from cselab.evaluation.sts_evaluator import StsEvaluator
 
     batch = plan.config.train.eval_batch_size
     if plan.teacher is None:
         return HeldOutLoss(plan.held_out_units)
+    if plan.selection == GUARDED_DISTILLATION_LOSS:
+        # passages are scored at their own length; lines at the length the student trains at
+        views = {name: (units, teacher_views[name], GUARD_MAX_LENGTH if name == "passages" else None)
+                 for name, units in plan.guard_views.items()}
+        return GuardedDistillationLoss(views, plan.output_dir / GUARD_REFERENCE_FILE, batch_size=batch)
     if plan.selection in (FIXED_BUDGET, DISTILLATION_LOSS):
         return HeldOutDistillationLoss(plan.held_out_units, teacher_held, batch_size=batch)
     task = teacher_agreement_task_from_vectors(plan.held_out_units, teacher_held)
@@ -152,16 +166,24 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             write_texts(plan)
         teacher_s = 0.0
         teacher_held = None
+        teacher_views: dict[str, Any] = {}
         if plan.teacher is not None:
             clock = time.perf_counter()
-            store = plan.output_dir / TEACHER_DIR
+            device = pick_device(plan.config.train.device)
             # the teacher's vectors of what the student is trained on and of the held-out text, in that order
-            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units], store,
-                                      device=pick_device(plan.config.train.device),
+            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units],
+                                      plan.output_dir / TEACHER_DIR, device=device,
                                       requested_precision=plan.config.train.precision)
             teacher_held = vectors[len(plan.train_units):]
+            if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
+                names = list(plan.guard_views)
+                texts = [text for name in names for text in plan.guard_views[name]]
+                guard = teacher_vectors(plan.teacher, texts, plan.output_dir / GUARD_TEACHER_DIR, device=device,
+                                        requested_precision=plan.config.train.precision)
+                offsets = np.cumsum([0, *(len(plan.guard_views[name]) for name in names)])
+                teacher_views = {name: guard[offsets[i]:offsets[i + 1]] for i, name in enumerate(names)}
             teacher_s = time.perf_counter() - clock
-        selector = _selector(plan, teacher_held)
+        selector = _selector(plan, teacher_held, teacher_views)
         clock = time.perf_counter()
         before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
         evaluate_s = time.perf_counter() - clock

@@ -5,6 +5,10 @@ can watch on the held-out part of the user's text.
 * ``distillation-loss`` (with a teacher): the step with the least distillation loss on the held-out text
   (:class:`HeldOutDistillationLoss`: the student's cosines of every pair of held-out sentences against the
   teacher's); the untouched model (step 0) is a candidate;
+* ``guarded-distillation-loss`` (with a teacher): :class:`GuardedDistillationLoss`, the held-out distillation loss
+  on two views of the held-out text, its lines and passages of them (up to :data:`GUARD_MAX_LENGTH` tokens); a step
+  is a candidate only where neither view's loss is above the untouched model's, and of those the step with the least
+  mean loss relative to the untouched model's is kept (step 0 when none is below it on both);
 * ``teacher-agreement`` (with a teacher): the step whose cosines of held-out pairs agree best with the teacher's
   (Spearman x 100 between the student's and the teacher's cosines of each held-out sentence with its nearest held-out
   neighbour and with a random one); the untouched model (step 0) is a candidate.
@@ -22,8 +26,11 @@ Nothing here sees a label.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,12 +38,15 @@ import torch
 
 from cselab.analysis.alignment_uniformity import alignment, uniformity
 from cselab.data.sts import StsSubset, StsTask
+from cselab.fileio import write_json_atomic
 from cselab.losses.distillation import similarity_distillation_mse
 from cselab.losses.info_nce import info_nce
 from cselab.vocabulary import ADAPT_SELECTIONS
 
 SELECTIONS = ADAPT_SELECTIONS
-FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT = SELECTIONS
+FIXED_BUDGET, DISTILLATION_LOSS, TEACHER_AGREEMENT, GUARDED_DISTILLATION_LOSS = SELECTIONS
+# the passages view of the guarded selection: as long as the documents a model is often asked to embed
+GUARD_MAX_LENGTH = 256
 SPLIT_SEED = 0  # the seed of the held-out pairs' random partners
 DELETION, TEMPERATURE, VIEW_SEED = 0.1, 0.05, 0
 
@@ -74,6 +84,22 @@ def teacher_agreement_task_from_vectors(held_out: Sequence[str], teacher_vectors
     return StsTask("teacher-agreement", "dev", (StsSubset("held-out", firsts, seconds, targets),))
 
 
+@contextlib.contextmanager
+def encoding_length(model: Any, max_length: int | None) -> Iterator[None]:
+    """``model`` encodes up to ``max_length`` tokens inside the block (``None``: its own length), at most as many as
+    its positions number: a model scored during training is set to the length it trains at, and long texts would be
+    cut to it."""
+    if max_length is None:
+        yield
+        return
+    trained = model.max_length
+    model.max_length = min(max_length, getattr(model, "position_limit", None) or max_length)
+    try:
+        yield
+    finally:
+        model.max_length = trained
+
+
 class HeldOutDistillationLoss:
     """The distillation loss on the held-out text, width-free: the mean squared difference between the student's and
     the teacher's cosines over every pair of held-out sentences (``losses.similarity_distillation_mse``; the teacher's
@@ -81,20 +107,72 @@ class HeldOutDistillationLoss:
 
     primary = "held-out/-distillation-loss"
 
-    def __init__(self, held_out: Sequence[str], teacher_vectors: Any, *, batch_size: int = 64) -> None:
+    def __init__(self, held_out: Sequence[str], teacher_vectors: Any, *, batch_size: int = 64,
+                 max_length: int | None = None) -> None:
         if len(held_out) < 2:
             raise ValueError("the held-out distillation loss needs at least two sentences")
         self.sentences = list(held_out)
         self.teacher = torch.as_tensor(np.asarray(teacher_vectors, dtype=np.float32))
         self.batch_size = batch_size
+        self.max_length = max_length  # the student's tokens per text (None: the length it trains at)
 
     def __call__(self, model: Any) -> dict[str, float]:
-        with torch.no_grad():
+        with torch.no_grad(), encoding_length(model, self.max_length):
             student = torch.as_tensor(model.encode(self.sentences, batch_size=self.batch_size)).float()
         return {"distillation_loss": float(similarity_distillation_mse(student, self.teacher))}
 
     def primary_score(self, result: dict[str, float]) -> float:
         return -float(result["distillation_loss"])
+
+
+class GuardedDistillationLoss:
+    """The held-out distillation loss (:class:`HeldOutDistillationLoss`) on several views of the held-out text (its
+    lines, and passages of them), each against the untouched model's: a step whose loss rose on any view scores below
+    the untouched model, so it is never kept; otherwise its score is minus the mean of its losses relative to the
+    untouched model's (step 0 scores -1).
+
+    Why two views: a model trained on short lines can lose on long inputs while its loss on lines keeps falling; the
+    guard asks it to be no further from the teacher on either.
+
+    The untouched model's losses are the first scores taken (the trainer scores step 0 first whenever a selection has
+    candidates); they are written to ``reference_file`` so that a resumed run compares with the same numbers."""
+
+    primary = "held-out/-guarded-distillation-loss"
+
+    def __init__(self, views: dict[str, tuple[Sequence[str], Any, int | None]], reference_file: str | Path, *,
+                 batch_size: int = 64) -> None:
+        """``views``: name -> (texts, the teacher's vectors of them, the student's tokens per text or None)."""
+        if not views:
+            raise ValueError("the guarded distillation loss needs at least one view of the held-out text")
+        self.losses = {name: HeldOutDistillationLoss(units, vectors, batch_size=batch_size, max_length=length)
+                       for name, (units, vectors, length) in views.items()}
+        self.reference_file = Path(reference_file)
+        self.reference: dict[str, float] | None = None
+        if self.reference_file.is_file():
+            saved = json.loads(self.reference_file.read_text(encoding="utf-8"))
+            if set(saved) == set(self.losses):
+                self.reference = {k: float(v) for k, v in saved.items()}
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        result = {name: loss(model)["distillation_loss"] for name, loss in self.losses.items()}
+        if self.reference is None:  # the first step scored is the untouched model
+            self.reference = dict(result)
+            write_json_atomic(self.reference_file, self.reference)
+        return result
+
+    def primary_score(self, result: dict[str, float]) -> float:
+        if self.reference is None:
+            raise RuntimeError("the guarded distillation loss scores a step only after the untouched model")
+        return guarded_score(result, self.reference)
+
+
+def guarded_score(losses: dict[str, float], reference: dict[str, float]) -> float:
+    """The guarded selection's score of a step (higher is better) from its held-out losses on each view and the
+    untouched model's (``reference``): minus the mean ratio of the two, and below -1 (the untouched model's score)
+    when any view's loss is above the untouched model's."""
+    ratios = [losses[name] / max(reference[name], 1e-12) for name in reference]
+    mean = sum(ratios) / len(ratios)
+    return -(1.0 + mean) if any(r > 1.0 for r in ratios) else -mean
 
 
 class HeldOutLoss:

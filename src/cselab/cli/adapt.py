@@ -21,8 +21,10 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
               "all-mpnet-base-v2 when fetched, `cselab data fetch models-mpnet`)")
 @click.option("--select", metavar="|".join(ADAPT_SELECTIONS),
               help="the model kept: the last step (fixed-budget), or with a teacher the step with the least held-out "
-              "distillation loss (distillation-loss) or the best agreement with the teacher on held-out pairs "
-              "(teacher-agreement); the untouched model is then a candidate [default: the recipe's]")
+              "distillation loss (distillation-loss), the best agreement with the teacher on held-out pairs "
+              "(teacher-agreement), or the least held-out distillation loss among the steps no worse than the "
+              "untouched model on the held-out lines and on passages of them (guarded-distillation-loss); the "
+              "untouched model is then a candidate [default: the recipe's]")
 @click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best")
