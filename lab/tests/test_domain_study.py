@@ -20,6 +20,7 @@ from lab.domain_study import bbc_train_articles, run_domains, score_suite, time_
 from lab.domain_study.study import (
     CONFIGURATION,
     CRITERIA,
+    DEFAULT_CONFIGURATION,
     domains_table,
     selection_agreement,
     selection_table,
@@ -319,7 +320,7 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_d
 def test_the_recipes_table_by_hand():
     from lab.domain_study.study import recipes_table
 
-    default = _record("bbc-news", "cselab-distill-sim-nb3", 1, 84.5, 82.2, 500.0)
+    default = _record("bbc-news", DEFAULT_CONFIGURATION, 1, 84.5, 82.2, 500.0)
     default["default"] = True
     records = [
         _record("bbc-news", "checkpoint", 1, 86.0, 82.03, None),
@@ -335,7 +336,7 @@ def test_the_recipes_table_by_hand():
     assert rows[CONFIGURATION["checkpoint"].label] == ["86.00", "45.00"]
     # the seed mean (83.0 + 84.0) / 2 = 83.5, 2.5 below the checkpoint; two seeds of 50 steps; not run on brown
     assert rows[CONFIGURATION["cselab-simcse"].label] == ["83.50 (-2.50); 2x50 steps", "-"]
-    assert rows[f"**{CONFIGURATION['cselab-distill-sim-nb3'].label}** (the default)"] == [
+    assert rows[f"**{CONFIGURATION[DEFAULT_CONFIGURATION].label}** (the default)"] == [
         "84.50 (-1.50); 1x50 steps", "-"]
 
 

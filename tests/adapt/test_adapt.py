@@ -103,7 +103,10 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
                        units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
                                                  "method_options.neighbours=10"])
-    assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 2 + 24)
+    # and the default selection, the guard: 5 evaluations x 2 views (lines, passages) x 20 x 0.02 = 4 s; the
+    # teacher's pass also over both views of the held-out text: (220 + 20 x 3) x 0.1 = 28 s
+    assert pairs.selection == "guarded-distillation-loss"
+    assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 4 + 28)
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s

@@ -74,7 +74,7 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     # the recipe's budget: one pass over the training lines (220 of 240 here) in steps of 16, at least 100
     assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("lines", 64, 16)
     assert plan.held_out_units == plan.held_out and len(plan.held_out) == 20
-    assert (plan.selection, plan.steps, plan.config.train.lr) == ("distillation-loss", 100, 1e-4)
+    assert (plan.selection, plan.steps, plan.config.train.lr) == ("guarded-distillation-loss", 100, 1e-4)
     assert plan.config.train.eval_at_start and plan.config.train.eval_every == 12
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
     assert (simcse.teacher, simcse.recipe, simcse.config.method) == (None, "simcse", "simcse")
@@ -93,7 +93,8 @@ def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
 def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "passages", "train.eval_every=2"), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "passages", "--select", "distillation-loss",
+                                 "train.eval_every=2"), capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["teacher"], summary["recipe"], summary["selection"]) == ("all-mpnet-base-v2", "distill",

@@ -70,21 +70,22 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     A distillation batch encodes each example once with its ``neighbours`` (``target: pairs``: with one neighbour
     and its ``random_pairs``), SimCSE twice (two dropout views); an example of passages holds
     as many tokens as its lines; a training step of n tokens costs about ``TRAIN_STEP_PER_FORWARD[precision]``
-    inference passes over n tokens. An evaluation encodes each
-    held-out sentence once with a teacher (the distillation loss) and twice without (the sentence and its deletion
-    view). Time is counted per token, not per sentence, because training batches sentences of similar length and a
-    text of short sentences trains several times faster per step than one of long ones."""
+    inference passes over n tokens. An evaluation encodes each held-out sentence once with a teacher (the
+    distillation loss), twice with the guard (as lines and in passages) and twice without a teacher (the sentence and
+    its deletion view). Time is counted per token, not per sentence, because training batches sentences of similar
+    length and a text of short sentences trains several times faster per step than one of long ones."""
     rows = _rows_per_example(plan)
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
     lines_per_example = plan.train_sentences / max(1, len(plan.train_units)) if plan.train_units else 1.0
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
     total = plan.steps * step * rows * plan.config.train.batch_size * lines_per_example * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
-    # the held-out passages hold the tokens of the held-out lines
-    total += evaluations * (1 if plan.teacher is not None else 2) * len(plan.held_out) * per_sentence
+    # the held-out passages hold the tokens of the held-out lines; the guard encodes them as lines and as passages
+    views = 2 if plan.teacher is None or plan.guard_views else 1
+    total += evaluations * views * len(plan.held_out) * per_sentence
     if teacher is not None:
-        total += (teacher.seconds_per_token * teacher.tokens_per_sentence
-                  * (plan.train_sentences + len(plan.held_out)))  # passages hold the same tokens as their lines
+        total += (teacher.seconds_per_token * teacher.tokens_per_sentence  # passages hold their lines' tokens
+                  * (plan.train_sentences + len(plan.held_out) * (1 + len(plan.guard_views))))
     return total
 
 

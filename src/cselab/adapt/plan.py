@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from cselab.adapt.selection import (
-    DISTILLATION_LOSS,
     FIXED_BUDGET,
     GUARD_MAX_LENGTH,
     GUARDED_DISTILLATION_LOSS,
@@ -108,7 +107,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("distill", "the teacher's cosines of each batch distilled (MSE; each sentence with 3 of its nearest "
            "neighbours by the teacher)", "distill",
            {"target": "similarities", "projection": "none", "vector_loss": "mse", "neighbours": 3}, lr=1e-4,
-           dropout=0.1, passes=1, min_steps=100, max_steps=450, batch_size=16, select=DISTILLATION_LOSS),
+           dropout=0.1, passes=1, min_steps=100, max_steps=450, batch_size=16,
+           select=GUARDED_DISTILLATION_LOSS),
 )}
 # What a training example is: a line of the text, or a passage of lines (the lines shuffled, then grouped so that
 # each passage holds up to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass,
