@@ -132,6 +132,7 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
         GUARD_MAX_LENGTH,
         HeldOutDistillationLoss,
         HeldOutScores,
+        encoding_length,
         teacher_agreement_task_from_vectors,
     )
     from cselab.evaluation.domain import score_inputs
@@ -153,12 +154,8 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
             values["distillation_loss_passages"] = on_passages(model)["distillation_loss"]
         values["stsb_dev"] = dev.primary_score(dev(model))
         values.update(held(model))
-        trained_length = model.max_length
-        model.max_length = eval_max_length
-        try:
+        with encoding_length(model, eval_max_length):
             values["domain"] = score_inputs(model, inputs, tasks=[main_task])[main_task]
-        finally:
-            model.max_length = trained_length
         clock.seconds += time.perf_counter() - start
         echo(f"  observed step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items())
              + f" ({time.perf_counter() - start:.0f} s)")

@@ -142,7 +142,8 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
     from cselab.training.trainer import Trainer
 
     text = write_text(tmp_path / "text.txt")
-    args = ["train.save_every=2", "train.eval_every=2", "--select", "distillation-loss"]
+    # the default selection, the guard: the resumed run compares with the untouched model's losses kept on disk
+    args = ["train.save_every=2", "train.eval_every=2"]
     code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "whole", *args), capsys)
     assert code == 0, err
     real_step, passes = Trainer.train_step, []
@@ -161,6 +162,9 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
     code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", *args, "--resume"), capsys)
     assert code == 0, err
     assert passes == [], "the teacher's pass was kept in the cache (the first run) and in the run: never run again"
+    assert json.loads((tmp_path / "killed" / "adapt.json").read_text())["selection"] == "guarded-distillation-loss"
+    assert (tmp_path / "killed" / "guard-reference.json").read_bytes() == (
+        tmp_path / "whole" / "guard-reference.json").read_bytes()
     for name in ("model.safetensors", "cselab.json"):
         whole, resumed = (tmp_path / run / "best" / name for run in ("whole", "killed"))
         if name == "cselab.json":  # the description names its run's config: compare what was trained
