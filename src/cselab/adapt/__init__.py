@@ -10,10 +10,10 @@ The recipes (:data:`cselab.adapt.plan.RECIPES`):
   fetched it): ``distill`` with ``target: similarities``. Each batch holds lines of the user's text with three
   of their nearest neighbours by the teacher; the student's cosines of every pair in the batch regress onto the
   teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the text are computed once and
-  kept in the run directory. The model kept is the step with the least distillation loss on the held-out text (made
-  the way the training examples are: lines, or with ``--units passages`` passages of the held-out lines), the
-  untouched model (step 0) included, so a run that only moves away from the teacher hands back the model it began
-  with.
+  kept in the run directory. The model kept (``guarded-distillation-loss``) is the step with the least distillation
+  loss on the held-out text among the steps no worse than the untouched model on the held-out lines and on
+  passages of them (256 tokens), the untouched model (step 0) included, so a run that only moves away from the
+  teacher hands back the model it began with.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
 
