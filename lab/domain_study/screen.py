@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--name", required=True, help="what this setting is called in the records")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", type=int, help="the budget (default: the recipe's)")
-    parser.add_argument("--units", choices=["lines", "passages"])
+    parser.add_argument("--units", choices=["lines", "passages", "mixed"])
     parser.add_argument("--max-length", type=int)
     parser.add_argument("--select", help="cselab adapt --select (default: the recipe's)")
     parser.add_argument("--no-teacher", action="store_true")

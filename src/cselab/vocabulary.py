@@ -21,4 +21,4 @@ COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
 ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",
                                      "guarded-distillation-loss")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
-ADAPT_UNITS: tuple[str, ...] = ("lines", "passages")
+ADAPT_UNITS: tuple[str, ...] = ("lines", "passages", "mixed")

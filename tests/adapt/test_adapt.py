@@ -121,6 +121,17 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     lines = 220 / len(passages.train_units)
     assert lines > 1.5
     assert extrapolate_seconds(passages, student, teacher) == pytest.approx(281.6 * lines + 0.4 + 24)
+    # mixed: the lines, then the same passages (the same seed); the examples hold every line twice, so an example
+    # holds 440 / len(train_units) lines; the teacher's pass reads the training lines twice and the held-out lines
+    # twice (as lines and in passages): (440 + 20 x 2) x 0.1 = 48 s
+    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                       select="fixed-budget", units="mixed")
+    train_lines = mixed.train_units[:220]
+    assert mixed.train_units == [*train_lines, *passages.train_units]
+    assert train_lines == [s for s in text.read_text().splitlines() if s not in set(mixed.held_out)]
+    assert mixed.held_out_units == [*mixed.held_out, *passages.held_out_units]
+    assert extrapolate_seconds(mixed, student, teacher) == pytest.approx(
+        281.6 * 440 / len(mixed.train_units) + 0.4 + 48)
 
 
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):

@@ -114,3 +114,23 @@ def test_unreadable_model_dirs(tmp_path):
     (bad / "cselab.json").write_text("{not json")
     with pytest.raises(CselabError, match="cannot read"):
         load_model(bad)
+
+
+@pytest.mark.parametrize("pooler", ["mean", "cls"])
+def test_forward_by_length_equals_each_row_alone_and_keeps_the_gradient(tiny_bert_dir, pooler):
+    encoder = Encoder.from_pretrained(tiny_bert_dir, pooler=pooler).eval()  # dropout off: forwards must agree
+    texts = [" ".join([SENTENCES[i % 4]] * (1 + i % 5)) for i in range(11)]  # lengths from 2 to 50 tokens
+    features = encoder.tokenize(texts)
+    grouped = encoder.forward_by_length(features, groups=4)
+    alone = torch.cat([encoder(encoder.tokenize([t])) for t in texts])  # each row with no padding at all
+    torch.testing.assert_close(grouped, alone, atol=1e-5, rtol=1e-5)
+    weights = torch.randn_like(grouped)
+    (grouped * weights).sum().backward()
+    grads = {n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None}
+    encoder.zero_grad(set_to_none=True)
+    (encoder(features) * weights).sum().backward()
+    whole = {n: p.grad for n, p in encoder.named_parameters() if p.grad is not None}
+    assert grads.keys() == whole.keys() and "backbone.embeddings.word_embeddings.weight" in grads
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, whole[name], atol=1e-5, rtol=1e-4)
+    assert torch.equal(encoder.forward_by_length(features, groups=1), encoder(features))

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cselab.adapt.plan import AdaptPlan
+from cselab.adapt.plan import UNIT_COPIES, AdaptPlan
 
 # A training step's seconds per second of timed inference over as many tokens, by the precision both run in: the
 # backward pass and the optimizer cost more than the forward, and bf16 speeds the forward more than the rest. Fitted
@@ -76,7 +76,8 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     length and a text of short sentences trains several times faster per step than one of long ones."""
     rows = _rows_per_example(plan)
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
-    lines_per_example = plan.train_sentences / max(1, len(plan.train_units)) if plan.train_units else 1.0
+    unit_lines = plan.train_sentences * UNIT_COPIES[plan.units]  # the lines the training examples hold
+    lines_per_example = unit_lines / max(1, len(plan.train_units)) if plan.train_units else 1.0
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
     total = plan.steps * step * rows * plan.config.train.batch_size * lines_per_example * per_sentence
     evaluations = plan.steps // plan.config.train.eval_every + int(plan.config.train.eval_at_start)
@@ -85,7 +86,7 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     total += evaluations * views * len(plan.held_out) * per_sentence
     if teacher is not None:
         total += (teacher.seconds_per_token * teacher.tokens_per_sentence  # passages hold their lines' tokens
-                  * (plan.train_sentences + len(plan.held_out) * (1 + len(plan.guard_views))))
+                  * (unit_lines + len(plan.held_out) * (UNIT_COPIES[plan.units] + len(plan.guard_views))))
     return total
 
 

@@ -57,7 +57,8 @@ class AdaptPlan:
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
-        units = f" in {len(self.train_units)} passages" if self.units == "passages" else ""
+        units = {"lines": "", "passages": f" in {len(self.train_units)} passages",
+                 "mixed": f" as lines and in {len(self.train_units) - self.train_sentences} passages"}[self.units]
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
                 f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
 
@@ -110,11 +111,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            dropout=0.1, passes=1, min_steps=100, max_steps=450, batch_size=16,
            select=GUARDED_DISTILLATION_LOSS),
 )}
-# What a training example is: a line of the text, or a passage of lines (the lines shuffled, then grouped so that
+# What a training example is: a line of the text, a passage of lines (the lines shuffled, then grouped so that
 # each passage holds up to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass,
-# most examples several lines long). Passages teach a model inputs as long as the documents it may embed; a model
-# trained on short lines alone can lose what it did with long inputs.
+# most examples several lines long), or both (mixed: every line once as itself and once in a passage). Passages teach
+# a model inputs as long as the documents it may embed; a model trained on short lines alone can lose what it did
+# with long inputs, and one trained on passages alone what it did with short ones.
 UNITS = ADAPT_UNITS
+UNIT_COPIES = {"lines": 1, "passages": 1, "mixed": 2}  # how many times the training examples hold each line
 UNITS_SEED = 0
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
@@ -142,8 +145,8 @@ def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: 
 
 
 def training_units(model: str, train: Sequence[str], units: str, max_length: int) -> list[str]:
-    """The training examples of ``train``: its lines, or passages of them up to ``max_length`` of ``model``'s
-    tokens (:func:`make_passages`)."""
+    """The training examples of ``train``: its lines, passages of them up to ``max_length`` of ``model``'s tokens
+    (:func:`make_passages`), or (``mixed``) its lines followed by those passages."""
     if units == "lines":
         return list(train)
     from transformers import AutoTokenizer
@@ -155,7 +158,8 @@ def training_units(model: str, train: Sequence[str], units: str, max_length: int
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     special = len(tokenizer("")["input_ids"])  # [CLS] and [SEP] (or <s> and </s>), once per passage
     lengths = [len(ids) - special for ids in tokenizer(list(train), truncation=False)["input_ids"]]
-    return make_passages(train, lengths, max(1, max_length - special))
+    passages = make_passages(train, lengths, max(1, max_length - special))
+    return [*train, *passages] if units == "mixed" else passages
 
 
 def default_steps(train_sentences: int, batch_size: int, recipe: Recipe = RECIPES["simcse"]) -> int:

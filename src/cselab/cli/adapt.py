@@ -36,8 +36,8 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
 @click.option("--max-length", type=click.IntRange(min=8),
               help="tokens of a training example [default: the recipe's: 64]")
 @click.option("--units", type=click.Choice(ADAPT_UNITS),
-              help="a training example: a line of TEXT, or a passage of lines (shuffled, up to --max-length tokens) "
-              "[default: the recipe's: lines]")
+              help="a training example: a line of TEXT, a passage of lines (shuffled, up to --max-length tokens), "
+              "or mixed (every line once as itself and once in a passage) [default: the recipe's: lines]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")

@@ -107,6 +107,9 @@ class DistillOptions(MethodOptions):
     teacher_vectors: str | None = Field(None, description="a finished teacher pass over the training text (cselab "
                                         "adapt writes OUTPUT/teacher); default: the method runs one in "
                                         "the cache $CSELAB_HOME/teacher-vectors when its target needs it")
+    length_groups: int = Field(1, ge=1, description="run the student on each batch as this many sub-batches of "
+                               "similar length (Encoder.forward_by_length): less padding where a batch mixes lines "
+                               "and passages; 1 runs the batch whole")
     fit_sentences: int = Field(4096, ge=16, description="projection: the training sentences the untouched student "
                                "encodes to fit the rotation or the head's start")
 
@@ -308,7 +311,7 @@ class Distill(Method):
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         features = {k: v for k, v in batch.items() if k not in ("texts", "pair_targets", "teacher_rows")}
-        student = self.student(features, apply_head=False)
+        student = self.student.forward_by_length(features, groups=self.options.length_groups)
         if self.options.target == "pairs":  # the targets came with the batch: no teacher runs here
             return {"student": student, "pair_targets": batch["pair_targets"]}
         if self.reads_pass:

@@ -158,6 +158,24 @@ class Encoder(nn.Module):
             return self.head(pooled)
         return pooled
 
+    def forward_by_length(self, features: dict[str, Tensor], *, groups: int = 4) -> Tensor:
+        """:meth:`forward` (no head) of a right-padded batch run as up to ``groups`` sub-batches of similar length,
+        each padded only to its own longest row; the rows come back in the batch's order. Why: a batch whose rows
+        were put together by meaning (a sentence and its neighbours) mixes short lines with long passages, and one
+        long row would make every row pay for its padding. The result equals :meth:`forward`'s up to dropout."""
+        mask = features["attention_mask"]
+        rows = mask.shape[0]
+        if groups <= 1 or rows <= 1:
+            return self(features)
+        lengths = mask.sum(dim=1)
+        order = torch.argsort(lengths, descending=True)
+        pooled = []
+        for part in torch.tensor_split(order, min(groups, rows)):
+            width = int(lengths[part].max())
+            pooled.append(self({k: v[part, :width] for k, v in features.items()}))
+        out = torch.cat(pooled)
+        return out[torch.argsort(order)]
+
     @torch.inference_mode()
     def encode(
         self,
