@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cselab.errors import CselabError
-from cselab.models.encoder import Encoder
+from cselab.models.encoder import Encoder, encoding_length
 from cselab.models.poolers import last_token_position, masked_mean, pool
 from cselab.models.sentence_model import EnsembleModel, TwinModel, load_model, save_model
 
@@ -134,3 +134,19 @@ def test_forward_by_length_equals_each_row_alone_and_keeps_the_gradient(tiny_ber
     for name, grad in grads.items():
         torch.testing.assert_close(grad, whole[name], atol=1e-5, rtol=1e-4)
     assert torch.equal(encoder.forward_by_length(features, groups=1), encoder(features))
+
+
+def test_encoding_length_sets_the_length_for_the_block_capped_at_the_positions(tiny_bert_dir):
+    encoder = Encoder.from_pretrained(tiny_bert_dir, max_length=16)
+    long_text = " ".join(SENTENCES * 20)  # far more tokens than the model has positions
+    assert encoder.position_limit == 128 and len(encoder.token_rows([long_text])[0]) == 16
+    with encoding_length(encoder, 64):
+        assert encoder.max_length == 64 and len(encoder.token_rows([long_text])[0]) == 64
+    assert encoder.max_length == 16
+    with encoding_length(encoder, 1000):  # no more than the positions number
+        assert encoder.max_length == 128
+    with encoding_length(encoder, None):  # None: the model's own length
+        assert encoder.max_length == 16
+    with pytest.raises(RuntimeError, match="inside"), encoding_length(encoder, 64):
+        raise RuntimeError("inside")
+    assert encoder.max_length == 16  # restored when the block raises too

@@ -26,10 +26,9 @@ Nothing here sees a label.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from cselab.data.sts import StsSubset, StsTask
 from cselab.fileio import write_json_atomic
 from cselab.losses.distillation import similarity_distillation_mse
 from cselab.losses.info_nce import info_nce
+from cselab.models.encoder import encoding_length
 from cselab.vocabulary import ADAPT_SELECTIONS
 
 SELECTIONS = ADAPT_SELECTIONS
@@ -82,22 +82,6 @@ def teacher_agreement_task_from_vectors(held_out: Sequence[str], teacher_vectors
     scores a student by its agreement with the teacher (Spearman x 100)."""
     firsts, seconds, targets = held_out_pairs(held_out, np.asarray(teacher_vectors, dtype=np.float64))
     return StsTask("teacher-agreement", "dev", (StsSubset("held-out", firsts, seconds, targets),))
-
-
-@contextlib.contextmanager
-def encoding_length(model: Any, max_length: int | None) -> Iterator[None]:
-    """``model`` encodes up to ``max_length`` tokens inside the block (``None``: its own length), at most as many as
-    its positions number: a model scored during training is set to the length it trains at, and long texts would be
-    cut to it."""
-    if max_length is None:
-        yield
-        return
-    trained = model.max_length
-    model.max_length = min(max_length, getattr(model, "position_limit", None) or max_length)
-    try:
-        yield
-    finally:
-        model.max_length = trained
 
 
 class HeldOutDistillationLoss:

@@ -6,7 +6,8 @@ token, special tokens) comes from the tokenizer, never from per-family code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,19 @@ class Encoder(nn.Module):
                 raise CselabError(f"{source / str(description['head'])}: "
                                   f"the head's weights cannot be read ({exc})") from exc
         return encoder
+
+
+@contextlib.contextmanager
+def encoding_length(model: Any, max_length: int | None) -> Iterator[None]:
+    """``model`` encodes up to ``max_length`` tokens inside the block (``None``: its own length), at most as many as
+    its positions number: a model scored during training is set to the length it trains at, and long texts would be
+    cut to it."""
+    if max_length is None:
+        yield
+        return
+    trained = model.max_length
+    model.max_length = min(max_length, getattr(model, "position_limit", None) or max_length)
+    try:
+        yield
+    finally:
+        model.max_length = trained
