@@ -204,7 +204,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
 
     from cselab.adapt import evaluation_every, plan_adapt, run_adapt
     from cselab.adapt.plan import training_units
-    from cselab.adapt.selection import GUARD_MAX_LENGTH
+    from cselab.adapt.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
@@ -291,9 +291,9 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             # the guarded selection's views, requested as its run requests them (one pass, kept in the cache)
             views = plan.guard_views or {"lines": plan.held_out, "passages": training_units(
                 plan.model, plan.held_out, "passages", GUARD_MAX_LENGTH)}
-            on_views = teacher_vectors(teacher, [*views["lines"], *views["passages"]], None)
+            on_views = teacher_vectors_by_view(teacher, views, None)
             observer = make_observer(inputs, spec.main_task, plan.held_out_units, teacher_held, args.eval_max_length,
-                                     clock, echo, passages=(views["passages"], on_views[len(views["lines"]):]))
+                                     clock, echo, passages=(views["passages"], on_views["passages"]))
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
         result = run_adapt(plan, observe=observer, observe_every=every)

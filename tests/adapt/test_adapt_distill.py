@@ -174,6 +174,26 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
             assert whole.read_bytes() == resumed.read_bytes()
 
 
+def test_the_teacher_vectors_by_view_are_each_views_own_rows(home_with_teacher, tmp_path):
+    from cselab.adapt.selection import teacher_vectors_by_view
+    from cselab.teacher_pass import teacher_vectors
+
+    teacher = str(home_with_teacher / "models" / "all-mpnet-base-v2")
+    lines = write_text(tmp_path / "text.txt", n=12).read_text().splitlines()
+    # the views share a text, and a view repeats one: each view's rows are still its own texts' in order
+    views = {"lines": lines[:7], "passages": [" ".join(lines[:3]), lines[6], " ".join(lines[7:]), lines[6]]}
+    for store in (tmp_path / "views", None):  # a run's store, or (the domain study's observer) the cache alone
+        by_view = teacher_vectors_by_view(teacher, views, store, requested_precision="fp32")
+        assert list(by_view) == ["lines", "passages"]
+        for name, texts in views.items():
+            alone = teacher_vectors(teacher, texts, tmp_path / f"alone-{name}", requested_precision="fp32",
+                                    cache=False)
+            assert by_view[name].shape == (len(texts), 48)
+            np.testing.assert_allclose(by_view[name], alone, atol=1e-6)  # fp32: batched apart, rounding only
+    assert set((tmp_path / "views" / "texts.txt").read_text().splitlines()) == set(views["lines"]) | set(
+        views["passages"])
+
+
 def test_resume_refuses_another_text_and_changes_nothing_of_a_finished_run(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                           capsys):
     text = write_text(tmp_path / "text.txt")

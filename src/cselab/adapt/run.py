@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from cselab.adapt.plan import (
     ADAPT_FILE,
     HELD_OUT_FILE,
@@ -40,6 +38,7 @@ from cselab.adapt.selection import (
     HeldOutDistillationLoss,
     HeldOutLoss,
     teacher_agreement_task_from_vectors,
+    teacher_vectors_by_view,
 )
 from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
@@ -176,12 +175,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                                       requested_precision=plan.config.train.precision)
             teacher_held = vectors[len(plan.train_units):]
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
-                names = list(plan.guard_views)
-                texts = [text for name in names for text in plan.guard_views[name]]
-                guard = teacher_vectors(plan.teacher, texts, plan.output_dir / GUARD_TEACHER_DIR, device=device,
-                                        requested_precision=plan.config.train.precision)
-                offsets = np.cumsum([0, *(len(plan.guard_views[name]) for name in names)])
-                teacher_views = {name: guard[offsets[i]:offsets[i + 1]] for i, name in enumerate(names)}
+                teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
+                                                        plan.output_dir / GUARD_TEACHER_DIR, device=device,
+                                                        requested_precision=plan.config.train.precision)
             teacher_s = time.perf_counter() - clock
         selector = _selector(plan, teacher_held, teacher_views)
         clock = time.perf_counter()

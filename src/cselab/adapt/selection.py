@@ -150,6 +150,20 @@ class GuardedDistillationLoss:
         return guarded_score(result, self.reference)
 
 
+def teacher_vectors_by_view(teacher: str, views: dict[str, Sequence[str]], store_dir: str | Path | None,
+                            **options: Any) -> dict[str, np.ndarray]:
+    """The teacher's unit vectors of each view's texts (name -> ``[len(texts), d]``, in the texts' order), from one
+    pass over all the views' texts, one view after another (:func:`cselab.teacher_pass.teacher_vectors` with
+    ``store_dir`` and ``options``; ``None``: kept in the cache only). Why one pass: the guarded selection's run and
+    the domain study's observer then request the same pass, so whichever comes second reads it."""
+    from cselab.teacher_pass import teacher_vectors
+
+    names = list(views)
+    vectors = teacher_vectors(teacher, [text for name in names for text in views[name]], store_dir, **options)
+    offsets = np.cumsum([0, *(len(views[name]) for name in names)])
+    return {name: vectors[offsets[i]:offsets[i + 1]] for i, name in enumerate(names)}
+
+
 def guarded_score(losses: dict[str, float], reference: dict[str, float]) -> float:
     """The guarded selection's score of a step (higher is better) from its held-out losses on each view and the
     untouched model's (``reference``): minus the mean ratio of the two, and below -1 (the untouched model's score)
