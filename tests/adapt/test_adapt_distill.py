@@ -174,6 +174,45 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
             assert whole.read_bytes() == resumed.read_bytes()
 
 
+def test_a_guarded_resume_without_its_reference_after_a_save_is_refused(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                        capsys, monkeypatch):
+    from cselab.training.trainer import Trainer
+
+    text = write_text(tmp_path / "text.txt")
+    args = ["train.save_every=2", "train.eval_every=2"]  # the default selection, the guard
+    real_step = Trainer.train_step
+
+    def kill_at(step: int):
+        def killed(self, batch):
+            if self.state.step == step:
+                raise KeyboardInterrupt
+            return real_step(self, batch)
+        return killed
+
+    # killed after the save of step 2, the reference lost: step 0 is never scored again, so the resume is refused
+    saved = tmp_path / "saved"
+    monkeypatch.setattr(Trainer, "train_step", kill_at(3))
+    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, *args), capsys)
+    assert code == 130 and (saved / "last").is_dir()
+    (saved / "guard-reference.json").unlink()
+    before = snapshot(saved)
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, *args, "--resume"), capsys)
+    assert code == 2 and err.count("\n") == 1 and "guard-reference.json" in err, err
+    assert "untouched model's held-out losses" in err and "afresh in a new --output" in err
+    assert snapshot(saved) == before, "a refused resume changes nothing"
+    # killed before the first save: the resume starts at step 0 again, which is scored again as the reference
+    unsaved = tmp_path / "unsaved"
+    monkeypatch.setattr(Trainer, "train_step", kill_at(1))
+    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, *args), capsys)
+    assert code == 130 and not (unsaved / "last").exists()
+    (unsaved / "guard-reference.json").unlink()
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, *args, "--resume"), capsys)
+    assert code == 0, err
+    assert (unsaved / "guard-reference.json").is_file() and (unsaved / "adapt.json").is_file()
+
+
 def test_the_teacher_vectors_by_view_are_each_views_own_rows(home_with_teacher, tmp_path):
     from cselab.adapt.selection import teacher_vectors_by_view
     from cselab.teacher_pass import teacher_vectors

@@ -4,7 +4,8 @@ plan's selection, the scores before and after on the user's labelled data, the m
 The run directory is cselab's to write only when it is new, empty, or an adaptation of the same text
 (``adapt-plan.json``): every check is made before anything is written, so a refused run leaves no trace.
 ``--resume`` continues an adaptation of the same text with the same options (a changed text or option is
-refused), refuses a directory that holds nothing to resume, and changes nothing in a finished one.
+refused), refuses a directory that holds nothing to resume or a guarded run whose reference is gone after a save
+(:func:`check_guard_reference`), and changes nothing in a finished one.
 """
 
 from __future__ import annotations
@@ -90,7 +91,28 @@ def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str
             "; ".join(changed[:3])
         raise CselabError(f"--resume: {directory} adapted another text or with other options ({what}); resume with "
                           "the text and options it was started with, or choose another --output")
-    return "finished" if finished else "resume"
+    if finished:
+        return "finished"
+    check_guard_reference(plan)
+    return "resume"
+
+
+def check_guard_reference(plan: AdaptPlan) -> None:
+    """Refuse to resume a guarded run whose trainer has saved a state but whose reference (:data:`GUARD_REFERENCE_FILE`)
+    is gone: a resumed trainer never scores step 0 again, so the guard would silently take the first step scored after
+    the resume as the untouched model. Before the first save (step 0 is scored again) or once training finished
+    (nothing is scored again) the reference is not needed. Reads only."""
+    from cselab.training.run_directory import LAST_DIR, is_finished
+
+    directory = plan.output_dir
+    if plan.selection != GUARDED_DISTILLATION_LOSS or (directory / GUARD_REFERENCE_FILE).is_file():
+        return
+    # the trainer's saved state; ``last.old`` is one that a kill inside its swap left aside (the trainer puts it back)
+    saved = any((directory / name).is_dir() for name in (LAST_DIR, f"{LAST_DIR}.old"))
+    if saved and not is_finished(directory):
+        raise CselabError(f"--resume: {directory} lacks {GUARD_REFERENCE_FILE}, the run's reference (the untouched "
+                          "model's held-out losses, which the guarded selection compares every step with), and it "
+                          "cannot be scored again after a saved step; start the adaptation afresh in a new --output")
 
 
 def _finished_result(plan: AdaptPlan) -> AdaptResult:
