@@ -289,11 +289,7 @@ def _publish(store: VectorStore, shared: Path) -> None:
 def pass_is_kept(teacher: str, sentences: Sequence[str], store_dir: str | Path) -> bool:
     """Whether the teacher's pass over ``sentences`` is already finished in ``store_dir`` or in the cache (nothing to
     run)."""
-    from cselab.models.sentence_model import load_model
-
-    teacher_dir = resolve_model_path(teacher)
-    max_length = int(getattr(load_model(teacher), "max_length", 0) or 0)
-    key = teacher_key(teacher_dir, sentences, max_length)
+    key = _pass_key(teacher, sentences)
     for place in (Path(store_dir), cselab_home() / CACHE_DIR / key):
         store = VectorStore.open(place) if (place / "state.json").is_file() else None
         if store is not None and store.key == key and store.complete:
@@ -308,3 +304,42 @@ def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.
     if store is None or not store.complete:
         raise CselabError(f"{store_dir} holds no finished teacher pass (cselab adapt writes one in OUTPUT/teacher)")
     return _in_order(store, sentences)
+
+
+def _pass_key(teacher: str, sentences: Sequence[str]) -> str:
+    """The key of the teacher's pass over ``sentences`` (:func:`teacher_key`), reading the teacher's length."""
+    from cselab.models.sentence_model import load_model
+
+    max_length = int(getattr(load_model(teacher), "max_length", 0) or 0)
+    return teacher_key(resolve_model_path(teacher), sentences, max_length)
+
+
+def teacher_vectors_of_parts(teacher: str, parts: Sequence[Sequence[str]], store_dir: str | Path,
+                             part_dirs: Sequence[str | Path], **options: Any) -> np.ndarray:
+    """The teacher's unit vectors of the texts of ``parts``, one after another, kept in one store in ``store_dir``
+    (the pass a training run reads), each part first run as a pass of its own in its ``part_dirs`` entry
+    (:func:`teacher_vectors`, with ``options``; resumable, found in the cache when made before). Why: a text made of
+    texts already passed (a run's lines and the passages made of them) then reuses their passes. The whole store is
+    assembled from the parts' rows, and the parts' directories removed once it is complete."""
+    import shutil
+
+    if len(part_dirs) != len(parts):
+        raise ValueError("one directory for each part")
+    request = [text for part in parts for text in part]
+    texts = store_texts(request)
+    key = _pass_key(teacher, texts)
+    store = VectorStore.open(store_dir)
+    if store is not None and store.key != key:
+        raise CselabError(f"{store_dir} holds the teacher's vectors of another text or teacher; delete it or choose "
+                          "another directory")
+    if store is None or not store.complete:
+        row: dict[str, np.ndarray] = {}
+        for part, part_dir in zip(parts, part_dirs, strict=True):
+            row.update(zip(part, teacher_vectors(teacher, part, part_dir, **options), strict=True))
+        if store is None:
+            store = VectorStore.create(store_dir, key, len(texts), len(next(iter(row.values()))), texts=texts,
+                                       info={"teacher": str(teacher), "parts": len(parts)})
+        store.fill(lambda indices: np.stack([row[texts[i]] for i in indices]), chunk=max(1, len(texts)))
+        for part_dir in part_dirs:
+            shutil.rmtree(part_dir, ignore_errors=True)
+    return _in_order(store, request)

@@ -127,6 +127,39 @@ def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teac
     assert "held-out distillation loss by step: 0:" in report and (out / "adapt-report.png").is_file()
 
 
+def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                         capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "mixed", "--select", "distillation-loss",
+                                 "train.eval_every=2"), capsys)
+    assert code == 0, err
+    examples = (out / "train.txt").read_text().splitlines()
+    held = (out / "held-out.txt").read_text().splitlines()
+    lines, passages = examples[:220], examples[220:]
+    assert set(lines) == set(text.read_text().splitlines()) - set(held)
+    assert 0 < len(passages) < 220
+    assert sorted(" ".join(passages).split()) == sorted(" ".join(lines).split())  # every training line once more
+    # one store of every text (the parts' passes were assembled into it, and their directories removed)
+    from cselab.adapt import plan_adapt
+
+    units = plan_adapt(text, tmp_path / "plan", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
+                       units="mixed", select="distillation-loss").held_out_units
+    assert units[:20] == held and sorted(" ".join(units[20:]).split()) == sorted(" ".join(held).split())
+    kept = (out / "teacher" / "texts.txt").read_text().splitlines()
+    assert sorted(kept) == sorted(set(examples) | set(units))
+    assert not (out / "teacher-lines").exists() and not (out / "teacher-passages").exists()
+    # the score: the held-out distillation loss over the held-out lines and passages together
+    dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
+    summary = json.loads((out / "adapt.json").read_text())
+    student = _unit(load_model(out / "best").encode(units).numpy())
+    teacher = _unit(load_model(home_with_teacher / "models" / "all-mpnet-base-v2").encode(units).numpy())
+    off = ~np.eye(len(units), dtype=bool)
+    expected = -float(((student @ student.T - teacher @ teacher.T)[off] ** 2).mean())
+    assert scores[summary["best_step"]] == pytest.approx(expected, abs=1e-5)
+
+
 def test_a_fixed_budget_without_labels_draws_no_empty_plot(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "adapted"
     code, _, err = run_cli(_args(write_text(tmp_path / "text.txt"), tiny_bert_dir, out, "--select", "fixed-budget"),

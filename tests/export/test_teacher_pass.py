@@ -161,3 +161,31 @@ def test_a_finished_pass_is_reused_from_the_cache_and_a_changed_text_is_refused(
     with pytest.raises(CselabError, match="another text"):
         teacher_pass.teacher_vectors(str(teacher), sentences[:-1], tmp_path / "b", backends=["torch"],
                                      requested_precision="fp32")
+
+
+def test_a_pass_of_parts_reuses_each_part_and_reads_as_one_store(teacher_and_text, tmp_path, monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+
+    teacher, sentences = teacher_and_text
+    lines = sentences[:100]
+    passages = [" ".join(sentences[i:i + 3]) for i in range(100, 148, 3)] + [lines[0]]  # one passage is a line
+    options = {"backends": ["torch"], "requested_precision": "fp32"}
+    teacher_pass.teacher_vectors(str(teacher), lines, tmp_path / "earlier", **options)  # an earlier run on the lines
+    runs = []
+    choose = teacher_pass.choose_runner
+    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: runs.append(1) or choose(*a, **k))
+    run = tmp_path / "run"
+    parts = [run / "teacher-lines", run / "teacher-passages"]
+    vectors = teacher_pass.teacher_vectors_of_parts(str(teacher), [lines, passages], run / "teacher", parts,
+                                                    **options)
+    assert len(runs) == 1  # the lines' pass came from the cache; only the passages ran
+    np.testing.assert_allclose(vectors, _teacher_reference(teacher, [*lines, *passages]), atol=1e-5)
+    store = VectorStore.open(run / "teacher")
+    assert store.complete and store.rows == len(set(lines) | set(passages))
+    assert not any(p.exists() for p in parts)
+    np.testing.assert_array_equal(teacher_pass.read_teacher_vectors(run / "teacher", passages[::-1]),
+                                  vectors[len(lines):][::-1])
+    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
+    again = teacher_pass.teacher_vectors_of_parts(str(teacher), [lines, passages], run / "teacher", parts, **options)
+    np.testing.assert_array_equal(again, vectors)

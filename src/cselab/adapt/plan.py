@@ -54,6 +54,16 @@ class AdaptPlan:
     # the guarded selection's views of the held-out text ({"lines": ..., "passages": ...}; empty for the others)
     guard_views: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
+    def teacher_parts(self) -> dict[str, list[str]]:
+        """The texts of the teacher's pass (the training examples, then the held-out text as they are made), by kind
+        of unit: ``{"lines": ...}``, ``{"passages": ...}``, or for ``mixed`` both, each the text a run of that kind
+        passes over (so its pass is found again where it was made before)."""
+        if self.units != "mixed":
+            return {self.units: [*self.train_units, *self.held_out_units]}
+        lines, held = self.train_sentences, len(self.held_out)
+        return {"lines": [*self.train_units[:lines], *self.held_out_units[:held]],
+                "passages": [*self.train_units[lines:], *self.held_out_units[held:]]}
+
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"

@@ -168,7 +168,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     the reporter in effect (:mod:`cselab.reporter`)."""
     from cselab.models.sentence_model import load_model
     from cselab.runtime.devices import pick_device
-    from cselab.teacher_pass import teacher_vectors
+    from cselab.teacher_pass import read_teacher_vectors, teacher_vectors, teacher_vectors_of_parts
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
@@ -192,10 +192,16 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             clock = time.perf_counter()
             device = pick_device(plan.config.train.device)
             # the teacher's vectors of what the student is trained on and of the held-out text, in that order
-            vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units],
-                                      plan.output_dir / TEACHER_DIR, device=device,
-                                      requested_precision=plan.config.train.precision)
-            teacher_held = vectors[len(plan.train_units):]
+            options = {"device": device, "requested_precision": plan.config.train.precision}
+            parts = plan.teacher_parts()
+            if len(parts) == 1:
+                vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units],
+                                          plan.output_dir / TEACHER_DIR, **options)
+                teacher_held = vectors[len(plan.train_units):]
+            else:  # each kind of unit its own pass (found again where a run on that kind made it), then one store
+                teacher_vectors_of_parts(plan.teacher, list(parts.values()), plan.output_dir / TEACHER_DIR,
+                                         [plan.output_dir / f"{TEACHER_DIR}-{kind}" for kind in parts], **options)
+                teacher_held = read_teacher_vectors(plan.output_dir / TEACHER_DIR, plan.held_out_units)
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, device=device,

@@ -59,6 +59,10 @@ store; no teacher runs during the steps.
 
 ``vector_loss`` says how a student vector meets its target: ``mse`` (term ``distillation_mse``, the direction and
 the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direction only).
+
+``length_groups: G`` (ours) runs the student on a batch as G sub-batches of similar length
+(``Encoder.forward_by_length``): batches made by meaning (``neighbours``) cannot be grouped by length, and where lines
+and passages are trained together one passage would pad a whole batch to its length.
 """
 
 from __future__ import annotations
