@@ -143,8 +143,10 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
     # one store of every text (the parts' passes were assembled into it, and their directories removed)
     from cselab.adapt import plan_adapt
 
-    units = plan_adapt(text, tmp_path / "plan", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                       units="mixed", select="distillation-loss").held_out_units
+    plan = plan_adapt(text, tmp_path / "plan", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
+                      units="mixed", select="distillation-loss")
+    units = plan.held_out_units
+    assert plan.config.method_options["neighbour_blocks"] == [220]  # neighbours: lines among lines
     assert units[:20] == held and sorted(" ".join(units[20:]).split()) == sorted(" ".join(held).split())
     kept = (out / "teacher" / "texts.txt").read_text().splitlines()
     assert sorted(kept) == sorted(set(examples) | set(units))

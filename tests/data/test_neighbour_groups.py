@@ -40,3 +40,21 @@ def test_neighbour_groups_are_sentences_with_their_neighbours():
     for k in (0, 5):
         with pytest.raises(ValueError, match="k must be between 1 and"):
             nearest_neighbours(vectors, k)
+
+
+@pytest.mark.parametrize(("blocks", "chunk"), [([4], 3), ([3, 8], 100), ([5], 1)])
+def test_neighbours_within_blocks_match_a_loop_over_each_block(blocks, chunk):
+    vectors = torch.randn(11, 5, generator=torch.Generator().manual_seed(7))
+    got = nearest_neighbours(vectors, 2, chunk=chunk, blocks=blocks).tolist()
+    expected = []
+    for start, end in zip([0, *blocks], [*blocks, 11], strict=True):  # each block alone, indices shifted back
+        expected += [[start + j for j in row] for row in _brute_force(vectors[start:end].double().numpy(), 2)]
+    assert got == expected
+
+
+def test_neighbours_within_blocks_refuse_bad_blocks():
+    vectors = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="increasing"):
+        nearest_neighbours(vectors, 1, blocks=[3, 3])
+    with pytest.raises(ValueError, match="of a block"):
+        nearest_neighbours(vectors, 2, blocks=[2])  # a block of 2 has one other row

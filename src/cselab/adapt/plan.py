@@ -300,6 +300,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     }
     if teacher_name is not None:
         raw["method_options"].update(teacher=teacher_name, teacher_vectors=str(output_dir / TEACHER_DIR))
+        if units == "mixed":  # a line's nearest texts would be the passages that hold it: lines among lines
+            raw["method_options"]["neighbour_blocks"] = [len(train)]
     if select == FIXED_BUDGET:  # one evaluation, at the last step, which is the result
         raw["train"].update(eval_every=n_steps, eval_at_start=False)
     else:  # step 0, the untouched model, is a candidate

@@ -27,6 +27,8 @@ its neighbours rather than every cosine's value (not in the papers; an option of
   so a batch of ``train.batch_size`` examples holds ``batch_size * (k + 1)`` sentences and related pairs besides
   unrelated ones. The teacher encodes the whole text once when training starts, on the student's device,
   in the run's precision.
+  ``neighbour_blocks`` (indices where a block of the training text starts) keeps each sentence's neighbours within
+  its block: where a text holds lines and passages made of them, a line's nearest texts would be its own passages.
 - ``target: pairs`` (term ``pair_similarity_mse``; not in the papers, ours): each example is one sentence (the
   anchor); its batch adds, for every anchor, ONE partner drawn uniformly from its ``neighbours`` nearest sentences
   by the teacher's cosine and ``random_pairs`` partners drawn uniformly from the whole text, and the student's
@@ -102,6 +104,9 @@ class DistillOptions(MethodOptions):
                             "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences "
                             "(similarity targets); target pairs: each sentence's partner is drawn from its "
                             "k nearest neighbours (required)")
+    neighbour_blocks: list[int] = Field(default_factory=list, description="neighbours: training example indices "
+                                        "where a new block starts; each example's neighbours come from its own block "
+                                        "(cselab adapt --units mixed: lines among lines, passages among passages)")
     random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
     projection: Literal["none", "pca-rotation", "linear-head"] = Field(
         "none", description="target vectors with a teacher of another width: none (equal widths); pca-rotation (the "
@@ -241,12 +246,20 @@ class Distill(Method):
         if self.options.neighbours and not self.options.neighbours < len(sentences):
             raise CselabError(f"config: method_options.neighbours must be below the number of training sentences "
                               f"({len(sentences)}), got {self.options.neighbours}")
+        blocks = self.options.neighbour_blocks
+        if blocks and not all(0 < a < b for a, b in zip(blocks, [*blocks[1:], len(sentences)], strict=True)):
+            raise CselabError(f"config: method_options.neighbour_blocks must be increasing indices between 1 and "
+                              f"{len(sentences) - 1} (the training sentences), got {blocks}")
         self._sentences = list(sentences)
         self._teacher_unit = self._read_pass(sentences)
         if self.options.target == "vectors":
             self._targets = self._fit_targets()
         if self.options.neighbours:
-            self._neighbour_table = nearest_neighbours(self._teacher_unit, self.options.neighbours)
+            try:
+                self._neighbour_table = nearest_neighbours(self._teacher_unit, self.options.neighbours,
+                                                           blocks=self.options.neighbour_blocks)
+            except ValueError as exc:
+                raise CselabError(f"config: method_options.neighbours: {exc}") from None
             if self.options.target != "pairs":  # an example: a sentence and its k nearest, as indices
                 return [(i, *row) for i, row in enumerate(self._neighbour_table.tolist())]
         return range(len(sentences))  # an example is the index of its (anchor) sentence
