@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -321,8 +322,6 @@ def teacher_vectors_of_parts(teacher: str, parts: Sequence[Sequence[str]], store
     (:func:`teacher_vectors`, with ``options``; resumable, found in the cache when made before). Why: a text made of
     texts already passed (a run's lines and the passages made of them) then reuses their passes. The whole store is
     assembled from the parts' rows, and the parts' directories removed once it is complete."""
-    import shutil
-
     if len(part_dirs) != len(parts):
         raise ValueError("one directory for each part")
     request = [text for part in parts for text in part]
