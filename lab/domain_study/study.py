@@ -51,7 +51,10 @@ class Configuration:
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
-_DISTILL = ("method_options.target=vectors",)
+# what the configurations made before the recipe trained on lines and passages together ran with (the recipe's
+# options are their defaults, so the options it gained since are set back here)
+_BEFORE_MIXED = ("method_options.length_groups=1",)
+_DISTILL = ("method_options.target=vectors", *_BEFORE_MIXED)
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -62,9 +65,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("cselab-simcse", "`cselab adapt --no-teacher` (SimCSE)"),
     Configuration("cselab-adapt", f"`cselab adapt` distilling {LARGER_MODEL}'s cosines of neighbour pairs "
                   "(the teacher recipe until the distillation study)", teacher=True, select="teacher-agreement",
+                  units="lines", max_length=64,
                   overrides=("method_options.target=pairs", "method_options.neighbours=30",
                              "method_options.random_pairs=1", "method_options.projection=none",
-                             "method_options.vector_loss=mse", "model.dropout=0.0")),
+                             "method_options.vector_loss=mse", "model.dropout=0.0", "train.batch_size=64",
+                             *_BEFORE_MIXED)),
     Configuration("cselab-distill-pca-cos-lines", "`cselab adapt`: the teacher's PCA rotated into the student, "
                   "cosine loss, on lines", teacher=True, units="lines",
                   overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
@@ -83,27 +88,27 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                                                              "method_options.vector_loss=mse")),
     Configuration("cselab-distill-sim", "`cselab adapt`: the teacher's in-batch cosine matrix (MSE)", teacher=True,
                   units="passages", overrides=("method_options.target=similarities", "method_options.projection=none",
-                                               "method_options.vector_loss=mse")),
+                                               "method_options.vector_loss=mse", *_BEFORE_MIXED)),
     Configuration("cselab-distill-sim-nb3", "`cselab adapt`: the teacher's cosines of each batch (MSE), each "
                   "sentence with 3 neighbours, the least held-out distillation loss kept", teacher=True,
                   select="distillation-loss", units="lines",
                   overrides=("method_options.target=similarities", "method_options.projection=none",
                              "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=1e-4", "model.max_length=64")),
+                             "train.lr=1e-4", "model.max_length=64", *_BEFORE_MIXED)),
     Configuration("cselab-distill-sim-nb3-passages", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
                   "each passage of up to 256 tokens with 3 neighbours, the least held-out distillation loss on "
                   "passages kept", teacher=True, select="distillation-loss", units="passages", max_length=256,
                   steps=100,
                   overrides=("method_options.target=similarities", "method_options.projection=none",
                              "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=1e-4")),
+                             "train.lr=1e-4", *_BEFORE_MIXED)),
     Configuration("cselab-distill-sim-nb3-guarded", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
                   "each sentence with 3 neighbours, the least held-out distillation loss kept among the steps no "
                   "worse than the untouched model on held-out lines and passages", teacher=True,
                   select="guarded-distillation-loss", units="lines",
                   overrides=("method_options.target=similarities", "method_options.projection=none",
                              "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=1e-4", "model.max_length=64")),
+                             "train.lr=1e-4", "model.max_length=64", *_BEFORE_MIXED)),
     Configuration("cselab-distill-sim-nb3-guarded-mixed", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
                   "each line and each passage of up to 256 tokens with 3 neighbours, the guarded selection",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
@@ -127,7 +132,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-distill-sim-nb3-guarded"
+DEFAULT_CONFIGURATION = "cselab-distill-sim-nb3-guarded-mixed"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

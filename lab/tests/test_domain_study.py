@@ -101,7 +101,8 @@ def test_every_run_is_one_record_with_scores_budget_and_provenance(study):
             assert r["wall_s"] is None and r["training_text"] is None
         else:
             # --batch-size 8, unless the configuration's own overrides name its batch
-            batch = 16 if "train.batch_size=16" in CONFIGURATION[r["configuration"]].overrides else 8
+            batch = next((int(o.split("=")[1]) for o in CONFIGURATION[r["configuration"]].overrides
+                          if o.startswith("train.batch_size=")), 8)
             assert r["wall_s"] > 0 and r["steps"] == 2 and r["batch_size"] == batch
             assert r["budget_note"].startswith("a test") and "default" in r["budget_note"]
     peers = {r["configuration"]: r for r in records if r["configuration"].startswith("st-")}

@@ -34,10 +34,11 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
 @click.option("--batch-size", type=click.IntRange(min=2),
               help="training examples per step [default: the recipe's: 16 with a teacher, 64 for SimCSE]")
 @click.option("--max-length", type=click.IntRange(min=8),
-              help="tokens of a training example [default: the recipe's: 64]")
+              help="tokens of a training example [default: the recipe's: 256 with a teacher, 64 without]")
 @click.option("--units", type=click.Choice(ADAPT_UNITS),
               help="a training example: a line of TEXT, a passage of lines (shuffled, up to --max-length tokens), "
-              "or mixed (every line once as itself and once in a passage) [default: the recipe's: lines]")
+              "or mixed (every line once as itself and once in a passage) [default: the recipe's: mixed with a "
+              "teacher, lines without]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
