@@ -204,6 +204,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
 
     from cselab.adapt import evaluation_every, plan_adapt, run_adapt
     from cselab.adapt.plan import training_units
+    from cselab.adapt.run import held_out_teacher_vectors
     from cselab.adapt.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
@@ -211,7 +212,6 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import resolve_precision, training_shape
-    from cselab.teacher_pass import teacher_vectors
     from lab.domain_study.study import CONFIGURATION, selection_agreement
 
     spec = get_domain(domain)
@@ -286,8 +286,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         if args.observe_every:
             # the teacher's vectors of the held-out text as the run scores it (lines, or passages of them), from its
             # pass over what the run trains on and scores: kept in the cache, where a run with the teacher reads it
-            request = [*plan.train_units, *plan.held_out_units]
-            teacher_held = teacher_vectors(teacher, request, None)[len(plan.train_units):]
+            teacher_held = held_out_teacher_vectors(plan, teacher, None)
             # the guarded selection's views, requested as its run requests them (one pass, kept in the cache)
             views = plan.guard_views or {"lines": plan.held_out, "passages": training_units(
                 plan.model, plan.held_out, "passages", GUARD_MAX_LENGTH)}

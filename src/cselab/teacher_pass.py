@@ -207,10 +207,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
     key = teacher_key(teacher_dir, sentences, max_length)
     shared = cselab_home() / CACHE_DIR / key
     store_dir = Path(store_dir) if store_dir is not None else shared
-    store = VectorStore.open(store_dir)
-    if store is not None and store.key != key:
-        raise CselabError(f"{store_dir} holds the teacher's vectors of another text or teacher; delete it or choose "
-                          "another directory")
+    store = _open_own(store_dir, key)
     if store is None and cache and VectorStore.open(shared) is not None:
         cached = VectorStore.open(shared)
         if cached is not None and cached.complete and cached.key == key:
@@ -315,29 +312,43 @@ def _pass_key(teacher: str, sentences: Sequence[str]) -> str:
     return teacher_key(resolve_model_path(teacher), sentences, max_length)
 
 
-def teacher_vectors_of_parts(teacher: str, parts: Sequence[Sequence[str]], store_dir: str | Path,
-                             part_dirs: Sequence[str | Path], **options: Any) -> np.ndarray:
-    """The teacher's unit vectors of the texts of ``parts``, one after another, kept in one store in ``store_dir``
-    (the pass a training run reads), each part first run as a pass of its own in its ``part_dirs`` entry
-    (:func:`teacher_vectors`, with ``options``; resumable, found in the cache when made before). Why: a text made of
-    texts already passed (a run's lines and the passages made of them) then reuses their passes. The whole store is
-    assembled from the parts' rows, and the parts' directories removed once it is complete."""
-    if len(part_dirs) != len(parts):
-        raise ValueError("one directory for each part")
-    request = [text for part in parts for text in part]
-    texts = store_texts(request)
-    key = _pass_key(teacher, texts)
+def _open_own(store_dir: str | Path, key: str) -> VectorStore | None:
+    """The store in ``store_dir`` (``None``: none yet), refused in one line when it holds another pass than ``key``."""
     store = VectorStore.open(store_dir)
     if store is not None and store.key != key:
         raise CselabError(f"{store_dir} holds the teacher's vectors of another text or teacher; delete it or choose "
                           "another directory")
+    return store
+
+
+def teacher_vectors_of_parts(teacher: str, parts: dict[str, Sequence[str]], store_dir: str | Path | None,
+                             **options: Any) -> np.ndarray:
+    """The teacher's unit vectors of the texts of ``parts`` (name -> texts), one part after another, each part run
+    as a pass of its own (:func:`teacher_vectors` with ``options``; resumable, found in the cache when made before).
+    Why: a text made of texts already passed (a run's lines and the passages made of them) reuses their passes.
+
+    With ``store_dir``, the parts' passes are made beside it (``STORE-NAME``), then assembled into one store in
+    ``store_dir`` (what a training run reads) and removed; one part is passed in ``store_dir`` directly. ``None``:
+    the parts' passes are kept in the cache only, and nothing is assembled."""
+    texts_of = list(parts.values())
+    if len(parts) == 1:
+        return teacher_vectors(teacher, texts_of[0], store_dir, **options)
+    if store_dir is None:
+        return np.concatenate([teacher_vectors(teacher, part, None, **options) for part in texts_of])
+    store_dir = Path(store_dir)
+    request = [text for part in texts_of for text in part]
+    texts = store_texts(request)
+    key = _pass_key(teacher, texts)
+    store = _open_own(store_dir, key)
     if store is None or not store.complete:
+        part_dirs = [store_dir.with_name(f"{store_dir.name}-{name}") for name in parts]
         row: dict[str, np.ndarray] = {}
-        for part, part_dir in zip(parts, part_dirs, strict=True):
-            row.update(zip(part, teacher_vectors(teacher, part, part_dir, **options), strict=True))
+        for part, part_dir in zip(texts_of, part_dirs, strict=True):
+            for text, vector in zip(part, teacher_vectors(teacher, part, part_dir, **options), strict=True):
+                row.setdefault(text, vector)  # a text in several parts keeps its first part's vector
         if store is None:
             store = VectorStore.create(store_dir, key, len(texts), len(next(iter(row.values()))), texts=texts,
-                                       info={"teacher": str(teacher), "parts": len(parts)})
+                                       info={"teacher": str(teacher), "parts": list(parts)})
         store.fill(lambda indices: np.stack([row[texts[i]] for i in indices]), chunk=max(1, len(texts)))
         for part_dir in part_dirs:
             shutil.rmtree(part_dir, ignore_errors=True)

@@ -143,14 +143,23 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
     assert set(lines) == set(text.read_text().splitlines()) - set(held)
     assert 0 < len(passages) < 220
     assert sorted(" ".join(passages).split()) == sorted(" ".join(lines).split())  # every training line once more
-    # one store of every text (the parts' passes were assembled into it, and their directories removed)
     from cselab.adapt import plan_adapt
+    from cselab.methods import METHODS
 
-    plan = plan_adapt(text, tmp_path / "plan", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                      units="mixed", select="distillation-loss")
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
+                      units="mixed", select="distillation-loss")  # the run's own plan (planning writes nothing)
     units = plan.held_out_units
-    assert plan.config.method_options["neighbour_blocks"] == [220]  # neighbours: lines among lines
+    assert plan.config.method_options["neighbour_blocks"] == [220]
+    # the training groups the method builds from the run's text and teacher store: a line's neighbours are lines,
+    # a passage's passages
+    groups = METHODS.get("distill")(plan.config).training_examples()
+    assert len(groups) == len(examples)
+    assert all((max(g) < 220) if g[0] < 220 else (min(g) >= 220) for g in groups)
+    bad = plan.config.model_copy(update={"method_options": {**plan.config.method_options, "neighbour_blocks": [0]}})
+    with pytest.raises(CselabError, match="config: method_options.neighbours: blocks must be increasing"):
+        METHODS.get("distill")(bad).training_examples()
     assert units[:20] == held and sorted(" ".join(units[20:]).split()) == sorted(" ".join(held).split())
+    # one store of every text (the parts' passes were assembled into it, and their directories removed)
     kept = (out / "teacher" / "texts.txt").read_text().splitlines()
     assert sorted(kept) == sorted(set(examples) | set(units))
     assert not (out / "teacher-lines").exists() and not (out / "teacher-passages").exists()

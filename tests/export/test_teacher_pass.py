@@ -176,16 +176,24 @@ def test_a_pass_of_parts_reuses_each_part_and_reads_as_one_store(teacher_and_tex
     choose = teacher_pass.choose_runner
     monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: runs.append(1) or choose(*a, **k))
     run = tmp_path / "run"
-    parts = [run / "teacher-lines", run / "teacher-passages"]
-    vectors = teacher_pass.teacher_vectors_of_parts(str(teacher), [lines, passages], run / "teacher", parts,
-                                                    **options)
+    parts = {"lines": lines, "passages": passages}
+    vectors = teacher_pass.teacher_vectors_of_parts(str(teacher), parts, run / "teacher", **options)
     assert len(runs) == 1  # the lines' pass came from the cache; only the passages ran
     np.testing.assert_allclose(vectors, _teacher_reference(teacher, [*lines, *passages]), atol=1e-5)
     store = VectorStore.open(run / "teacher")
     assert store.complete and store.rows == len(set(lines) | set(passages))
-    assert not any(p.exists() for p in parts)
+    assert sorted(p.name for p in run.iterdir()) == ["teacher"]  # the parts' passes (teacher-lines, ...) removed
     np.testing.assert_array_equal(teacher_pass.read_teacher_vectors(run / "teacher", passages[::-1]),
                                   vectors[len(lines):][::-1])
     monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
-    again = teacher_pass.teacher_vectors_of_parts(str(teacher), [lines, passages], run / "teacher", parts, **options)
+    again = teacher_pass.teacher_vectors_of_parts(str(teacher), parts, run / "teacher", **options)
     np.testing.assert_array_equal(again, vectors)
+    # kept in the cache only: the rows of the parts' cached passes, no store assembled (a text in two parts keeps
+    # each pass's vector, which batching moves in the last bits; the assembled store holds one of them)
+    np.testing.assert_allclose(teacher_pass.teacher_vectors_of_parts(str(teacher), parts, None, **options),
+                               vectors, atol=1e-6)
+    # one part is one pass, in the store itself
+    np.testing.assert_array_equal(teacher_pass.teacher_vectors_of_parts(str(teacher), {"lines": lines},
+                                                                        tmp_path / "one", **options),
+                                  vectors[:len(lines)])
+    assert VectorStore.open(tmp_path / "one").rows == len(lines)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cselab.adapt.plan import (
     ADAPT_FILE,
     HELD_OUT_FILE,
@@ -154,6 +156,19 @@ def _selector(plan: AdaptPlan, teacher_held: Any, teacher_views: dict[str, Any])
     return StsEvaluator([task], batch_size=batch, primary="teacher-agreement/dev")
 
 
+def held_out_teacher_vectors(plan: AdaptPlan, teacher: str, store_dir: str | Path | None,
+                             **options: Any) -> np.ndarray:
+    """``teacher``'s vectors of the plan's held-out units, from its pass over the plan's training and held-out text,
+    one pass per kind of unit (:meth:`AdaptPlan.teacher_parts`, :func:`cselab.teacher_pass.teacher_vectors_of_parts`)
+    kept in ``store_dir`` (``None``: in the cache only, as the domain study's observer asks for it)."""
+    from cselab.teacher_pass import teacher_vectors_of_parts
+
+    parts = plan.teacher_parts()
+    vectors = teacher_vectors_of_parts(teacher, parts, store_dir, **options)
+    row = {text: i for i, text in enumerate(text for part in parts.values() for text in part)}
+    return vectors[[row[text] for text in plan.held_out_units]]
+
+
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
               observe: Callable[[Any, int], dict[str, float]] | None = None,
               observe_every: int | None = None, estimate_s: float | None = None) -> AdaptResult:
@@ -168,7 +183,6 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     the reporter in effect (:mod:`cselab.reporter`)."""
     from cselab.models.sentence_model import load_model
     from cselab.runtime.devices import pick_device
-    from cselab.teacher_pass import read_teacher_vectors, teacher_vectors, teacher_vectors_of_parts
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
@@ -191,17 +205,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         if plan.teacher is not None:
             clock = time.perf_counter()
             device = pick_device(plan.config.train.device)
-            # the teacher's vectors of what the student is trained on and of the held-out text, in that order
-            options = {"device": device, "requested_precision": plan.config.train.precision}
-            parts = plan.teacher_parts()
-            if len(parts) == 1:
-                vectors = teacher_vectors(plan.teacher, [*plan.train_units, *plan.held_out_units],
-                                          plan.output_dir / TEACHER_DIR, **options)
-                teacher_held = vectors[len(plan.train_units):]
-            else:  # each kind of unit its own pass (found again where a run on that kind made it), then one store
-                teacher_vectors_of_parts(plan.teacher, list(parts.values()), plan.output_dir / TEACHER_DIR,
-                                         [plan.output_dir / f"{TEACHER_DIR}-{kind}" for kind in parts], **options)
-                teacher_held = read_teacher_vectors(plan.output_dir / TEACHER_DIR, plan.held_out_units)
+            # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
+            teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, device=device,
+                                                    requested_precision=plan.config.train.precision)
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, device=device,

@@ -246,10 +246,6 @@ class Distill(Method):
         if self.options.neighbours and not self.options.neighbours < len(sentences):
             raise CselabError(f"config: method_options.neighbours must be below the number of training sentences "
                               f"({len(sentences)}), got {self.options.neighbours}")
-        blocks = self.options.neighbour_blocks
-        if blocks and not all(0 < a < b for a, b in zip(blocks, [*blocks[1:], len(sentences)], strict=True)):
-            raise CselabError(f"config: method_options.neighbour_blocks must be increasing indices between 1 and "
-                              f"{len(sentences) - 1} (the training sentences), got {blocks}")
         self._sentences = list(sentences)
         self._teacher_unit = self._read_pass(sentences)
         if self.options.target == "vectors":

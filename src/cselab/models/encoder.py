@@ -168,14 +168,14 @@ class Encoder(nn.Module):
         rows = mask.shape[0]
         if groups <= 1 or rows <= 1:
             return self(features)
-        lengths = mask.sum(dim=1)
+        lengths = mask.sum(dim=1).cpu()  # one device sync for the whole batch
         order = torch.argsort(lengths, descending=True)
         pooled = []
         for part in torch.tensor_split(order, min(groups, rows)):
-            width = int(lengths[part].max())
-            pooled.append(self({k: v[part, :width] for k, v in features.items()}))
-        out = torch.cat(pooled)
-        return out[torch.argsort(order)]
+            width = int(lengths[part[0]])  # the longest row of the part comes first
+            index = part.to(mask.device)
+            pooled.append(self({k: v[index, :width] for k, v in features.items()}))
+        return torch.cat(pooled)[torch.argsort(order).to(mask.device)]
 
     @torch.inference_mode()
     def encode(
