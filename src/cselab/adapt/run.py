@@ -165,7 +165,9 @@ def held_out_teacher_vectors(plan: AdaptPlan, teacher: str, store_dir: str | Pat
 
     parts = plan.teacher_parts()
     vectors = teacher_vectors_of_parts(teacher, parts, store_dir, **options)
-    row = {text: i for i, text in enumerate(text for part in parts.values() for text in part)}
+    row: dict[str, int] = {}
+    for i, text in enumerate(text for part in parts.values() for text in part):
+        row.setdefault(text, i)  # a text in several parts reads its first part's row, as the assembled store keeps
     return vectors[[row[text] for text in plan.held_out_units]]
 
 
