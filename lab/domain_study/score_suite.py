@@ -143,6 +143,15 @@ def _protocol_text(corpus: str | None) -> str:
     return f"{text}, selected on STS-B dev"
 
 
+def path_origin(model_dir: Path) -> dict[str, Any]:
+    """The origin of a model given by its directory: its ``cselab.json`` (an ensemble's members, weights and combine
+    mode; a trained model's method and config) when it has one, so the record says what was scored."""
+    from cselab.models.sentence_model import read_description
+
+    description = read_description(model_dir)
+    return {"kind": "path"} if description is None else {"kind": "path", "description": description}
+
+
 def score_on_suite(model_dir: Path, eval_max_length: int, inputs: dict[str, Any]) -> dict[str, float]:
     """Each domain's main score for one model directory (``inputs``: domain -> its loaded task inputs)."""
     from cselab.evaluation.domain import score_inputs
@@ -227,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         name, sep, path = spec.partition("=")
         if not sep or not name or not Path(path).is_dir():
             raise SystemExit(f"--model {spec!r}: expected NAME=PATH with PATH a model directory")
-        models.append((name, lambda n=name, p=path: (n, Path(p), {"kind": "path"})))
+        models.append((name, lambda n=name, p=path: (n, Path(p), path_origin(Path(p)))))
     done = {r["model"] for r in read_suite_records(args.results)}
     inputs: dict[str, Any] = {}
     for i, (name, resolve) in enumerate(models, 1):

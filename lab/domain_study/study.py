@@ -354,18 +354,21 @@ def domains_table(records: Sequence[dict[str, Any]]) -> str:
 def recipes_table(records: Sequence[dict[str, Any]]) -> str:
     """The user's guide's one table of results (the ``<!-- cselab:domain-recipes -->`` block): a row per
     configuration, a column per domain; each cell the seed mean of the domain's main score, its difference to the
-    untouched checkpoint, and how many seeds at how many steps (``-``: not run). ``cselab adapt``'s default row is
-    marked."""
+    untouched checkpoint, and how many seeds at how many steps (``-``: not run). The last column is the rule that
+    chose the default: the mean of those differences over the suite's domains, and the worst of them (``-`` unless
+    the configuration ran on every suite domain). ``cselab adapt``'s default row is marked."""
     groups = group_runs(records)
     domains = sorted({d for d, _ in groups}, key=_domain_order)
     configurations = sorted({c for _, c in groups}, key=_configuration_order)
     default = default_configuration(records)
     reference = {d: _mean([r["main_score"] for r in runs]) for (d, c), runs in groups.items() if c == REFERENCE}
-    header = ["configuration", *(f"{d} ({ALL_DOMAINS[d].main_task})" if d in ALL_DOMAINS else d for d in domains)]
+    header = ["configuration", *(f"{d} ({ALL_DOMAINS[d].main_task})" if d in ALL_DOMAINS else d for d in domains),
+              "suite: mean change, worst"]
     rows = []
     for config in configurations:
         label = CONFIGURATION[config].label if config in CONFIGURATION else config
         row = [f"**{label}** (the default)" if config == default else label]
+        changes = {}
         for domain in domains:
             runs = groups.get((domain, config))
             if not runs:
@@ -376,12 +379,24 @@ def recipes_table(records: Sequence[dict[str, Any]]) -> str:
             cell = fmt(main)
             if ref is not None and config != REFERENCE and main is not None:
                 cell += f" ({main - ref:+.2f})"
+                changes[domain] = main - ref
             steps = sorted({r["steps"] for r in runs if isinstance(r.get("steps"), int)})
             if steps:
                 cell += f"; {len(runs)}x{'/'.join(map(str, steps))} steps"
             row.append(cell)
+        row.append(_suite_change(changes))
         rows.append(row)
     return "\n".join(markdown_table(header, rows))
+
+
+def _suite_change(changes: dict[str, float]) -> str:
+    """The mean of ``changes`` (domain -> difference to the checkpoint) over the suite's domains and the worst of
+    them, or ``-`` when a suite domain is missing."""
+    if not all(domain in changes for domain in DOMAINS):
+        return "-"
+    suite = {domain: changes[domain] for domain in DOMAINS}
+    worst = min(suite, key=suite.__getitem__)
+    return f"{sum(suite.values()) / len(suite):+.2f}, worst {suite[worst]:+.2f} ({worst})"
 
 
 def selection_table(records: Sequence[dict[str, Any]]) -> str:

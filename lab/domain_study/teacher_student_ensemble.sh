@@ -8,7 +8,9 @@ TEACHER=${CSELAB_HOME:-$HOME/.cache/cselab}/models/all-mpnet-base-v2
 STUDENT=cselab-distill-sim-nb3-guarded-mixed-s1
 for domain in "$@"; do
   out=runs/moonshot/$domain-mpnet+mixed-s1
-  [ -d "$out" ] || python -m cselab.cli ensemble "$TEACHER" "runs/domains/$domain/$STUDENT/best" --output "$out" \
+  student=$(python -c "import sys; from cselab.training.run_directory import selected_model_dir as s; print(s(sys.argv[1]))" \
+    "runs/domains/$domain/$STUDENT")
+  [ -d "$out" ] || python -m cselab.cli ensemble "$TEACHER" "$student" --output "$out" \
     --weight 0.5 --combine concat
   python -m lab.domain_study.score_suite --threads 2 --domains "$domain" \
     --model "all-mpnet-base-v2+mixed-s1@$domain=$out" --results lab/results/moonshot.jsonl

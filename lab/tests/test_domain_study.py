@@ -335,13 +335,28 @@ def test_the_recipes_table_by_hand():
     ]
     lines = recipes_table(records).splitlines()
     assert [c.strip() for c in lines[0].strip("|").split("|")] == ["configuration", "bbc-news (clustering)",
-                                                                   "brown-genres (classification)"]
+                                                                   "brown-genres (classification)",
+                                                                   "suite: mean change, worst"]
     rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
-    assert rows[CONFIGURATION["checkpoint"].label] == ["86.00", "45.00"]
-    # the seed mean (83.0 + 84.0) / 2 = 83.5, 2.5 below the checkpoint; two seeds of 50 steps; not run on brown
-    assert rows[CONFIGURATION["cselab-simcse"].label] == ["83.50 (-2.50); 2x50 steps", "-"]
+    assert rows[CONFIGURATION["checkpoint"].label] == ["86.00", "45.00", "-"]
+    # the seed mean (83.0 + 84.0) / 2 = 83.5, 2.5 below the checkpoint; two seeds of 50 steps; not run on brown;
+    # run on one suite domain of four, so no suite mean
+    assert rows[CONFIGURATION["cselab-simcse"].label] == ["83.50 (-2.50); 2x50 steps", "-", "-"]
     assert rows[f"**{CONFIGURATION[DEFAULT_CONFIGURATION].label}** (the default)"] == [
-        "84.50 (-1.50); 1x50 steps", "-"]
+        "84.50 (-1.50); 1x50 steps", "-", "-"]
+    # on the four suite domains: changes -2.50 (bbc-news), +1.00 (stsb), +2.00 (tweets), +0.50 (linux-man) give a
+    # mean of (-2.5 + 1 + 2 + 0.5) / 4 = +0.25 and the worst -2.50; brown-genres, outside the suite, is not in it
+    suite = [*records,
+             _record("stsb", "checkpoint", 1, 82.0, 82.0, None), _record("stsb", "cselab-simcse", 1, 83.0, 82.0, 1.0),
+             _record("tweets", "checkpoint", 1, 68.0, 82.0, None),
+             _record("tweets", "cselab-simcse", 1, 70.0, 82.0, 1.0),
+             _record("linux-man", "checkpoint", 1, 78.0, 82.0, None),
+             _record("linux-man", "cselab-simcse", 1, 78.5, 82.0, 1.0),
+             _record("brown-genres", "cselab-simcse", 1, 10.0, 82.0, 1.0)]
+    lines = recipes_table(suite).splitlines()
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:])}
+    assert rows[CONFIGURATION["cselab-simcse"].label][-1] == "+0.25, worst -2.50 (bbc-news)"
+    assert rows[CONFIGURATION["checkpoint"].label][-1] == "-"
 
 
 def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_path):
@@ -494,6 +509,20 @@ def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, m
     with pytest.raises(SystemExit, match="no model at"):
         script.main(["--domain-run", "bbc-news/st-mnrl-s9", "--domain-runs", str(study["root"] / "runs"),
                      "--results", str(tmp_path / "other.jsonl")])
+
+
+def test_score_suite_records_what_a_model_directory_says_it_is(study, tmp_path, monkeypatch):
+    """`--model NAME=PATH` records the directory's cselab.json (an ensemble's weights and combine mode, a trained
+    model's config) as read from the file; a directory without one (a sentence-transformers save) records the path."""
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    runs = study["root"] / "runs" / "bbc-news"
+    best, peer = runs / "cselab-simcse-s1" / "best", runs / "st-ct-s1" / "model"
+    results = tmp_path / "suite.jsonl"
+    score_suite.main(["--model", f"ours={best}", "--model", f"peer={peer}", "--domains", "bbc-news",
+                      "--eval-max-length", "24", "--results", str(results)])
+    ours, theirs = [json.loads(line) for line in results.read_text().splitlines()]
+    assert ours["origin"] == {"kind": "path", "description": json.loads((best / "cselab.json").read_text())}
+    assert theirs["origin"] == {"kind": "path"} and not (peer / "cselab.json").exists()
 
 
 def test_score_suite_finds_a_two_stage_rows_model(tmp_path):
