@@ -127,6 +127,11 @@ def _loss(recipe: Recipe, model: Any) -> Any:
     return losses.MultipleNegativesRankingLoss(model)
 
 
+def embedding_width(model: Any) -> int:
+    """A ``SentenceTransformer``'s embedding width, by the method's name in sentence-transformers 6 or 5."""
+    return int((getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)())
+
+
 def teacher_with_pca(teacher_dir: str | Path, student: Any, sentences: list[str], device: str) -> Any:
     """The example's teacher: a ``SentenceTransformer``, with a ``Dense`` layer holding the PCA of its embeddings of
     ``sentences`` appended when the student's embeddings are narrower."""
@@ -135,10 +140,10 @@ def teacher_with_pca(teacher_dir: str | Path, student: Any, sentences: list[str]
     from sklearn.decomposition import PCA
 
     teacher = SentenceTransformer(str(teacher_dir), device=device)
-    width = student.get_sentence_embedding_dimension()
-    if width < teacher.get_sentence_embedding_dimension():
+    width, teacher_width = embedding_width(student), embedding_width(teacher)
+    if width < teacher_width:
         pca = PCA(n_components=width).fit(teacher.encode(sentences, convert_to_numpy=True, batch_size=64))
-        dense = models.Dense(in_features=teacher.get_sentence_embedding_dimension(), out_features=width, bias=False,
+        dense = models.Dense(in_features=teacher_width, out_features=width, bias=False,
                              activation_function=torch.nn.Identity())
         dense.linear.weight = torch.nn.Parameter(torch.tensor(pca.components_, dtype=torch.float32))
         teacher.add_module("dense", dense)
