@@ -602,7 +602,7 @@ def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str | No
             (f"{_brief(m.main - m.reference, goals.over_checkpoint)}; {m.lowest_seed - m.reference:+.2f}"
              if m.reference is not None else "-"),
             _brief(m.lead_share, goals.teacher_lead_share) if m.lead_share is not None else "-",
-            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} ({CONFIGURATION[m.best_peer[1]].recipe.upper()})"
+            f"{_brief(m.main - m.best_peer[0], goals.over_best_peer)} (`{m.best_peer[1]}`)"
             if m.best_peer is not None else "-",
             f"{fmt(m.lowest_stsb)}: {_brief(m.lowest_stsb - m.stsb_reference, -goals.stsb_loss)}"
             if m.stsb_reference is not None and m.lowest_stsb is not None else fmt(m.stsb),

@@ -423,7 +423,7 @@ def test_the_goals_table_by_hand():
                                            for line in brief_goals_table(records, "cselab-simcse").splitlines()[2:])}
     assert brief["linux-man (retrieval, nDCG@10)"] == [
         "linux-man (retrieval, nDCG@10)", "78.39", "83.11", "81.33", "1, 2", "**+2.94**; +2.61", "**+0.62**",
-        "**+1.33** (CT)", "81.50: -0.53, missed by 0.23"]
+        "**+1.33** (`st-ct`)", "81.50: -0.53, missed by 0.23"]
     assert brief["tweets (classification, accuracy)"][1:] == ["-", "-", "70.00", "1", "-", "-", "-", "82.00"]
     assert brief_goals_table(records, "cselab-adapt") == "_No `cselab-adapt` run recorded yet._"
     # without a configuration named, the tables hold the declared default's runs (a record's "default" flag says

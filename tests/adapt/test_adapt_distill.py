@@ -454,3 +454,27 @@ def test_the_guarded_selection_scores_lines_and_passages_against_the_start(home_
     expected = -(1 + mean) if max(ratios) > 1 else -mean
     assert dev[summary["best_step"]] == pytest.approx(expected, rel=1e-4)
     assert "held-out distillation loss / step 0's" in (out / "adapt-report.md").read_text()
+
+
+def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypatch):
+    """A held-out text that is both a line and a passage (a passage of one line) reads the row of the lines' part,
+    the row the assembled store keeps for it; every other held-out text reads its own row."""
+    from types import SimpleNamespace
+
+    import cselab.teacher_pass
+    from cselab.adapt.run import held_out_teacher_vectors
+
+    parts = {"lines": ["a b", "c d", "e f"], "passages": ["a b c d", "e f", "g h"]}
+    seen = {}
+
+    def rows_by_position(teacher, given_parts, store_dir, **options):
+        seen.update(teacher=teacher, parts=given_parts, store_dir=store_dir, options=options)
+        return np.arange(6, dtype=np.float32)[:, None] * np.ones((1, 4), dtype=np.float32)  # row i holds i
+
+    monkeypatch.setattr(cselab.teacher_pass, "teacher_vectors_of_parts", rows_by_position)
+    plan = SimpleNamespace(teacher_parts=lambda: parts, held_out_units=["e f", "c d", "g h", "a b c d"])
+    vectors = held_out_teacher_vectors(plan, "teacher-dir", None, requested_precision="fp32")
+    # "e f" is row 2 (lines) and row 4 (passages): the first; "c d" row 1, "g h" row 5, "a b c d" row 3
+    np.testing.assert_array_equal(vectors[:, 0], [2, 1, 5, 3])
+    assert seen == {"teacher": "teacher-dir", "parts": parts, "store_dir": None,
+                    "options": {"requested_precision": "fp32"}}
