@@ -1,0 +1,92 @@
+"""The adapted student's weights interpolated with the untouched checkpoint's, scored on the domain it was adapted on.
+
+``theta(a) = (1 - a) * theta_untouched + a * theta_adapted`` for every floating-point weight (WiSE-FT, Wortsman et
+al. 2022: interpolating a fine-tuned model with the one it started from keeps much of the gain and recovers what the
+fine-tuning lost elsewhere). ``a = 0`` is the checkpoint, ``a = 1`` the adapted model. Each run of the domain study
+(``runs/domains/DOMAIN/CONFIGURATION-sSEED``, its kept model) is interpolated at each ``--weights`` value and scored
+as the study scores models (mteb through cselab's domain evaluation, fp32, 256 tokens) on its domain's tasks and on
+STS-B test. One record per (run, weight) in ``lab/results/interpolation.jsonl``; resumable (a pair already recorded is
+skipped).
+
+    python -m lab.domain_study.interpolate --runs bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1 --weights 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from lab.record import RESULTS_DIR, ROOT, append_record
+
+RESULTS = RESULTS_DIR / "interpolation.jsonl"
+DOMAIN_RUNS = ROOT / "runs" / "domains"
+
+
+def interpolated_state(untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> dict[str, Any]:
+    """``(1 - weight) * untouched + weight * adapted`` for every floating-point tensor; any other tensor (an index
+    buffer) is the adapted model's. The two must hold the same names and shapes."""
+    if untouched.keys() != adapted.keys():
+        raise ValueError("the two models hold different weights; interpolate a model with the one it started from")
+    mixed = {}
+    for name, theirs in adapted.items():
+        ours = untouched[name]
+        if ours.shape != theirs.shape:
+            raise ValueError(f"{name}: shapes {tuple(ours.shape)} and {tuple(theirs.shape)} differ")
+        mixed[name] = ours.lerp(theirs, weight) if theirs.is_floating_point() else theirs.clone()
+    return mixed
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", required=True, help="comma-separated DOMAIN/CONFIGURATION-sSEED")
+    parser.add_argument("--weights", required=True, help="comma-separated weights of the adapted model, in [0, 1]")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--eval-max-length", type=int, default=256)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    weights = [float(w) for w in args.weights.split(",")]
+    if any(not 0.0 <= w <= 1.0 for w in weights):
+        parser.error("--weights: each weight must lie in [0, 1]")
+    import torch
+
+    from cselab.data.domains import get_domain
+    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.models.sentence_model import load_model
+    from cselab.training.run_directory import selected_model_dir
+    from lab.domain_study.run_domains import stsb_test
+
+    torch.set_num_threads(args.threads)
+    done = {(r["run"], r["weight"]) for r in map(json.loads, args.results.read_text().splitlines())} \
+        if args.results.exists() else set()
+    for spec in args.runs.split(","):
+        domain, run_name = spec.split("/", 1)
+        run_dir = DOMAIN_RUNS / domain / run_name
+        todo = [w for w in weights if (spec, w) not in done]
+        if not todo:
+            continue
+        summary = json.loads((run_dir / "adapt.json").read_text())
+        adapted_dir = selected_model_dir(run_dir)
+        adapted = load_model(str(adapted_dir), max_length=args.eval_max_length).state_dict()
+        model = load_model(summary["model"], max_length=args.eval_max_length)
+        untouched = {k: v.clone() for k, v in model.state_dict().items()}
+        inputs = load_inputs(domain=domain)
+        task = get_domain(domain).main_task
+        for weight in todo:
+            model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
+            model.eval()
+            scores = score_inputs(model, inputs)
+            record = {"domain": domain, "run": spec, "seed": int(run_name.rsplit("-s", 1)[1]), "weight": weight,
+                      "selected_step": summary.get("best_step"), "main_task": task, "main_score": scores[task],
+                      "scores": scores, "stsb_test": stsb_test(model)}
+            append_record(args.results, record, __file__, argv)
+            print(f"{spec} at weight {weight}: {task} {record['main_score']:.2f}, STS-B test "
+                  f"{record['stsb_test']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
