@@ -1,0 +1,77 @@
+"""How much a domain's clustering score moves with k-means' own seed, model by model.
+
+The study scores clustering with one k-means seed (the task's 42, :data:`cselab.evaluation.domain_tasks.KMEANS_INITS`
+initialisations, the best kept). Here each model embeds the domain's labelled items once (fp32, 256 tokens, as the
+study scores) and scikit-learn's ``KMeans`` clusters them with each of ``--kmeans-seeds``; the V-measure (x 100) of
+each against the labels is recorded, so a difference between two models can be set beside the spread that k-means
+alone gives each. Seed 42 must give the study's own score (a check, not a result). One record per model in
+``lab/results/clustering_seeds.jsonl``.
+
+    python -m lab.domain_study.clustering_seeds --domain bbc-news --model checkpoint=all-MiniLM-L6-v2 \
+        --model s1=runs/domains/bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from lab.record import RESULTS_DIR, append_record
+
+RESULTS = RESULTS_DIR / "clustering_seeds.jsonl"
+STUDY_SEED = 42
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domain", required=True)
+    parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH",
+                        help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
+    parser.add_argument("--kmeans-seeds", default="42,0,1,2,3,4,5,6,7,8,9")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--eval-max-length", type=int, default=256)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    import numpy as np
+    import torch
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import v_measure_score
+
+    from cselab.evaluation.domain import load_inputs
+    from cselab.evaluation.domain_tasks import KMEANS_INITS
+    from cselab.models.sentence_model import load_model
+    from cselab.training.run_directory import selected_model_dir
+
+    torch.set_num_threads(args.threads)
+    seeds = [int(s) for s in args.kmeans_seeds.split(",")]
+    items = load_inputs(domain=args.domain).labels
+    if items is None:
+        parser.error(f"--domain {args.domain}: it has no labelled items to cluster")
+    k = len(set(items.labels))
+    for spec in args.model:
+        name, _, path = spec.partition("=")
+        model_path = Path(path)
+        if (model_path / "adapt.json").is_file():  # a run directory: its kept model
+            model_path = selected_model_dir(model_path)
+        model = load_model(str(model_path) if model_path.exists() else path, max_length=args.eval_max_length)
+        model.eval()
+        with torch.no_grad():
+            vectors = np.asarray(model.encode(items.texts, batch_size=64), dtype=np.float32)
+        scores = {seed: round(100 * float(v_measure_score(
+            items.labels, KMeans(n_clusters=k, n_init=KMEANS_INITS, random_state=seed).fit_predict(vectors))), 2)
+            for seed in seeds}
+        others = [v for s, v in scores.items() if s != STUDY_SEED]
+        record = {"domain": args.domain, "model": name, "path": str(model_path), "v_measure": scores,
+                  "mean": round(statistics.fmean(scores.values()), 2), "min": min(scores.values()),
+                  "max": max(scores.values()), "mean_without_study_seed": round(statistics.fmean(others), 2)
+                  if others else None}
+        append_record(args.results, record, __file__, argv)
+        print(f"{name}: V-measure mean {record['mean']:.2f} over {len(seeds)} k-means seeds "
+              f"({record['min']:.2f} to {record['max']:.2f}); seed {STUDY_SEED}: {scores.get(STUDY_SEED)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
