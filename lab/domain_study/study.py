@@ -117,7 +117,8 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                              "train.lr=1e-4", "method_options.length_groups=4")),
     Configuration("cselab-distill-kl-nb3-guarded-mixed", "`cselab adapt`: the mixed default with the teacher's "
                   "ranking of each sentence's batch-mates (KL of the softmaxes at temperature 0.05) in place of every "
-                  "cosine (MSE)", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
+                  "cosine (MSE); the guard, which reads the cosines' MSE, kept the untouched model",
+                  teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=("method_options.target=similarity_distributions", "method_options.projection=none",
                              "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
                              "train.lr=1e-4", "method_options.length_groups=4")),
