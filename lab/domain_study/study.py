@@ -55,6 +55,19 @@ LARGER_MODEL = "all-mpnet-base-v2"
 # options are their defaults, so the options it gained since are set back here)
 _BEFORE_MIXED = ("method_options.length_groups=1",)
 _DISTILL = ("method_options.target=vectors", *_BEFORE_MIXED)
+# the default's overrides (the mixed recipe), and the screens made from it
+_MIXED = ("method_options.target=similarities", "method_options.projection=none", "method_options.vector_loss=mse",
+          "method_options.neighbours=3", "train.batch_size=16", "train.lr=1e-4", "method_options.length_groups=4")
+
+
+def _changed(overrides: tuple[str, ...], *changes: str) -> tuple[str, ...]:
+    """``overrides`` with each KEY=VALUE of ``changes`` in place of the one of the same KEY (the order kept)."""
+    new = dict(change.split("=", 1) for change in changes)
+    if not new.keys() <= {o.split("=", 1)[0] for o in overrides}:
+        raise ValueError(f"no override to change for {sorted(new)}")
+    return tuple(f"{key}={new.get(key, value)}" for key, value in (o.split("=", 1) for o in overrides))
+
+
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -112,22 +125,15 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("cselab-distill-sim-nb3-guarded-mixed", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
                   "each line and each passage of up to 256 tokens with 3 neighbours, the guarded selection",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=("method_options.target=similarities", "method_options.projection=none",
-                             "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=1e-4", "method_options.length_groups=4")),
+                  overrides=_MIXED),
     Configuration("cselab-distill-kl-nb3-guarded-mixed", "`cselab adapt`: the mixed default with the teacher's "
                   "ranking of each sentence's batch-mates (KL of the softmaxes at temperature 0.05) in place of every "
                   "cosine (MSE); the guard, which reads the cosines' MSE, kept the untouched model",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=("method_options.target=similarity_distributions", "method_options.projection=none",
-                             "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=1e-4", "method_options.length_groups=4")),
+                  overrides=_changed(_MIXED, "method_options.target=similarity_distributions")),
     Configuration("cselab-distill-sim-nb3-guarded-mixed-lr3e-5", "`cselab adapt`: the mixed default at a third of its "
                   "learning rate (3e-5)", teacher=True, select="guarded-distillation-loss", units="mixed",
-                  max_length=256,
-                  overrides=("method_options.target=similarities", "method_options.projection=none",
-                             "method_options.vector_loss=mse", "method_options.neighbours=3", "train.batch_size=16",
-                             "train.lr=3e-5", "method_options.length_groups=4")),
+                  max_length=256, overrides=_changed(_MIXED, "train.lr=3e-5")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",

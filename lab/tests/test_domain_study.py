@@ -617,3 +617,13 @@ def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
                       + "".join(f"other test item {i}\t{'business' if i < 4 else 'sport'}\n" for i in range(9)))
     # the second is the first with other case and spacing; the third is a test item (other case)
     assert script.train_articles(source, labels) == ["Rates rise again. Banks react.", "Another article stays."]
+
+
+def test_a_screen_changes_only_the_overrides_it_names():
+    from lab.domain_study.study import _changed
+
+    base = ("a.x=1", "b=two", "c.d=3")
+    assert _changed(base, "b=2") == ("a.x=1", "b=2", "c.d=3")
+    assert _changed(base, "c.d=4", "a.x=0") == ("a.x=0", "b=two", "c.d=4")
+    with pytest.raises(ValueError):
+        _changed(base, "e=1")
