@@ -18,10 +18,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lab.record import RESULTS_DIR, ROOT, append_record
+from cselab.data.jsonl import Schema, number, read_jsonl, text
+from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "interpolation.jsonl"
-DOMAIN_RUNS = ROOT / "runs" / "domains"
+INTERPOLATION_RECORD = Schema("interpolation", {"run": text(empty=False), "weight": number(0.0, 1.0)},
+                              required=("run", "weight"))
 
 
 def interpolated_state(untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> dict[str, Any]:
@@ -57,20 +59,19 @@ def main(argv: list[str] | None = None) -> None:
     from cselab.data.domains import get_domain
     from cselab.evaluation.domain import load_inputs, score_inputs
     from cselab.models.sentence_model import load_model
-    from cselab.training.run_directory import selected_model_dir
     from lab.domain_study.run_domains import stsb_test
+    from lab.domain_study.score_suite import DOMAIN_RUNS, domain_run_model
 
     torch.set_num_threads(args.threads)
-    done = {(r["run"], r["weight"]) for r in map(json.loads, args.results.read_text().splitlines())} \
+    done = {(r["run"], r["weight"]) for r in read_jsonl(args.results, INTERPOLATION_RECORD)} \
         if args.results.exists() else set()
     for spec in args.runs.split(","):
-        domain, run_name = spec.split("/", 1)
-        run_dir = DOMAIN_RUNS / domain / run_name
         todo = [w for w in weights if (spec, w) not in done]
         if not todo:
             continue
-        summary = json.loads((run_dir / "adapt.json").read_text())
-        adapted_dir = selected_model_dir(run_dir)
+        _, adapted_dir, origin = domain_run_model(spec, DOMAIN_RUNS)
+        domain = origin["domain"]
+        summary = json.loads((adapted_dir.parent / "adapt.json").read_text())
         adapted = load_model(str(adapted_dir), max_length=args.eval_max_length).state_dict()
         model = load_model(summary["model"], max_length=args.eval_max_length)
         untouched = {k: v.clone() for k, v in model.state_dict().items()}
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
             model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
             model.eval()
             scores = score_inputs(model, inputs)
-            record = {"domain": domain, "run": spec, "seed": int(run_name.rsplit("-s", 1)[1]), "weight": weight,
+            record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": weight,
                       "selected_step": summary.get("best_step"), "main_task": task, "main_score": scores[task],
                       "scores": scores, "stsb_test": stsb_test(model)}
             append_record(args.results, record, __file__, argv)
