@@ -195,8 +195,9 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
             flat["method_options.teacher"] = where(flat["method_options.teacher"])
         return {k: v for k, v in flat.items() if k not in ignore}
 
-    return (where(default.teacher), default.selection, default.recipe) == (
-        where(plan.teacher), plan.selection, plan.recipe) and settings(default.config) == settings(plan.config)
+    return (where(default.teacher), default.selection, default.recipe, default.units, default.passages) == (
+        where(plan.teacher), plan.selection, plan.recipe, plan.units, plan.passages) and settings(
+        default.config) == settings(plan.config)
 
 
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
@@ -232,7 +233,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
                       no_teacher=not spec_c.teacher, steps=args.steps or spec_c.steps, batch_size=args.batch_size,
                       max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
-                      units=spec_c.units,
+                      units=spec_c.units, passages=spec_c.passages,
                       overrides=[*spec_c.overrides, *runtime])
     if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
         plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
@@ -289,7 +290,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             teacher_held = held_out_teacher_vectors(plan, teacher, None)
             # the guarded selection's views, requested as its run requests them (one pass, kept in the cache)
             views = plan.guard_views or {"lines": plan.held_out, "passages": training_units(
-                plan.model, plan.held_out, "passages", GUARD_MAX_LENGTH)}
+                plan.model, plan.held_out, "passages", GUARD_MAX_LENGTH, plan.passages)}
             on_views = teacher_vectors_by_view(teacher, views, None)
             observer = make_observer(inputs, spec.main_task, plan.held_out_units, teacher_held, args.eval_max_length,
                                      clock, echo, passages=(views["passages"], on_views["passages"]))

@@ -45,6 +45,7 @@ class Configuration:
     select: str | None = None  # cselab adapt --select (None: its default)
     overrides: tuple[str, ...] = ()  # cselab adapt KEY=VALUE overrides
     units: str | None = None  # cselab adapt --units (None: the recipe's)
+    passages: str | None = None  # cselab adapt --passages (None: the recipe's)
     max_length: int | None = None  # cselab adapt --max-length (None: the recipe's)
     steps: int | None = None  # cselab adapt --steps (None: the recipe's budget for the text)
     transductive: bool = False  # trained on the text WITH the test items' text
@@ -134,6 +135,10 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("cselab-distill-sim-nb3-guarded-mixed-lr3e-5", "`cselab adapt`: the mixed default at a third of its "
                   "learning rate (3e-5)", teacher=True, select="guarded-distillation-loss", units="mixed",
                   max_length=256, overrides=_changed(_MIXED, "train.lr=3e-5")),
+    Configuration("cselab-distill-sim-nb3-guarded-mixed-similar", "`cselab adapt`: the mixed default with each "
+                  "passage a line and the lines most like it in words (TF-IDF) in place of lines drawn at random",
+                  teacher=True, select="guarded-distillation-loss", units="mixed", passages="similar",
+                  max_length=256, overrides=_MIXED),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",

@@ -22,3 +22,5 @@ ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teach
                                      "guarded-distillation-loss")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
 ADAPT_UNITS: tuple[str, ...] = ("lines", "passages", "mixed")
+# which lines a passage of `cselab adapt` groups (cselab.adapt.plan.make_passages; `cselab adapt --passages`)
+PASSAGE_GROUPINGS: tuple[str, ...] = ("shuffled", "similar")

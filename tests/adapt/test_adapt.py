@@ -247,3 +247,78 @@ def test_passages_hold_every_line_once_within_the_length():
     counts = [len(m) for m in members]
     assert min(counts) == 1 and max(counts) >= 5  # targets drawn from 1 to 100 tokens: singles and long passages
     assert make_passages(sentences, lengths, 100, seed=4) != passages
+
+
+def test_nearest_in_words_ranks_by_tfidf_cosine_computed_by_hand():
+    import math
+
+    from cselab.adapt.plan import nearest_in_words
+
+    sentences = ["red apple pie", "red apple", "apple", "blue car engine", "car engine", "zebra"]
+    words = [s.split() for s in sentences]
+    n = len(sentences)
+    idf = {w: math.log((1 + n) / (1 + sum(w in ws for ws in words))) + 1 for ws in words for w in ws}
+
+    def vector(ws: list[str]) -> dict[str, float]:  # sublinear tf (every word once here: 1) times idf, unit length
+        raw = {w: (1 + math.log(ws.count(w))) * idf[w] for w in ws}
+        norm = math.sqrt(sum(v * v for v in raw.values()))
+        return {w: v / norm for w, v in raw.items()}
+
+    vectors = [vector(ws) for ws in words]
+    expected = []
+    for i in range(n):
+        cosines = {j: sum(v * vectors[j].get(w, 0.0) for w, v in vectors[i].items()) for j in range(n) if j != i}
+        expected.append(sorted((j for j, c in cosines.items() if c > 0), key=lambda j: (-cosines[j], j)))
+    assert expected[0] == [1, 2] and expected[5] == []  # the example means what it should
+    assert nearest_in_words(sentences) == expected
+    assert nearest_in_words(sentences, k=1) == [e[:1] for e in expected]
+
+
+def test_similar_passages_group_lines_that_share_words():
+    from cselab.adapt.plan import make_passages
+
+    topics = ["football goal match", "election vote party", "piano concert music"]
+    sentences = [f"{topics[i % 3]} w{i}" for i in range(90)]  # each line: its topic's words and a word of its own
+    lengths = [4] * 90
+    passages = make_passages(sentences, lengths, 40, seed=2, grouping="similar")
+    assert passages == make_passages(sentences, lengths, 40, seed=2, grouping="similar")
+    members = [p.split(" ") for p in passages]
+    lines = [" ".join(m[k:k + 4]) for m in members for k in range(0, len(m), 4)]
+    assert sorted(lines) == sorted(sentences)  # every line exactly once
+    assert all(len(m) <= 40 or len(m) == 4 for m in members)  # a line is 4 words of one token each
+    assert all(len({p.split(" ")[k] for k in range(0, len(p.split(" ")), 4)}) == 1 for p in passages)  # one topic
+    shuffled = make_passages(sentences, lengths, 40, seed=2)
+    assert any(len({p.split(" ")[k] for k in range(0, len(p.split(" ")), 4)}) > 1 for p in shuffled)
+    with pytest.raises(CselabError, match="passages must be one of"):
+        make_passages(sentences, lengths, 40, grouping="nearest")
+
+
+def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp_path, tiny_bert_dir):
+    from cselab.adapt.plan import make_passages, plan_facts, read_text
+    from cselab.adapt.selection import GUARD_MAX_LENGTH
+
+    text = tmp_path / "text.txt"
+    topics = ["football goal match", "election vote party", "piano concert music", "river boat water"]
+    text.write_text("".join(f"{topics[i % 4]} number{i}\n" for i in range(240)))
+    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+                      units="mixed", passages="similar")
+    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+                          units="mixed")
+    assert (plan.passages, shuffled.passages) == ("similar", "shuffled")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+
+    def made(lines: list[str], max_length: int) -> list[str]:  # the passages of lines as make_passages groups them
+        lengths = [len(tokenizer(s)["input_ids"]) - 2 for s in lines]
+        return make_passages(lines, lengths, max_length - 2, grouping="similar")
+
+    train = plan.train_units[:plan.train_sentences]
+    assert plan.train_units == [*train, *made(train, 256)]
+    assert plan.held_out_units == [*plan.held_out, *made(plan.held_out, 256)]
+    assert plan.guard_views["passages"] == made(plan.held_out, GUARD_MAX_LENGTH)
+    assert plan.train_units != shuffled.train_units
+    facts = plan_facts(plan, read_text(text))
+    assert facts["passages"] == "similar" and "passages" not in plan_facts(shuffled, read_text(text))
+    with pytest.raises(CselabError, match="--passages must be one of"):
+        plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), passages="near")

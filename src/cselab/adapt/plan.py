@@ -21,7 +21,7 @@ from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
 from cselab.fileio import write_atomic
 from cselab.paths import MODEL_NAMES, resolve_model_path
-from cselab.vocabulary import ADAPT_UNITS
+from cselab.vocabulary import ADAPT_UNITS, PASSAGE_GROUPINGS
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
@@ -53,6 +53,7 @@ class AdaptPlan:
     held_out_units: list[str] = field(default_factory=list, repr=False)
     # the guarded selection's views of the held-out text ({"lines": ..., "passages": ...}; empty for the others)
     guard_views: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    passages: str = "shuffled"  # which lines a passage groups: one of PASSAGE_GROUPINGS
 
     def teacher_parts(self) -> dict[str, list[str]]:
         """The texts of the teacher's pass (the training examples, then the held-out text as they are made), by kind
@@ -88,7 +89,8 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
     return {"text_sha256": content_key("adapt-text/1", sentences), "sentences": len(sentences),
             "max_sentences": plan.max_sentences, "recipe": plan.recipe, "teacher": plan.teacher,
             "selection": plan.selection, "steps": plan.steps, "units": plan.units,
-            "max_length": plan.config.model.max_length}
+            "max_length": plan.config.model.max_length,
+            **({} if plan.passages == "shuffled" else {"passages": plan.passages})}
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class Recipe:
     min_steps: int
     max_steps: int
     units: str = "lines"  # what a training example is: one of UNITS
+    passages: str = "shuffled"  # which lines a passage groups: one of PASSAGE_GROUPINGS
     max_length: int = 64  # tokens of a training example
     batch_size: int = 64  # training examples per step
     select: str = FIXED_BUDGET  # one of SELECTIONS
@@ -121,42 +124,85 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
             "length_groups": 4}, lr=1e-4, dropout=0.1, passes=1, min_steps=100, max_steps=450, units="mixed",
            max_length=256, batch_size=16, select=GUARDED_DISTILLATION_LOSS),
 )}
-# What a training example is: a line of the text, a passage of lines (the lines shuffled, then grouped so that
-# each passage holds up to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass,
-# most examples several lines long), or both (mixed: every line once as itself and once in a passage). Passages teach
-# a model inputs as long as the documents it may embed; a model trained on short lines alone can lose what it did
-# with long inputs, and one trained on passages alone what it did with short ones.
+# What a training example is: a line of the text, a passage of lines (lines grouped so that each passage holds up
+# to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass, most examples several
+# lines long), or both (mixed: every line once as itself and once in a passage). Passages teach a model inputs as long
+# as the documents it may embed; a model trained on short lines alone can lose what it did with long inputs, and one
+# trained on passages alone what it did with short ones. A passage groups lines drawn at random (shuffled) or a line
+# and the lines most like it in words (similar): the first mixes topics as no document does, the second reads more
+# like one.
 UNITS = ADAPT_UNITS
 UNIT_COPIES = {"lines": 1, "passages": 1, "mixed": 2}  # how many times the training examples hold each line
 UNITS_SEED = 0
+SIMILAR_CANDIDATES = 32  # the nearest lines in words a similar passage may take, for each line that starts one
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
 
 
+def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES, chunk: int = 1024) -> list[list[int]]:
+    """For each sentence, the indices of the ``k`` other sentences nearest to it by the cosine of their TF-IDF
+    vectors (sublinear term frequencies; scikit-learn's), nearest first; a sentence that shares no word with any
+    other has none. No model is needed, so the plan can make similar passages before any model loads."""
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    try:
+        vectors = TfidfVectorizer(sublinear_tf=True).fit_transform(sentences)
+    except ValueError:  # no word at all in the text (only punctuation or stop characters)
+        return [[] for _ in sentences]
+    k = min(k, len(sentences) - 1)
+    nearest: list[list[int]] = []
+    for start in range(0, len(sentences), chunk):
+        sims = (vectors[start:start + chunk] @ vectors.T).toarray()
+        rows = np.arange(sims.shape[0])
+        sims[rows, rows + start] = -1.0  # never a sentence's own neighbour
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(rows), 0), dtype=int)
+        for row, candidates in enumerate(top):
+            ranked = candidates[np.lexsort((candidates, -sims[row, candidates]))]
+            nearest.append([int(j) for j in ranked if sims[row, j] > 0])
+    return nearest
+
+
 def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: int,
-                  seed: int = UNITS_SEED) -> list[str]:
-    """The sentences shuffled (seeded) and grouped into passages: each passage takes the next sentences while their
-    token ``lengths`` sum to at most a target drawn uniformly from 1 to ``max_tokens`` (always at least one sentence),
-    joined by a space. Every sentence is in exactly one passage."""
+                  seed: int = UNITS_SEED, grouping: str = "shuffled") -> list[str]:
+    """The sentences grouped into passages joined by a space; every sentence is in exactly one passage, each passage
+    takes sentences while their token ``lengths`` sum to at most a target drawn uniformly from 1 to ``max_tokens``
+    (always at least one sentence). ``shuffled``: the sentences shuffled (seeded), each passage the next ones.
+    ``similar``: each passage starts at the next unused sentence of the shuffled order and takes its unused nearest
+    sentences in words (:func:`nearest_in_words`), nearest first, while they fit."""
+    if grouping not in PASSAGE_GROUPINGS:
+        raise CselabError(f"passages must be one of {', '.join(PASSAGE_GROUPINGS)}, got {grouping!r}")
     rng = random.Random(seed)
     order = list(range(len(sentences)))
     rng.shuffle(order)
+    nearest = nearest_in_words(sentences) if grouping == "similar" else None
+    used = [False] * len(sentences)
     passages, i = [], 0
     while i < len(order):
-        target = rng.randint(1, max_tokens)
-        group, total = [order[i]], lengths[order[i]]
-        i += 1
-        while i < len(order) and total + lengths[order[i]] <= target:
-            group.append(order[i])
-            total += lengths[order[i]]
+        if used[order[i]]:
             i += 1
+            continue
+        target = rng.randint(1, max_tokens)
+        first = order[i]
+        group, total = [first], lengths[first]
+        used[first] = True
+        following = (j for j in nearest[first] if not used[j]) if nearest is not None else (
+            order[n] for n in range(i + 1, len(order)))
+        for j in following:
+            if total + lengths[j] > target:
+                break
+            group.append(j)
+            total += lengths[j]
+            used[j] = True
+        i += 1
         passages.append(" ".join(sentences[j] for j in group))
     return passages
 
 
-def training_units(model: str, train: Sequence[str], units: str, max_length: int) -> list[str]:
+def training_units(model: str, train: Sequence[str], units: str, max_length: int,
+                   passages: str = "shuffled") -> list[str]:
     """The training examples of ``train``: its lines, passages of them up to ``max_length`` of ``model``'s tokens
-    (:func:`make_passages`), or (``mixed``) its lines followed by those passages."""
+    grouped as ``passages`` says (:func:`make_passages`), or (``mixed``) its lines followed by those passages."""
     if units == "lines":
         return list(train)
     from transformers import AutoTokenizer
@@ -168,8 +214,8 @@ def training_units(model: str, train: Sequence[str], units: str, max_length: int
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     special = len(tokenizer("")["input_ids"])  # [CLS] and [SEP] (or <s> and </s>), once per passage
     lengths = [len(ids) - special for ids in tokenizer(list(train), truncation=False)["input_ids"]]
-    passages = make_passages(train, lengths, max(1, max_length - special))
-    return [*train, *passages] if units == "mixed" else passages
+    made = make_passages(train, lengths, max(1, max_length - special), grouping=passages)
+    return [*train, *made] if units == "mixed" else made
 
 
 def default_steps(train_sentences: int, batch_size: int, recipe: Recipe = RECIPES["simcse"]) -> int:
@@ -238,7 +284,8 @@ def _resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT_MODEL, teacher: str | None = None,
                no_teacher: bool = False, steps: int | None = None, batch_size: int | None = None,
                max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
-               select: str | None = None, units: str | None = None, overrides: Sequence[str] = ()) -> AdaptPlan:
+               select: str | None = None, units: str | None = None, passages: str | None = None,
+               overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
@@ -248,7 +295,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     on the held-out lines and on passages of them (``guarded-distillation-loss``); the untouched model is then a
     candidate. ``units``,
     ``max_length`` and ``batch_size`` (default: the recipe's): what a training example is (:data:`UNITS`), how many
-    tokens it holds and how many make a step."""
+    tokens it holds and how many make a step; ``passages`` (default: the recipe's): which lines a passage groups
+    (:data:`PASSAGE_GROUPINGS`), in the training examples, the held-out text and the guard's view alike."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -261,6 +309,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--max-length must be at least 8 tokens, got {max_length}")
     if units is not None and units not in UNITS:
         raise CselabError(f"--units must be one of {', '.join(UNITS)}, got {units!r}")
+    if passages is not None and passages not in PASSAGE_GROUPINGS:
+        raise CselabError(f"--passages must be one of {', '.join(PASSAGE_GROUPINGS)}, got {passages!r}")
     if select is not None and select not in SELECTIONS:
         raise CselabError(f"--select must be one of {', '.join(SELECTIONS)}, got {select!r}")
     if max_sentences is not None and max_sentences < MIN_SENTENCES:
@@ -280,14 +330,16 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     recipe = RECIPES["distill" if teacher_name is not None else "simcse"]
     select = select or recipe.select
     units = units or recipe.units
+    passages = passages or recipe.passages
     max_length = max_length or recipe.max_length
     batch_size = batch_size or recipe.batch_size
     train, held = split_held_out(sentences)
-    examples = training_units(model, train, units, max_length)
-    held_units = training_units(model, held, units, max_length)
+    examples = training_units(model, train, units, max_length, passages)
+    held_units = training_units(model, held, units, max_length, passages)
     guard_views = {}
     if select == GUARDED_DISTILLATION_LOSS:
-        guard_views = {"lines": list(held), "passages": training_units(model, held, "passages", GUARD_MAX_LENGTH)}
+        guard_views = {"lines": list(held),
+                       "passages": training_units(model, held, "passages", GUARD_MAX_LENGTH, passages)}
     output_dir = Path(output_dir)
     n_steps = steps if steps is not None else default_steps(len(examples), batch_size, recipe)
     raw: dict[str, Any] = {
@@ -311,7 +363,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, recipe.name, units, examples, held_units, guard_views)
+                     config, max_sentences, recipe.name, units, examples, held_units, guard_views, passages)
 
 
 def write_texts(plan: AdaptPlan) -> None:

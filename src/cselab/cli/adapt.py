@@ -11,7 +11,7 @@ from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
 from cselab.errors import CselabError
-from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
+from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
@@ -39,6 +39,9 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
               help="a training example: a line of TEXT, a passage of lines (shuffled, up to --max-length tokens), "
               "or mixed (every line once as itself and once in a passage) [default: the recipe's: mixed with a "
               "teacher, lines without]")
+@click.option("--passages", type=click.Choice(PASSAGE_GROUPINGS),
+              help="which lines a passage groups: lines drawn at random (shuffled) or a line and the lines most like "
+              "it in words (similar) [default: the recipe's: shuffled]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
@@ -50,7 +53,8 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
 def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool, output_dir: Path,
-                  steps: int | None, batch_size: int | None, max_length: int | None, units: str | None, seed: int,
+                  steps: int | None, batch_size: int | None, max_length: int | None, units: str | None,
+                  passages: str | None, seed: int,
                   max_sentences: int | None,
                   labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, resume: bool,
                   device: str, overrides: tuple[str, ...]) -> None:
@@ -67,7 +71,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
-                      select=select, units=units, overrides=overrides)
+                      select=select, units=units, passages=passages, overrides=overrides)
     # the output is checked before any model loads: a user's directory, another run, another text are refused here
     check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
     evaluate = None
