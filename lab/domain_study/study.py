@@ -139,6 +139,10 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "passage a line and the lines most like it in words (TF-IDF) in place of lines drawn at random",
                   teacher=True, select="guarded-distillation-loss", units="mixed", passages="similar",
                   max_length=256, overrides=_MIXED),
+    Configuration("cselab-distill-sim-nb0-guarded-mixed", "`cselab adapt`: the mixed default with batches of 64 "
+                  "examples drawn without their neighbours in place of 16 examples with 3 neighbours each",
+                  teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
+                  overrides=_changed(_MIXED, "method_options.neighbours=0", "train.batch_size=64")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",
