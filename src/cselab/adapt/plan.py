@@ -135,31 +135,39 @@ UNITS = ADAPT_UNITS
 UNIT_COPIES = {"lines": 1, "passages": 1, "mixed": 2}  # how many times the training examples hold each line
 UNITS_SEED = 0
 SIMILAR_CANDIDATES = 32  # the nearest lines in words a similar passage may take, for each line that starts one
+NEIGHBOUR_BLOCK_CELLS = 50_000_000  # cosines held at once while finding them (400 MB)
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
 
 
-def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES, chunk: int = 1024) -> list[list[int]]:
+def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES) -> list[list[int]]:
     """For each sentence, the indices of the ``k`` other sentences nearest to it by the cosine of their TF-IDF
     vectors (sublinear term frequencies; scikit-learn's), nearest first; a sentence that shares no word with any
-    other has none. No model is needed, so the plan can make similar passages before any model loads."""
+    other has none. No model is needed, so the plan can make similar passages before any model loads. Every pair is
+    compared (the cost grows with the square of the text), a block of rows at a time, with a progress bar."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from cselab.reporter import report
 
     try:
         vectors = TfidfVectorizer(sublinear_tf=True).fit_transform(sentences)
     except ValueError:  # no word at all in the text (only punctuation or stop characters)
         return [[] for _ in sentences]
-    k = min(k, len(sentences) - 1)
+    n = len(sentences)
+    k = min(k, n - 1)
+    chunk = max(1, min(1024, NEIGHBOUR_BLOCK_CELLS // n))  # rows whose cosines with every sentence are held at once
     nearest: list[list[int]] = []
-    for start in range(0, len(sentences), chunk):
-        sims = (vectors[start:start + chunk] @ vectors.T).toarray()
-        rows = np.arange(sims.shape[0])
-        sims[rows, rows + start] = -1.0  # never a sentence's own neighbour
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(rows), 0), dtype=int)
-        for row, candidates in enumerate(top):
-            ranked = candidates[np.lexsort((candidates, -sims[row, candidates]))]
-            nearest.append([int(j) for j in ranked if sims[row, j] > 0])
+    with report().bar(total=n, desc="passages: nearest lines in words", unit="line") as bar:
+        for start in range(0, n, chunk):
+            sims = (vectors[start:start + chunk] @ vectors.T).toarray()
+            rows = np.arange(sims.shape[0])
+            sims[rows, rows + start] = -1.0  # never a sentence's own neighbour
+            top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(rows), 0), dtype=int)
+            for row, candidates in enumerate(top):
+                ranked = candidates[np.lexsort((candidates, -sims[row, candidates]))]
+                nearest.append([int(j) for j in ranked if sims[row, j] > 0])
+            bar.update(len(rows))
     return nearest
 
 
