@@ -305,6 +305,7 @@ def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp
     shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
                           units="mixed")
     assert (plan.passages, shuffled.passages) == ("similar", "shuffled")
+    assert "passages of similar lines" in plan.describe() and "similar" not in shuffled.describe()
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir))

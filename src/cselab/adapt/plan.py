@@ -68,8 +68,10 @@ class AdaptPlan:
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
-        units = {"lines": "", "passages": f" in {len(self.train_units)} passages",
-                 "mixed": f" as lines and in {len(self.train_units) - self.train_sentences} passages"}[self.units]
+        grouped = "" if self.passages == "shuffled" else f" of {self.passages} lines"
+        units = {"lines": "", "passages": f" in {len(self.train_units)} passages{grouped}",
+                 "mixed": f" as lines and in {len(self.train_units) - self.train_sentences} passages{grouped}"
+                 }[self.units]
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
                 f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
 
@@ -150,11 +152,13 @@ def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES) -> l
 
     from cselab.reporter import report
 
+    n = len(sentences)
     try:
         vectors = TfidfVectorizer(sublinear_tf=True).fit_transform(sentences)
     except ValueError:  # no word at all in the text (only punctuation or stop characters)
+        n = 0
+    if n < 2:
         return [[] for _ in sentences]
-    n = len(sentences)
     k = min(k, n - 1)
     chunk = max(1, min(1024, NEIGHBOUR_BLOCK_CELLS // n))  # rows whose cosines with every sentence are held at once
     nearest: list[list[int]] = []
@@ -163,10 +167,11 @@ def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES) -> l
             sims = (vectors[start:start + chunk] @ vectors.T).toarray()
             rows = np.arange(sims.shape[0])
             sims[rows, rows + start] = -1.0  # never a sentence's own neighbour
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(rows), 0), dtype=int)
-            for row, candidates in enumerate(top):
-                ranked = candidates[np.lexsort((candidates, -sims[row, candidates]))]
-                nearest.append([int(j) for j in ranked if sims[row, j] > 0])
+            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            top_sims = np.take_along_axis(sims, top, axis=1)
+            ranked = np.lexsort((top, -top_sims), axis=1)  # nearest first, the lower index first on a tie
+            top, top_sims = np.take_along_axis(top, ranked, axis=1), np.take_along_axis(top_sims, ranked, axis=1)
+            nearest.extend(row[row_sims > 0].tolist() for row, row_sims in zip(top, top_sims, strict=True))
             bar.update(len(rows))
     return nearest
 
