@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.data.domains import get_domain
-    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
-    from lab.domain_study.run_domains import stsb_test
     from lab.domain_study.score_suite import DOMAIN_RUNS, domain_run_model
+    from lab.domain_study.scoring import study_scores
 
     torch.set_num_threads(args.threads)
     done = {(r["run"], r["weight"]) for r in read_jsonl(args.results, INTERPOLATION_RECORD)} \
@@ -80,10 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         for weight in todo:
             model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
             model.eval()
-            scores = score_inputs(model, inputs)
             record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": weight,
-                      "selected_step": summary.get("best_step"), "main_task": task, "main_score": scores[task],
-                      "scores": scores, "stsb_test": stsb_test(model)}
+                      "selected_step": summary.get("best_step"), "main_task": task,
+                      **study_scores(model, inputs, task)}
             append_record(args.results, record, __file__, argv)
             print(f"{spec} at weight {weight}: {task} {record['main_score']:.2f}, STS-B test "
                   f"{record['stsb_test']:.2f}", flush=True)

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.domain_study.domain_peers import RECIPES, train_peer
+from lab.domain_study.scoring import study_scores
 from lab.record import RESULTS_DIR, RUNS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "domains.jsonl"
@@ -114,12 +115,6 @@ class Clock:
 
     def __init__(self) -> None:
         self.seconds = 0.0
-
-
-def stsb_test(model: Any) -> float:
-    import cselab
-
-    return float(cselab.evaluate(model, ["stsb"], splits=("test",))["stsb"]["test"])
 
 
 def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held: Any, eval_max_length: int,
@@ -210,7 +205,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text
-    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import resolve_precision, training_shape
     from lab.domain_study.study import CONFIGURATION, selection_agreement
@@ -317,10 +312,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             record["selection_study"] = selection_agreement(curve)
         model = load_model(result.model_dir, max_length=args.eval_max_length)
     start = time.perf_counter()
-    scores = score_inputs(model, inputs)
-    record["scores"] = scores
-    record["main_score"] = scores[spec.main_task]
-    record["stsb_test"] = stsb_test(model)
+    record.update(study_scores(model, inputs, spec.main_task))
     record["eval_s"] = round(time.perf_counter() - start, 1)
     record["wall_s"] = wall
     echo(f"  {domain} / {configuration}: {spec.main_task} {record['main_score']:.2f}, STS-B test "

@@ -46,14 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    import cselab
     from cselab.adapt import plan_adapt, run_adapt
     from cselab.data.domains import get_domain, train_text
-    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.provenance import code_version
     from cselab.reporter import Reporter, reporting
     from lab.domain_study.run_domains import model_path
+    from lab.domain_study.scoring import study_scores
 
     code_version()
     torch.set_num_threads(args.threads)
@@ -74,11 +74,9 @@ def main(argv: list[str] | None = None) -> None:
     wall = time.perf_counter() - start
     summary = json.loads((run_dir / "adapt.json").read_text())
     model = load_model(result.model_dir, max_length=args.eval_max_length)
-    scores = score_inputs(model, load_inputs(domain=args.domain))
     record: dict[str, Any] = {
         "domain": args.domain, "name": args.name, "seed": args.seed, "main_task": spec.main_task,
-        "main_score": scores[spec.main_task], "scores": scores,
-        "stsb_test": float(cselab.evaluate(model, ["stsb"], splits=("test",))["stsb"]["test"]),
+        **study_scores(model, load_inputs(domain=args.domain), spec.main_task),
         "recipe": plan.recipe, "units": plan.units, "steps": plan.steps, "examples": len(plan.train_units),
         "selection": plan.selection, "best_step": result.best_step,
         "held_out_loss": summary.get("selection_score"), "wall_s": round(wall, 1),
