@@ -8,6 +8,8 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
+
 from cselab import provenance
 from tests.helpers import REPO_ROOT
 
@@ -74,3 +76,15 @@ def test_an_installed_cselab_inside_a_users_repository_names_its_own_version(tmp
     where, checkout, version = done.stdout.split()
     assert where.startswith(str(site)) and checkout == "None"
     assert version == f"cselab-{provenance.package_version()}" and theirs not in version
+
+
+def test_the_machine_names_the_installed_libraries_and_leaves_out_missing_ones():
+    """The versions come from the packages themselves (their ``__version__``); a distribution that is not installed
+    is not named, rather than named with a placeholder."""
+    import sklearn
+    import transformers
+
+    packages = provenance.machine()["packages"]
+    assert packages["transformers"] == transformers.__version__
+    assert packages["scikit-learn"] == sklearn.__version__
+    assert provenance.package_versions(("numpy", "no-such-distribution-cselab")) == {"numpy": np.__version__}

@@ -1,4 +1,5 @@
-"""Where a result came from: the code version, the machine and the date (recorded with every result).
+"""Where a result came from: the code version, the machine (with its library versions) and the date (recorded with
+every result).
 
 The code version is cselab's own: the installed package's version, or, when cselab runs from its own source checkout
 (an editable install, ``PYTHONPATH=src``), that checkout's git commit (``+dirty`` with uncommitted changes). It is
@@ -75,11 +76,29 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the installed libraries a score depends on besides torch: the models' code, the peers, the evaluators, the numerics
+RECORDED_PACKAGES = ("transformers", "tokenizers", "sentence-transformers", "mteb", "numpy", "scipy", "scikit-learn",
+                     "onnxruntime", "openvino")
+
+
+def package_versions(names: tuple[str, ...] = RECORDED_PACKAGES) -> dict[str, str]:
+    """The installed versions of ``names`` (distribution metadata, nothing imported); one not installed is left out."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def machine() -> dict[str, Any]:
     import torch
 
     info: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__,
-                            "python": platform.python_version()}
+                            "python": platform.python_version(), "packages": package_versions()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpus"] = torch.cuda.device_count()
