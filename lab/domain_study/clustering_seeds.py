@@ -10,6 +10,9 @@ times the cost of the one embedding here. One record per model in ``lab/results/
 
     python -m lab.domain_study.clustering_seeds --domain bbc-news --model checkpoint=all-MiniLM-L6-v2 \
         --model s1=runs/domains/bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1
+
+``--mean-of s1,s2,s3`` embeds nothing: it prints the mean of the recorded means of those models (a recipe's
+training seeds, each over every k-means seed), the figure that sets a recipe beside the untouched model.
 """
 
 from __future__ import annotations
@@ -25,17 +28,45 @@ RESULTS = RESULTS_DIR / "clustering_seeds.jsonl"
 STUDY_SEED = 42
 
 
+def mean_of_means(records: list[dict], domain: str, names: list[str]) -> float:
+    """The mean over ``names`` of each model's recorded mean V-measure on ``domain`` (its latest record);
+    :class:`KeyError` naming a model with no record."""
+    latest = {r["model"]: r["mean"] for r in records if r["domain"] == domain}
+    missing = [name for name in names if name not in latest]
+    if missing:
+        raise KeyError(f"no {domain} record of {', '.join(missing)}")
+    return statistics.fmean(latest[name] for name in names)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", required=True)
-    parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH",
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                         help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
     parser.add_argument("--kmeans-seeds", default="42,0,1,2,3,4,5,6,7,8,9")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-max-length", type=int, default=256)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--mean-of", metavar="NAME,NAME", help="print the mean of these models' recorded means")
     args = parser.parse_args(argv)
+    if args.mean_of:
+        from cselab.data.jsonl import Schema, number, read_jsonl, text
+        from cselab.errors import CselabError
+
+        names = args.mean_of.split(",")
+        schema = Schema("clustering seeds", {"domain": text(), "model": text(), "mean": number()},
+                        required=("domain", "model", "mean"))
+        try:
+            mean = mean_of_means(read_jsonl(args.results, schema), args.domain, names)
+        except KeyError as exc:
+            parser.error(f"--mean-of: {exc.args[0]}")
+        except CselabError as exc:
+            parser.error(str(exc))
+        print(f"{args.domain}: mean of the k-means means of {', '.join(names)}: {mean:.2f}")
+        return
+    if not args.model:
+        parser.error("give --model NAME=PATH (one or more) or --mean-of NAME,NAME")
     import numpy as np
     import torch
     from sklearn.cluster import KMeans

@@ -632,3 +632,40 @@ def test_a_screen_changes_only_the_overrides_it_names():
     assert _changed(base, "c.d=4", "a.x=0") == ("a.x=0", "b=two", "c.d=4")
     with pytest.raises(ValueError):
         _changed(base, "e=1")
+
+
+def test_the_comparison_keeps_the_chosen_seeds_and_the_checkpoint(tmp_path, capsys):
+    from lab.domain_study import compare
+
+    records = [_record("bbc-news", "checkpoint", 1, 86.0, 82.03, None),
+               _record("bbc-news", "cselab-simcse", 1, 83.0, 82.0, 100.0),
+               _record("bbc-news", "cselab-simcse", 2, 84.0, 82.0, 100.0),
+               _record("bbc-news", "cselab-simcse", 3, 90.0, 82.0, 100.0),
+               _record("bbc-news", "st-ct", 1, 79.0, 81.0, 90.0)]
+    chosen = compare.chosen_records(records, ["cselab-simcse"], [1, 2])
+    assert [(r["configuration"], r["seed"]) for r in chosen] == [
+        ("checkpoint", 1), ("cselab-simcse", 1), ("cselab-simcse", 2)]
+    (tmp_path / "domains.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    compare.main(["--results", str(tmp_path), "--seeds", "1,2", "--configurations", "cselab-simcse"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    # seeds 1 and 2 only: (83 + 84) / 2 = 83.5, 2.5 below the checkpoint; seed 3's 90 is left out
+    assert [c.strip() for c in rows[1].strip("|").split("|")][1] == "83.50 (-2.50); 2x50 steps"
+    assert len(rows) == 2
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path), "--configurations", "nothing-such"])
+    assert "no record of nothing-such" in capsys.readouterr().err
+
+
+def test_the_mean_of_recorded_kmeans_means(tmp_path, capsys):
+    from lab.domain_study import clustering_seeds
+
+    path = tmp_path / "clustering_seeds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"domain": "bbc-news", "model": "a", "mean": 80.0}, {"domain": "bbc-news", "model": "b", "mean": 84.0},
+        {"domain": "bbc-news", "model": "a", "mean": 82.0}, {"domain": "tweets", "model": "b", "mean": 10.0})))
+    # the latest record of a (82.0) and b's bbc-news record (84.0): (82 + 84) / 2 = 83.0
+    clustering_seeds.main(["--domain", "bbc-news", "--mean-of", "a,b", "--results", str(path)])
+    assert capsys.readouterr().out.strip().endswith(": 83.00")
+    with pytest.raises(SystemExit):
+        clustering_seeds.main(["--domain", "tweets", "--mean-of", "a", "--results", str(path)])
+    assert "no tweets record of a" in capsys.readouterr().err

@@ -153,11 +153,11 @@ def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES) -> l
     from cselab.reporter import report
 
     n = len(sentences)
+    if n < 2:
+        return [[] for _ in sentences]
     try:
         vectors = TfidfVectorizer(sublinear_tf=True).fit_transform(sentences)
     except ValueError:  # no word at all in the text (only punctuation or stop characters)
-        n = 0
-    if n < 2:
         return [[] for _ in sentences]
     k = min(k, n - 1)
     chunk = max(1, min(1024, NEIGHBOUR_BLOCK_CELLS // n))  # rows whose cosines with every sentence are held at once

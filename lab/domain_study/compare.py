@@ -1,0 +1,60 @@
+"""The recipe table for chosen configurations at chosen training seeds, printed, not rendered into a document.
+
+The rendered ``domain-recipes`` table takes every recorded seed. A decision taken before every seed had run (the
+groups of 8 against the default at seeds 1-2, say) is reproduced here from the same records:
+
+    python -m lab.domain_study.compare --seeds 1,2 \
+        --configurations cselab-distill-sim-nb3-guarded-mixed,cselab-distill-sim-nb7-guarded-mixed
+
+The untouched checkpoint's rows are always kept (they are the reference of every change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.record import RESULTS_DIR
+
+RESULT_FILES = ("domains.jsonl", "domains_check.jsonl")
+
+
+def chosen_records(records: Sequence[dict[str, Any]], configurations: Sequence[str] | None,
+                   seeds: Sequence[int] | None) -> list[dict[str, Any]]:
+    """The records of ``configurations`` (all when ``None``) at the training ``seeds`` (all when ``None``), with
+    every record of the untouched checkpoint."""
+    from lab.domain_study.study import REFERENCE
+
+    return [r for r in records if r["configuration"] == REFERENCE or (
+        (configurations is None or r["configuration"] in configurations)
+        and (seeds is None or int(r["seed"]) in seeds))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configurations", help="comma-separated configuration names (default: all)")
+    parser.add_argument("--seeds", help="comma-separated training seeds (default: all)")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the directory of the record files")
+    args = parser.parse_args(argv)
+    from lab.domain_study.study import read_domain_records, recipes_table
+
+    try:
+        seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds {args.seeds}: expected whole numbers separated by commas")
+    configurations = None if args.configurations is None else args.configurations.split(",")
+    records = [r for name in RESULT_FILES if (args.results / name).is_file()
+               for r in read_domain_records(args.results / name)]
+    known = {r["configuration"] for r in records}
+    unknown = sorted(set(configurations or ()) - known)
+    if unknown:
+        parser.error(f"--configurations: no record of {', '.join(unknown)}")
+    print(recipes_table(chosen_records(records, configurations, seeds)))
+
+
+if __name__ == "__main__":
+    main()
