@@ -127,24 +127,26 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "each line and each passage of up to 256 tokens with 3 neighbours, the guarded selection",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_MIXED),
-    Configuration("cselab-distill-kl-nb3-guarded-mixed", "`cselab adapt`: the mixed default with the teacher's "
-                  "ranking of each sentence's batch-mates (KL of the softmaxes at temperature 0.05) in place of every "
-                  "cosine (MSE); the guard, which reads the cosines' MSE, kept the untouched model",
+    Configuration("cselab-distill-kl-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with the "
+                  "teacher's ranking of each sentence's batch-mates (KL of the softmaxes at temperature 0.05) in place "
+                  "of every cosine (MSE); the guard, which reads the cosines' MSE, kept the untouched model",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_changed(_MIXED, "method_options.target=similarity_distributions")),
-    Configuration("cselab-distill-sim-nb3-guarded-mixed-lr3e-5", "`cselab adapt`: the mixed default at a third of its "
-                  "learning rate (3e-5)", teacher=True, select="guarded-distillation-loss", units="mixed",
+    Configuration("cselab-distill-sim-nb3-guarded-mixed-lr3e-5", "`cselab adapt`: the 3-neighbour mixed recipe at a "
+                  "third of its learning rate (3e-5)", teacher=True, select="guarded-distillation-loss", units="mixed",
                   max_length=256, overrides=_changed(_MIXED, "train.lr=3e-5")),
-    Configuration("cselab-distill-sim-nb3-guarded-mixed-similar", "`cselab adapt`: the mixed default with each "
-                  "passage a line and the lines most like it in words (TF-IDF) in place of lines drawn at random",
+    Configuration("cselab-distill-sim-nb3-guarded-mixed-similar", "`cselab adapt`: the 3-neighbour mixed recipe with "
+                  "each passage a line and the lines most like it in words (TF-IDF) in place of lines drawn at random",
                   teacher=True, select="guarded-distillation-loss", units="mixed", passages="similar",
                   max_length=256, overrides=_MIXED),
-    Configuration("cselab-distill-sim-nb0-guarded-mixed", "`cselab adapt`: the mixed default with batches of 64 "
-                  "examples drawn without their neighbours in place of 16 examples with 3 neighbours each",
+    Configuration("cselab-distill-sim-nb0-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with "
+                  "batches of 64 examples drawn without their neighbours in place of 16 examples with 3 neighbours "
+                  "each",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_changed(_MIXED, "method_options.neighbours=0", "train.batch_size=64")),
-    Configuration("cselab-distill-sim-nb7-guarded-mixed", "`cselab adapt`: the mixed default with 8 examples of "
-                  "7 neighbours each in place of 16 examples with 3 neighbours each (the same 64 texts a step)",
+    Configuration("cselab-distill-sim-nb7-guarded-mixed", "`cselab adapt`: the teacher's cosines of each batch (MSE), "
+                  "each line and each passage of up to 256 tokens, 8 a step with 7 neighbours each, the guarded "
+                  "selection",
                   teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_changed(_MIXED, "method_options.neighbours=7", "train.batch_size=8")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
@@ -164,7 +166,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-distill-sim-nb3-guarded-mixed"
+DEFAULT_CONFIGURATION = "cselab-distill-sim-nb7-guarded-mixed"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

@@ -314,11 +314,12 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_d
     assert not run_domains.is_default(plan("train.lr=3e-5"), text, args)
     assert not run_domains.is_default(plan(select="fixed-budget"), text, args)
     assert not run_domains.is_default(plan("model.max_length=128"), text, args)
-    similar = CONFIGURATION["cselab-distill-sim-nb3-guarded-mixed-similar"]  # no config key differs, the plan does
-    assert similar.overrides == config.overrides and not run_domains.is_default(plan_adapt(
+    # the default's settings with passages of similar lines: no config key differs, the plan does
+    assert not run_domains.is_default(plan_adapt(
         text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
-        select=similar.select, units=similar.units, passages=similar.passages, max_length=similar.max_length,
-        overrides=[*similar.overrides, "train.threads=1", "train.device=cpu"]), text, args)
+        select=config.select, units=config.units, passages="similar", max_length=config.max_length,
+        overrides=[*config.overrides, "train.threads=1", "train.device=cpu"]), text, args)
+    assert not run_domains.is_default(plan("method_options.neighbours=3", "train.batch_size=16"), text, args)
     passages = CONFIGURATION["cselab-distill-sim-nb3-passages"]
     assert not run_domains.is_default(plan_adapt(
         text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
