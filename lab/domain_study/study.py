@@ -166,7 +166,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-distill-sim-nb7-guarded-mixed"
+DEFAULT_CONFIGURATION = "cselab-distill-sim-nb3-guarded-mixed"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

@@ -101,7 +101,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(281.6 + 2 + 24)
     # target pairs: each anchor brings one neighbour and one random partner, 3 rows: 100 x 2.2 x 3 x 16 x 0.02 s
     pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
-                       batch_size=16, units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
+                       units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
                                                  "method_options.neighbours=10"])
     # and the default selection, the guard: 5 evaluations x 2 views (lines, passages) x 20 x 0.02 = 4 s; the
     # teacher's pass also over both views of the held-out text: (220 + 20 x 3) x 0.1 = 28 s

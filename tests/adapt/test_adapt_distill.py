@@ -69,14 +69,14 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     assert (plan.teacher, plan.recipe, plan.config.method) == ("all-mpnet-base-v2", "distill", "distill")
     options = plan.config.method_options
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
-        "similarities", "none", "mse", 7)
+        "similarities", "none", "mse", 3)
     assert options["teacher_vectors"] == str(tmp_path / "a" / "teacher")
     # every line as itself and in passages of up to 256 tokens; a line's neighbours among the 220 training lines,
     # a passage's among the passages; each batch run in 4 sub-batches of similar length
-    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("mixed", 256, 8)
+    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("mixed", 256, 16)
     assert (options["neighbour_blocks"], options["length_groups"]) == ([220], 4)
     assert plan.held_out_units[:20] == plan.held_out and len(plan.held_out) == 20
-    # the recipe's budget: one pass over the examples (220 lines and their passages) in steps of 8, at least 100
+    # the recipe's budget: one pass over the examples (220 lines and their passages) in steps of 16, at least 100
     assert (plan.selection, plan.steps, plan.config.train.lr) == ("guarded-distillation-loss", 100, 1e-4)
     assert plan.config.train.eval_at_start and plan.config.train.eval_every == 12
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)

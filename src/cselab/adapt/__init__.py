@@ -7,13 +7,13 @@ without labels, and the held-out scores), :mod:`.estimate` (the time estimate), 
 The recipes (:data:`cselab.adapt.plan.RECIPES`):
 
 * **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
-  fetched it): ``distill`` with ``target: similarities``. Each batch holds 8 lines or passages of the user's text,
-  each with 7 of its nearest neighbours by the teacher (64 texts a step); the student's cosines of every pair in
-  the batch regress onto the teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of
-  the text are computed once and kept in the run directory. The model kept (``guarded-distillation-loss``) is the
-  step with the least distillation loss on the held-out text among the steps no worse than the untouched model on
-  the held-out lines and on passages of them (256 tokens), the untouched model (step 0) included, so a run that
-  only moves away from the teacher hands back the model it began with.
+  fetched it): ``distill`` with ``target: similarities``. Each batch holds lines of the user's text with three
+  of their nearest neighbours by the teacher; the student's cosines of every pair in the batch regress onto the
+  teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the text are computed once and
+  kept in the run directory. The model kept (``guarded-distillation-loss``) is the step with the least distillation
+  loss on the held-out text among the steps no worse than the untouched model on the held-out lines and on
+  passages of them (256 tokens), the untouched model (step 0) included, so a run that only moves away from the
+  teacher hands back the model it began with.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
 

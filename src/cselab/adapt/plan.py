@@ -121,10 +121,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("simcse", "SimCSE (mean pooling, temperature 0.2)", "simcse", {"temperature": 0.2}, lr=1e-5, dropout=0.1,
            passes=3, min_steps=100, max_steps=450),
     Recipe("distill", "the teacher's cosines of each batch distilled (MSE; each line and each passage of lines with "
-           "7 of its nearest neighbours by the teacher)", "distill",
-           {"target": "similarities", "projection": "none", "vector_loss": "mse", "neighbours": 7,
+           "3 of its nearest neighbours by the teacher)", "distill",
+           {"target": "similarities", "projection": "none", "vector_loss": "mse", "neighbours": 3,
             "length_groups": 4}, lr=1e-4, dropout=0.1, passes=1, min_steps=100, max_steps=450, units="mixed",
-           max_length=256, batch_size=8, select=GUARDED_DISTILLATION_LOSS),
+           max_length=256, batch_size=16, select=GUARDED_DISTILLATION_LOSS),
 )}
 # What a training example is: a line of the text, a passage of lines (lines grouped so that each passage holds up
 # to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass, most examples several

@@ -32,8 +32,7 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
               help="training steps [default: the recipe's: one pass over the text with a teacher, three for SimCSE; "
               "100 to 450]")
 @click.option("--batch-size", type=click.IntRange(min=2),
-              help="training examples per step [default: the recipe's: 8 with a teacher (each with 7 neighbours), "
-              "64 for SimCSE]")
+              help="training examples per step [default: the recipe's: 16 with a teacher, 64 for SimCSE]")
 @click.option("--max-length", type=click.IntRange(min=8),
               help="tokens of a training example [default: the recipe's: 256 with a teacher, 64 without]")
 @click.option("--units", type=click.Choice(ADAPT_UNITS),
