@@ -152,14 +152,14 @@ class GuardedDistillationLoss:
 
 def teacher_vectors_by_view(teacher: str, views: dict[str, Sequence[str]], store_dir: str | Path | None,
                             **options: Any) -> dict[str, np.ndarray]:
-    """The teacher's unit vectors of each view's texts (name -> ``[len(texts), d]``, in the texts' order), from one
-    pass over all the views' texts, one view after another (:func:`cselab.teacher_pass.teacher_vectors` with
-    ``store_dir`` and ``options``; ``None``: kept in the cache only). Why one pass: the guarded selection's run and
-    the domain study's observer then request the same pass, so whichever comes second reads it."""
-    from cselab.teacher_pass import teacher_vectors
+    """The teacher's unit vectors of each view's texts (name -> ``[len(texts), d]``, in the texts' order): each view
+    a pass of its own, assembled in ``store_dir`` (:func:`cselab.teacher_pass.teacher_vectors_of_parts` with
+    ``options``; ``None``: kept in the cache only). The guarded selection's run and the domain study's observer
+    request the same passes, so whichever comes second reads them."""
+    from cselab.teacher_pass import teacher_vectors_of_parts
 
     names = list(views)
-    vectors = teacher_vectors(teacher, [text for name in names for text in views[name]], store_dir, **options)
+    vectors = teacher_vectors_of_parts(teacher, views, store_dir, **options)
     offsets = np.cumsum([0, *(len(views[name]) for name in names)])
     return {name: vectors[offsets[i]:offsets[i + 1]] for i, name in enumerate(names)}
 
