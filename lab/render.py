@@ -59,6 +59,7 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         domains_report,
         peers_table,
         read_domain_records,
+        read_suite_and_check_records,
         recipes_table,
     )
     from lab.gpu.gpu_check_table import read_records as read_gpu_records
@@ -87,8 +88,7 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         "domains": lambda: domains_report(read_domain_records(results / "domains.jsonl")),
         "domain-goals": lambda: brief_goals_table(read_domain_records(results / "domains.jsonl")),
         "domain-peers": lambda: peers_table(read_domain_records(results / "domains.jsonl")),
-        "domain-recipes": lambda: recipes_table([*read_domain_records(results / "domains.jsonl"),
-                                                 *read_domain_records(results / "domains_check.jsonl")]),
+        "domain-recipes": lambda: recipes_table(read_suite_and_check_records(results)),
         "suite": suite,
     }
 

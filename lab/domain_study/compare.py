@@ -19,8 +19,6 @@ from typing import Any
 
 from lab.record import RESULTS_DIR
 
-RESULT_FILES = ("domains.jsonl", "domains_check.jsonl")
-
 
 def chosen_records(records: Sequence[dict[str, Any]], configurations: Sequence[str] | None,
                    seeds: Sequence[int] | None) -> list[dict[str, Any]]:
@@ -40,15 +38,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", help="comma-separated training seeds (default: all)")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the directory of the record files")
     args = parser.parse_args(argv)
-    from lab.domain_study.study import read_domain_records, recipes_table
+    from cselab.errors import CselabError
+    from lab.domain_study.study import read_suite_and_check_records, recipes_table
 
     try:
         seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds {args.seeds}: expected whole numbers separated by commas")
     configurations = None if args.configurations is None else args.configurations.split(",")
-    records = [r for name in RESULT_FILES if (args.results / name).is_file()
-               for r in read_domain_records(args.results / name)]
+    try:
+        records = read_suite_and_check_records(args.results)
+    except CselabError as exc:
+        parser.error(str(exc))
     known = {r["configuration"] for r in records}
     unknown = sorted(set(configurations or ()) - known)
     if unknown:

@@ -289,6 +289,15 @@ def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(path, DOMAIN_RECORD, what="domain results file")
 
 
+SUITE_AND_CHECK_FILES = ("domains.jsonl", "domains_check.jsonl")  # the suite's runs, then the kept-aside domain's
+
+
+def read_suite_and_check_records(results: Path) -> list[dict[str, Any]]:
+    """The records of the suite and of the domain kept outside it (:data:`SUITE_AND_CHECK_FILES` in ``results``),
+    as the recipe table sets them side by side."""
+    return [r for name in SUITE_AND_CHECK_FILES for r in read_domain_records(results / name)]
+
+
 def _domain_order(name: str) -> tuple[int, str]:
     names = list(DOMAINS)
     return (names.index(name) if name in names else len(names), name)

@@ -647,6 +647,7 @@ def test_the_comparison_keeps_the_chosen_seeds_and_the_checkpoint(tmp_path, caps
     assert [(r["configuration"], r["seed"]) for r in chosen] == [
         ("checkpoint", 1), ("cselab-simcse", 1), ("cselab-simcse", 2)]
     (tmp_path / "domains.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "domains_check.jsonl").write_text("")
     compare.main(["--results", str(tmp_path), "--seeds", "1,2", "--configurations", "cselab-simcse"])
     rows = capsys.readouterr().out.splitlines()[2:]
     # seeds 1 and 2 only: (83 + 84) / 2 = 83.5, 2.5 below the checkpoint; seed 3's 90 is left out
