@@ -432,6 +432,26 @@ def recipes_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(markdown_table(header, rows))
 
 
+def seeds_table(records: Sequence[dict[str, Any]]) -> str:
+    """A row per record of a trained configuration (domain, configuration, seed, in the recipe table's order): the
+    main score and its difference to the untouched checkpoint's mean, the STS-B test score, the step kept and the
+    wall time. What the recipe table averages, seed by seed; configurations by name (the labels are long)."""
+    groups = group_runs(records)
+    reference = {d: _mean([r["main_score"] for r in runs]) for (d, c), runs in groups.items() if c == REFERENCE}
+    keys = sorted((k for k in groups if k[1] != REFERENCE),
+                  key=lambda k: (_domain_order(k[0]), _configuration_order(k[1])))
+    rows = []
+    for domain, config in keys:
+        for r in sorted(groups[(domain, config)], key=lambda r: int(r["seed"])):
+            ref = reference.get(domain)
+            change = f" ({r['main_score'] - ref:+.2f})" if ref is not None else ""
+            kept = r.get("best_step")
+            rows.append([domain, config, str(r["seed"]), fmt(r["main_score"]) + change, fmt(r["stsb_test"]),
+                         "-" if kept is None else str(kept), _wall([r])])
+    return "\n".join(markdown_table(["domain", "configuration", "seed", "main score (change)", "STS-B test",
+                                      "step kept", "wall"], rows))
+
+
 def _suite_change(changes: dict[str, float]) -> str:
     """The mean of ``changes`` (domain -> difference to the checkpoint) over the suite's domains and the worst of
     them, or ``-`` when a suite domain is missing."""

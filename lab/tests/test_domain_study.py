@@ -658,6 +658,22 @@ def test_the_comparison_keeps_the_chosen_seeds_and_the_checkpoint(tmp_path, caps
     assert "no record of nothing-such" in capsys.readouterr().err
 
 
+def test_the_comparison_per_seed(tmp_path, capsys):
+    from lab.domain_study import compare
+
+    records = [_record("bbc-news", "checkpoint", 1, 86.0, 82.03, None),
+               _record("bbc-news", "cselab-simcse", 2, 84.0, 81.5, 100.0),
+               _record("bbc-news", "cselab-simcse", 1, 83.0, 82.25, 100.0),
+               _record("bbc-news", "st-ct", 1, 79.0, 81.0, 90.0)]
+    (tmp_path / "domains.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "domains_check.jsonl").write_text("")
+    compare.main(["--results", str(tmp_path), "--per-seed", "--configurations", "cselab-simcse"])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+    # one row a seed, in seed order, each against the checkpoint's 86.0, with its own STS-B test score
+    assert [row[:5] for row in rows] == [["bbc-news", "cselab-simcse", "1", "83.00 (-3.00)", "82.25"],
+                                         ["bbc-news", "cselab-simcse", "2", "84.00 (-2.00)", "81.50"]]
+
+
 def test_the_mean_of_recorded_kmeans_means(tmp_path, capsys):
     from lab.domain_study import clustering_seeds
 
