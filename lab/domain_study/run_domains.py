@@ -122,11 +122,12 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
     """``observe(model, step)``: the candidate criteria and the domain's main score (the study only).
     ``teacher_held``: the teacher's vectors of the held-out sentences (from its pass over the text); ``passages``:
     the held-out lines as passages of up to ``GUARD_MAX_LENGTH`` tokens and the teacher's vectors of them (the
-    guarded selection's second view), whose distillation loss is then observed too."""
+    guarded selection's second view), whose distillation loss and neighbourhoods are then observed too."""
     from cselab.adapt.selection import (
         GUARD_MAX_LENGTH,
         HeldOutDistillationLoss,
         HeldOutScores,
+        TeacherNeighbourhoods,
         teacher_agreement_task_from_vectors,
     )
     from cselab.evaluation.domain import score_inputs
@@ -138,6 +139,9 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
                              primary="teacher-agreement/dev")
     distillation = HeldOutDistillationLoss(held_out, teacher_held)
     on_passages = None if passages is None else HeldOutDistillationLoss(*passages, max_length=GUARD_MAX_LENGTH)
+    neighbourhoods = TeacherNeighbourhoods(held_out, teacher_held)
+    neighbourhoods_passages = (None if passages is None
+                               else TeacherNeighbourhoods(*passages, max_length=GUARD_MAX_LENGTH))
     held = HeldOutScores(held_out)
 
     def observe(model: Any, step: int) -> dict[str, float]:
@@ -147,6 +151,8 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
         values.update(distillation(model))
         if on_passages is not None:
             values["distillation_loss_passages"] = on_passages(model)["distillation_loss"]
+            values.update({f"{k}_passages": v for k, v in neighbourhoods_passages(model).items()})
+        values.update(neighbourhoods(model))
         values["stsb_dev"] = dev.primary_score(dev(model))
         values.update(held(model))
         with encoding_length(model, eval_max_length):

@@ -212,6 +212,10 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion("uniformity", "held-out uniformity", False),
     Criterion("distillation_loss_passages", "held-out distillation loss on passages", False),
     Criterion(GUARDED_KEY, "guarded held-out distillation loss (lines and passages)", True),
+    Criterion("neighbour_overlap", "neighbour overlap with the teacher", True),
+    Criterion("neighbour_overlap_passages", "neighbour overlap with the teacher on passages", True),
+    Criterion("partition_agreement", "k-means partitions' agreement with the teacher", True),
+    Criterion("partition_agreement_passages", "k-means partitions' agreement with the teacher on passages", True),
     Criterion("fixed_budget", "fixed budget", None),
 )
 DOMAIN_KEY = "domain"  # the curve's key of the domain's main score
