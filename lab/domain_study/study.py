@@ -467,23 +467,24 @@ def _suite_change(changes: dict[str, float]) -> str:
 
 
 def selection_table(records: Sequence[dict[str, Any]]) -> str:
-    """Per run with a curve: each criterion's regret and Spearman; the last rows their means over the held-out
-    runs and how often each criterion selected the best step. The transductive runs are listed but kept out of
-    the means: they answer another question (the text includes the test items)."""
+    """Per run with a curve: each criterion's regret and Spearman (the criteria some run recorded); the last rows
+    their means over the held-out runs and how often each criterion selected the best step. The transductive runs
+    are listed but kept out of the means: they answer another question (the text includes the test items)."""
     runs = [r for runs in group_runs(records).values() for r in runs if r.get("selection_study")]
     if not runs:
         return "_No run recorded a selection curve yet._"
+    shown = [c for c in CRITERIA if any(c.key in r["selection_study"]["criteria"] for r in runs)]
     header = ["domain", "configuration", "seed", "steps scored", "best step (score)",
-              *(f"{c.label}: regret / ρ" for c in CRITERIA)]
+              *(f"{c.label}: regret / ρ" for c in shown)]
     rows = []
-    regrets: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
-    rhos: dict[str, list[float]] = {c.key: [] for c in CRITERIA}
-    hits: dict[str, int] = {c.key: 0 for c in CRITERIA}
+    regrets: dict[str, list[float]] = {c.key: [] for c in shown}
+    rhos: dict[str, list[float]] = {c.key: [] for c in shown}
+    hits: dict[str, int] = {c.key: 0 for c in shown}
     for record in runs:
         study = record["selection_study"]
         counted = record["configuration"] != TRANSDUCTIVE
         cells = []
-        for c in CRITERIA:
+        for c in shown:
             result = study["criteria"].get(c.key)
             if result is None:
                 cells.append("-")
@@ -500,10 +501,10 @@ def selection_table(records: Sequence[dict[str, Any]]) -> str:
                      str(record["seed"]), str(len(study["steps"])),
                      f"{study['best_step']} ({study['best_score']:.2f})", *cells])
     mean_cells = [f"**{_mean(regrets[c.key]):+.2f} / {fmt(_mean(rhos[c.key]))}**" if regrets[c.key] else "-"
-                  for c in CRITERIA]
+                  for c in shown]
     rows.append(["**mean over the held-out runs**", "", "", "", "", *mean_cells])
     rows.append(["**best step selected**", "", "", "", "",
-                 *(f"{hits[c.key]} of {len(regrets[c.key])}" if regrets[c.key] else "-" for c in CRITERIA)])
+                 *(f"{hits[c.key]} of {len(regrets[c.key])}" if regrets[c.key] else "-" for c in shown)])
     return "\n".join(markdown_table(header, rows))
 
 

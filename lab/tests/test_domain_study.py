@@ -687,3 +687,24 @@ def test_the_mean_of_recorded_kmeans_means(tmp_path, capsys):
     with pytest.raises(SystemExit):
         clustering_seeds.main(["--domain", "tweets", "--mean-of", "a", "--results", str(path)])
     assert "no tweets record of a" in capsys.readouterr().err
+
+
+def test_an_observed_curve_prints_each_step_and_the_kept_steps_change(tmp_path, capsys):
+    from lab.domain_study import curves
+
+    record = {**_record("bbc-news", "cselab-simcse", 2, 84.0, 82.0, 100.0), "best_step": 20, "curve": [
+        {"step": 0, "domain": 86.0, "overlap": 0.5},
+        {"step": 10, "domain": 85.0, "overlap": 0.75},
+        {"step": 20, "domain": 84.0, "overlap": 0.625},
+        {"step": 10, "domain": 83.0, "overlap": 0.25}]}  # step 10 observed again by a resumed run: the last wins
+    path = tmp_path / "observed.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    curves.main(["--results", str(path), "--keys", "domain,overlap"])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("|")]
+    assert rows[0] == ["value", "0", "10", "20", "kept (20) - step 0"]
+    assert rows[2] == ["domain", "86", "83", "84", "-2"]
+    assert rows[3] == ["overlap", "0.5", "0.25", "0.625", "+0.125"]
+    with pytest.raises(SystemExit):
+        curves.main(["--results", str(path), "--keys", "nothing"])
+    assert "observed no nothing" in capsys.readouterr().err
