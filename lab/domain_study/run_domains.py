@@ -127,12 +127,12 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
         GUARD_MAX_LENGTH,
         HeldOutDistillationLoss,
         HeldOutScores,
-        TeacherNeighbourhoods,
         teacher_agreement_task_from_vectors,
     )
     from cselab.evaluation.domain import score_inputs
     from cselab.evaluation.sts_evaluator import StsEvaluator
     from cselab.models.encoder import encoding_length
+    from lab.domain_study.neighbourhoods import TeacherNeighbourhoods
 
     dev = StsEvaluator.from_names(["stsb"], splits=("dev",), primary="stsb/dev")
     agreement = StsEvaluator([teacher_agreement_task_from_vectors(held_out, teacher_held)],

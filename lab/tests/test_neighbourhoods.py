@@ -1,0 +1,67 @@
+"""The teacher-likeness scores the domain study observes: neighbour overlap against a per-element loop, partition
+agreement against V-measures computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def test_neighbour_overlap_counts_shared_nearest_texts_as_a_loop_does():
+    from lab.domain_study.neighbourhoods import neighbour_overlap
+
+    rng = np.random.default_rng(0)
+    student, teacher = rng.normal(size=(30, 5)), rng.normal(size=(30, 8))  # two widths
+
+    def nearest(vectors, i, k):
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = [(float(unit[i] @ unit[j]), j) for j in range(len(vectors)) if j != i]
+        return {j for _, j in sorted(cos, key=lambda c: -c[0])[:k]}
+
+    expected = np.mean([len(nearest(student, i, 4) & nearest(teacher, i, 4)) / 4 for i in range(30)])
+    assert neighbour_overlap(student, teacher, k=4) == pytest.approx(expected, abs=1e-12)
+    rotation = np.linalg.qr(rng.normal(size=(5, 5)))[0]  # a rotation keeps every cosine, so every neighbourhood
+    assert neighbour_overlap(student @ rotation, student, k=4) == pytest.approx(1.0)
+    # three texts: each one's neighbourhood is both others, whatever the models
+    assert neighbour_overlap(student[:3], teacher[:3], k=10) == pytest.approx(1.0)
+
+
+def test_partition_agreement_is_the_v_measure_of_matching_partitions():
+    from lab.domain_study.neighbourhoods import (
+        TeacherNeighbourhoods,
+        kmeans_partitions,
+        neighbour_overlap,
+        partition_agreement,
+    )
+
+    # relabelled partitions agree fully; a partition against one cluster of everything agrees not at all
+    same = [np.array([0, 0, 1, 1, 2, 2])], [np.array([2, 2, 0, 0, 1, 1])]
+    assert partition_agreement(*same) == pytest.approx(100.0)
+    assert partition_agreement([np.array([0, 0, 1, 1, 2, 2])], [np.zeros(6, dtype=int)]) == pytest.approx(0.0)
+    # by hand: student {a,b},{c,d} against teacher {a,b,c},{d}: H(T)=H(3/4,1/4), H(T|S)=1/2 bit -> h = 1 - 0.5/H(T);
+    # H(S)=1 bit, H(S|T) = 3/4 * H(2/3,1/3) -> c = 1 - that; V = 2hc/(h+c)
+    ht = -(0.75 * np.log2(0.75) + 0.25 * np.log2(0.25))
+    h = 1 - 0.5 / ht
+    c = 1 - 0.75 * -(2 / 3 * np.log2(2 / 3) + 1 / 3 * np.log2(1 / 3))
+    assert partition_agreement([np.array([0, 0, 1, 1])], [np.array([0, 0, 0, 1])]) == pytest.approx(
+        100 * 2 * h * c / (h + c))
+    # four far-apart groups: any k-means with 4 clusters finds them in either model's vectors
+    rng = np.random.default_rng(1)
+    centres = rng.normal(size=(4, 6)) * 10
+    vectors = np.repeat(centres, 10, axis=0) + rng.normal(scale=0.01, size=(40, 6))
+    parts = kmeans_partitions(vectors, clusters=(4,), seeds=(0,))
+    assert len(parts) == 1 and len(set(parts[0][:10])) == 1 and len(set(parts[0])) == 4
+    # ten texts: 4, 8 and 9 clusters (16 becomes one less than the texts), three seeds each
+    assert [len(set(p)) for p in kmeans_partitions(vectors[:10])] == [4, 4, 4, 8, 8, 8, 9, 9, 9]
+
+    turned = vectors @ np.linalg.qr(rng.normal(size=(6, 6)))[0]
+
+    class Fixed:  # a "model" whose vectors are the teacher's turned: the same groups, so the same partitions
+        max_seq_length = 128
+
+        def encode(self, texts, batch_size=64):
+            return turned[: len(texts)]
+
+    scores = TeacherNeighbourhoods([f"t{i}" for i in range(40)], vectors)(Fixed())
+    assert scores["partition_agreement"] == pytest.approx(100.0)
+    assert scores["neighbour_overlap"] == pytest.approx(neighbour_overlap(turned, vectors))
