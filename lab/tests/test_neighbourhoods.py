@@ -65,3 +65,44 @@ def test_partition_agreement_is_the_v_measure_of_matching_partitions():
     scores = TeacherNeighbourhoods([f"t{i}" for i in range(40)], vectors)(Fixed())
     assert scores["partition_agreement"] == pytest.approx(100.0)
     assert scores["neighbour_overlap"] == pytest.approx(neighbour_overlap(turned, vectors))
+
+
+def test_article_likeness_records_each_models_likeness_and_clustering(tmp_path, monkeypatch, capsys):
+    import json
+    from types import SimpleNamespace
+
+    import cselab.evaluation.domain as domain
+    import cselab.models.sentence_model as sentence_model
+    from lab.domain_study import article_likeness
+
+    rng = np.random.default_rng(2)
+    labels = [i // 8 for i in range(40)]  # five topics of eight items, far apart in the teacher's vectors
+    teacher = np.repeat(rng.normal(size=(5, 6)) * 10, 8, axis=0) + rng.normal(scale=0.01, size=(40, 6))
+    by_name = {"teacher": teacher, "turned": teacher @ np.linalg.qr(rng.normal(size=(6, 6)))[0],
+               "noise": rng.normal(size=(40, 6))}
+
+    class Fixed:
+        def __init__(self, name):
+            self.vectors = by_name[name]
+
+        def eval(self):
+            return self
+
+        def encode(self, texts, batch_size=32):
+            return self.vectors[: len(texts)]
+
+    monkeypatch.setattr(domain, "load_inputs", lambda domain: SimpleNamespace(
+        labels=SimpleNamespace(texts=[f"item {i}" for i in range(40)], labels=labels)))
+    monkeypatch.setattr(sentence_model, "load_model", lambda path, max_length=None: Fixed(path))
+    out = tmp_path / "likeness.jsonl"
+    article_likeness.main(["--domain", "news", "--teacher", "teacher", "--model", "turned=turned",
+                           "--model", "noise=noise", "--results", str(out)])
+    turned, noise = (json.loads(line) for line in out.read_text().splitlines())
+    # the teacher turned keeps its topics: full agreement at the labels' five clusters and a perfect V-measure
+    assert turned["partition_agreement_at_labels"] == pytest.approx(100.0)
+    assert turned["v_measure"] == pytest.approx(100.0) and turned["teacher_v_measure"] == pytest.approx(100.0)
+    from lab.domain_study.neighbourhoods import neighbour_overlap
+
+    assert noise["neighbour_overlap"] == pytest.approx(round(neighbour_overlap(by_name["noise"], teacher), 4))
+    assert noise["v_measure"] < 50 and noise["partition_agreement_at_labels"] < 50
+    assert "noise: neighbour overlap" in capsys.readouterr().out
