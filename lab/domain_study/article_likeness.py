@@ -22,6 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from lab.domain_study.clustering_seeds import add_model_arguments, item_vectors
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "article_likeness.jsonl"
@@ -31,12 +32,8 @@ TEACHER = "all-mpnet-base-v2"
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--domain", required=True)
-    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
-                        help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
+    add_model_arguments(parser)
     parser.add_argument("--teacher", default=TEACHER)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--eval-max-length", type=int, default=256)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if not args.model:
@@ -46,8 +43,6 @@ def main(argv: list[str] | None = None) -> None:
     from sklearn.metrics import v_measure_score
 
     from cselab.evaluation.domain import load_inputs
-    from cselab.models.sentence_model import load_model
-    from cselab.training.run_directory import selected_model_dir
     from lab.domain_study.neighbourhoods import (
         PARTITION_CLUSTERS,
         PARTITION_SEEDS,
@@ -63,13 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     k = len(set(items.labels))
 
     def vectors_of(path: str) -> np.ndarray:
-        model_path = Path(path)
-        if (model_path / "adapt.json").is_file():  # a run directory: its kept model
-            model_path = selected_model_dir(model_path)
-        model = load_model(str(model_path) if model_path.exists() else path, max_length=args.eval_max_length)
-        model.eval()
-        with torch.no_grad():
-            return np.asarray(model.encode(items.texts, batch_size=32), dtype=np.float32)
+        return item_vectors(path, items.texts, args.eval_max_length, batch_size=32)
 
     teacher = vectors_of(args.teacher)
     teacher_parts = kmeans_partitions(teacher)

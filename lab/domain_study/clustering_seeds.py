@@ -21,11 +21,44 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "clustering_seeds.jsonl"
 STUDY_SEED = 42
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a script that embeds a domain's labelled items with chosen models."""
+    parser.add_argument("--domain", required=True)
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                        help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--eval-max-length", type=int, default=256)
+
+
+def kept_model_path(path: str) -> Path:
+    """``path``, or the model a domain-study run directory kept."""
+    from cselab.training.run_directory import selected_model_dir
+
+    model_path = Path(path)
+    return selected_model_dir(model_path) if (model_path / "adapt.json").is_file() else model_path
+
+
+def item_vectors(path: str, texts: list[str], max_length: int, batch_size: int = 64) -> Any:
+    """The vectors of ``texts`` by the model at ``path`` (:func:`kept_model_path`; else a name cselab resolves), at
+    ``max_length`` tokens, fp32, as the study scores."""
+    import numpy as np
+    import torch
+
+    from cselab.models.sentence_model import load_model
+
+    model_path = kept_model_path(path)
+    model = load_model(str(model_path) if model_path.exists() else path, max_length=max_length)
+    model.eval()
+    with torch.no_grad():
+        return np.asarray(model.encode(texts, batch_size=batch_size), dtype=np.float32)
 
 
 def mean_of_means(records: list[dict], domain: str, names: list[str]) -> float:
@@ -41,12 +74,8 @@ def mean_of_means(records: list[dict], domain: str, names: list[str]) -> float:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--domain", required=True)
-    parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
-                        help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
+    add_model_arguments(parser)
     parser.add_argument("--kmeans-seeds", default="42,0,1,2,3,4,5,6,7,8,9")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--eval-max-length", type=int, default=256)
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--mean-of", metavar="NAME,NAME", help="print the mean of these models' recorded means")
     args = parser.parse_args(argv)
@@ -67,15 +96,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.model:
         parser.error("give --model NAME=PATH (one or more) or --mean-of NAME,NAME")
-    import numpy as np
     import torch
     from sklearn.cluster import KMeans
     from sklearn.metrics import v_measure_score
 
     from cselab.evaluation.domain import load_inputs
     from cselab.evaluation.domain_tasks import KMEANS_INITS
-    from cselab.models.sentence_model import load_model
-    from cselab.training.run_directory import selected_model_dir
 
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.kmeans_seeds.split(",")]
@@ -85,13 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     k = len(set(items.labels))
     for spec in args.model:
         name, _, path = spec.partition("=")
-        model_path = Path(path)
-        if (model_path / "adapt.json").is_file():  # a run directory: its kept model
-            model_path = selected_model_dir(model_path)
-        model = load_model(str(model_path) if model_path.exists() else path, max_length=args.eval_max_length)
-        model.eval()
-        with torch.no_grad():
-            vectors = np.asarray(model.encode(items.texts, batch_size=64), dtype=np.float32)
+        model_path = kept_model_path(path)
+        vectors = item_vectors(path, items.texts, args.eval_max_length)
         scores = {seed: round(100 * float(v_measure_score(
             items.labels, KMeans(n_clusters=k, n_init=KMEANS_INITS, random_state=seed).fit_predict(vectors))), 2)
             for seed in seeds}
