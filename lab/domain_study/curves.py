@@ -31,7 +31,7 @@ def curve_table(record: dict[str, Any], keys: Sequence[str] | None = None) -> st
     rows = []
     for key in keys:
         values = [by_step[s].get(key) for s in steps]
-        first, at_kept = by_step.get(0, {}).get(key), by_step.get(kept, {}).get(key) if kept is not None else None
+        first, at_kept = by_step.get(0, {}).get(key), by_step.get(kept, {}).get(key)
         change = "-" if first is None or at_kept is None else f"{at_kept - first:+.4g}"
         rows.append([key, *("-" if v is None else f"{v:.4g}" for v in values), change])
     header = ["value", *(str(s) for s in steps), f"kept ({kept}) - step 0"]

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from cselab.data.neighbour_groups import nearest_neighbours
-from cselab.models.encoder import encoding_length
 
 NEIGHBOURHOOD_SIZE = 10  # the nearest held-out texts whose overlap neighbour_overlap counts
 # k-means partitions compared by partition_agreement: a few scales, doubling, none set to a domain's number of labels
@@ -66,20 +65,16 @@ def partition_agreement(student: Sequence[np.ndarray], teacher: Sequence[np.ndar
 
 class TeacherNeighbourhoods:
     """:func:`neighbour_overlap` and :func:`partition_agreement` of the student's vectors of held-out texts with
-    the teacher's (its vectors from its pass over the text); the teacher's partitions are made once."""
+    the teacher's vectors of them; the teacher's partitions are made once. The student's vectors come from the
+    caller (the observer encodes each view once, for the held-out loss and for these)."""
 
-    def __init__(self, texts: Sequence[str], teacher_vectors: Any, *, batch_size: int = 64,
-                 max_length: int | None = None) -> None:
-        self.texts = list(texts)
+    def __init__(self, teacher_vectors: Any) -> None:
         self.teacher = np.asarray(teacher_vectors, dtype=np.float32)
-        if len(self.texts) != len(self.teacher):
-            raise ValueError(f"{len(self.texts)} texts but {len(self.teacher)} teacher vectors")
         self.teacher_partitions = kmeans_partitions(self.teacher)
-        self.batch_size = batch_size
-        self.max_length = max_length  # the student's tokens per text (None: the length it trains at)
 
-    def __call__(self, model: Any) -> dict[str, float]:
-        with torch.no_grad(), encoding_length(model, self.max_length):
-            student = np.asarray(model.encode(self.texts, batch_size=self.batch_size), dtype=np.float32)
+    def of_vectors(self, student: Any) -> dict[str, float]:
+        student = np.asarray(student, dtype=np.float32)
+        if len(student) != len(self.teacher):
+            raise ValueError(f"{len(student)} student vectors but {len(self.teacher)} teacher vectors")
         return {"neighbour_overlap": neighbour_overlap(student, self.teacher),
                 "partition_agreement": partition_agreement(kmeans_partitions(student), self.teacher_partitions)}

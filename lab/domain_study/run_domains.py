@@ -137,22 +137,21 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
     dev = StsEvaluator.from_names(["stsb"], splits=("dev",), primary="stsb/dev")
     agreement = StsEvaluator([teacher_agreement_task_from_vectors(held_out, teacher_held)],
                              primary="teacher-agreement/dev")
-    distillation = HeldOutDistillationLoss(held_out, teacher_held)
-    on_passages = None if passages is None else HeldOutDistillationLoss(*passages, max_length=GUARD_MAX_LENGTH)
-    neighbourhoods = TeacherNeighbourhoods(held_out, teacher_held)
-    neighbourhoods_passages = (None if passages is None
-                               else TeacherNeighbourhoods(*passages, max_length=GUARD_MAX_LENGTH))
+    # each view's held-out loss and the teacher's neighbourhoods in it, read off one encoding of the view
+    views = {"": (HeldOutDistillationLoss(held_out, teacher_held), TeacherNeighbourhoods(teacher_held))}
+    if passages is not None:
+        views["_passages"] = (HeldOutDistillationLoss(*passages, max_length=GUARD_MAX_LENGTH),
+                              TeacherNeighbourhoods(passages[1]))
     held = HeldOutScores(held_out)
 
     def observe(model: Any, step: int) -> dict[str, float]:
         start = time.perf_counter()
         values: dict[str, float] = {}
         values["teacher_agreement"] = agreement.primary_score(agreement(model))
-        values.update(distillation(model))
-        if on_passages is not None:
-            values["distillation_loss_passages"] = on_passages(model)["distillation_loss"]
-            values.update({f"{k}_passages": v for k, v in neighbourhoods_passages(model).items()})
-        values.update(neighbourhoods(model))
+        for suffix, (loss, neighbourhoods) in views.items():
+            student = loss.encode(model)
+            scores = {**loss.of_vectors(student), **neighbourhoods.of_vectors(student.numpy())}
+            values.update({f"{key}{suffix}": value for key, value in scores.items()})
         values["stsb_dev"] = dev.primary_score(dev(model))
         values.update(held(model))
         with encoding_length(model, eval_max_length):

@@ -446,8 +446,8 @@ def seeds_table(records: Sequence[dict[str, Any]]) -> str:
                   key=lambda k: (_domain_order(k[0]), _configuration_order(k[1])))
     rows = []
     for domain, config in keys:
+        ref = reference.get(domain)
         for r in sorted(groups[(domain, config)], key=lambda r: int(r["seed"])):
-            ref = reference.get(domain)
             change = f" ({r['main_score'] - ref:+.2f})" if ref is not None else ""
             kept = r.get("best_step")
             rows.append([domain, config, str(r["seed"]), fmt(r["main_score"]) + change, fmt(r["stsb_test"]),

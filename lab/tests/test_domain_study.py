@@ -136,6 +136,9 @@ def test_cselab_runs_record_the_curves_of_the_criteria(study):
         curve = r["curve"]
         assert [p["step"] for p in curve] == [0, 1, 2]  # step 0 and every evaluation
         assert {"teacher_agreement", "stsb_dev", "infonce", "alignment", "uniformity", "domain"} <= set(curve[0])
+        # each view's held-out loss and the teacher's neighbourhoods in it (lines, and the guard's passages)
+        assert {f"{key}{view}" for key in ("distillation_loss", "neighbour_overlap", "partition_agreement")
+                for view in ("", "_passages")} <= set(curve[0])
         assert r["selection_study"] == selection_agreement(curve)
         assert r["training_text"]["held_out"] == 20 and r["training_text"]["trained_on"] == 240
     adapt = next(r for r in study["records"] if r["configuration"] == "cselab-adapt")

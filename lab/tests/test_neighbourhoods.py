@@ -54,17 +54,12 @@ def test_partition_agreement_is_the_v_measure_of_matching_partitions():
     # ten texts: 4, 8 and 9 clusters (16 becomes one less than the texts), three seeds each
     assert [len(set(p)) for p in kmeans_partitions(vectors[:10])] == [4, 4, 4, 8, 8, 8, 9, 9, 9]
 
-    turned = vectors @ np.linalg.qr(rng.normal(size=(6, 6)))[0]
-
-    class Fixed:  # a "model" whose vectors are the teacher's turned: the same groups, so the same partitions
-        max_seq_length = 128
-
-        def encode(self, texts, batch_size=64):
-            return turned[: len(texts)]
-
-    scores = TeacherNeighbourhoods([f"t{i}" for i in range(40)], vectors)(Fixed())
+    turned = vectors @ np.linalg.qr(rng.normal(size=(6, 6)))[0]  # the teacher's turned: the same groups
+    scores = TeacherNeighbourhoods(vectors).of_vectors(turned)
     assert scores["partition_agreement"] == pytest.approx(100.0)
     assert scores["neighbour_overlap"] == pytest.approx(neighbour_overlap(turned, vectors))
+    with pytest.raises(ValueError, match="39 student vectors but 40"):
+        TeacherNeighbourhoods(vectors).of_vectors(turned[:39])
 
 
 def test_article_likeness_records_each_models_likeness_and_clustering(tmp_path, monkeypatch, capsys):

@@ -101,8 +101,16 @@ class HeldOutDistillationLoss:
         self.max_length = max_length  # the student's tokens per text (None: the length it trains at)
 
     def __call__(self, model: Any) -> dict[str, float]:
+        return self.of_vectors(self.encode(model))
+
+    def encode(self, model: Any) -> torch.Tensor:
+        """The student's vectors of the held-out sentences, at the loss's length (float32)."""
         with torch.no_grad(), encoding_length(model, self.max_length):
-            student = torch.as_tensor(model.encode(self.sentences, batch_size=self.batch_size)).float()
+            return torch.as_tensor(model.encode(self.sentences, batch_size=self.batch_size)).float()
+
+    def of_vectors(self, student: torch.Tensor) -> dict[str, float]:
+        """The loss of the student's vectors of the held-out sentences (:meth:`encode`), for a caller that reads
+        other scores off the same vectors."""
         return {"distillation_loss": float(similarity_distillation_mse(student, self.teacher))}
 
     def primary_score(self, result: dict[str, float]) -> float:
