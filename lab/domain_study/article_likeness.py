@@ -13,6 +13,8 @@ test items, so nothing here may select a model or a setting; it only says where 
 One record per model in ``lab/results/article_likeness.jsonl``: ``neighbour_overlap`` and ``partition_agreement``
 with the teacher's vectors of the items (at 4, 8, 16 clusters and at the number of labels, 3 k-means seeds), and
 ``v_measure`` against the labels (the number of labels, the same 3 seeds; mean x 100), the teacher's beside it.
+``--table`` prints the records again, each score's change from the first model of its domain in brackets (the lab
+book's table).
 """
 
 from __future__ import annotations
@@ -21,23 +23,60 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
+from cselab.data.jsonl import Schema, number, read_jsonl, text
+from cselab.reporting.markdown import markdown_table
 from lab.domain_study.clustering_seeds import add_model_arguments, item_vectors
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "article_likeness.jsonl"
 TEACHER = "all-mpnet-base-v2"
+SCORES = {"neighbour_overlap": ("neighbour overlap", 3), "partition_agreement": ("partition agreement (4, 8, 16)", 2),
+          "partition_agreement_at_labels": ("partition agreement (the labels' number)", 2),
+          "v_measure": ("V-measure", 2)}  # key: (column, decimals)
+LIKENESS_RECORD = Schema("article likeness", {"domain": text(empty=False), "model": text(empty=False),
+                                              **{key: number() for key in SCORES}},
+                         required=("domain", "model", *SCORES))
+
+
+def likeness_table(records: list[dict[str, Any]]) -> str:
+    """The records as a table, a row per model; each score's change from the first record of the same domain (the
+    reference, usually the checkpoint) in brackets."""
+    first: dict[str, dict[str, Any]] = {}
+    rows = []
+    for record in records:
+        reference = first.setdefault(record["domain"], record)
+        cells = []
+        for key, (_, decimals) in SCORES.items():
+            value = record[key]
+            change = "" if reference is record else f" ({value - reference[key]:+.{decimals}f})"
+            cells.append(f"{value:.{decimals}f}{change}")
+        rows.append([record["domain"], record["model"], *cells])
+    return "\n".join(markdown_table(["domain", "model", *(label for label, _ in SCORES.values())], rows))
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_model_arguments(parser)
+    add_model_arguments(parser, domain_required=False)
     parser.add_argument("--teacher", default=TEACHER)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the records of --results and stop")
     args = parser.parse_args(argv)
-    if not args.model:
-        parser.error("give --model NAME=PATH (one or more)")
+    if args.table:
+        from cselab.errors import CselabError
+
+        try:
+            records = read_jsonl(args.results, LIKENESS_RECORD)
+        except CselabError as exc:
+            parser.error(str(exc))
+        if not records:
+            parser.error(f"--table: no records in {args.results}")
+        print(likeness_table(records))
+        return
+    if not args.domain or not args.model:
+        parser.error("give --domain and --model NAME=PATH (one or more), or --table")
     import numpy as np
     import torch
     from sklearn.metrics import v_measure_score

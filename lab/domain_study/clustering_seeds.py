@@ -29,9 +29,10 @@ RESULTS = RESULTS_DIR / "clustering_seeds.jsonl"
 STUDY_SEED = 42
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of a script that embeds a domain's labelled items with chosen models."""
-    parser.add_argument("--domain", required=True)
+def add_model_arguments(parser: argparse.ArgumentParser, *, domain_required: bool = True) -> None:
+    """The arguments of a script that embeds a domain's labelled items with chosen models (``domain_required``
+    False: the script checks ``--domain`` itself, e.g. when it can also only print its records)."""
+    parser.add_argument("--domain", required=domain_required)
     parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                         help="a model directory, a name in $CSELAB_HOME/models, or a domain-study run directory")
     parser.add_argument("--threads", type=int, default=2)

@@ -101,3 +101,11 @@ def test_article_likeness_records_each_models_likeness_and_clustering(tmp_path, 
     assert noise["neighbour_overlap"] == pytest.approx(round(neighbour_overlap(by_name["noise"], teacher), 4))
     assert noise["v_measure"] < 50 and noise["partition_agreement_at_labels"] < 50
     assert "noise: neighbour overlap" in capsys.readouterr().out
+    # --table prints the records again, each score's change from the domain's first model
+    article_likeness.main(["--table", "--results", str(out)])
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].startswith(f"| news | turned | {turned['neighbour_overlap']:.3f} | ")
+    change = noise["v_measure"] - turned["v_measure"]
+    assert table[3].endswith(f"| {noise['v_measure']:.2f} ({change:+.2f}) |")
+    with pytest.raises(SystemExit):
+        article_likeness.main(["--table", "--results", str(tmp_path / "none.jsonl")])

@@ -185,26 +185,33 @@ def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch
     return _Runner(backend, "fp32", load_exported(path, backend))
 
 
-def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
-                    requested_precision: str = "auto", backends: Sequence[str] | None = None,
-                    cache: bool = True) -> np.ndarray:
-    """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
-    each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
-    store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused
-    (it holds other vectors). ``store_dir`` ``None``: the pass is kept in the cache only. What it does is said, and
-    its bar shown, through the reporter in effect (:mod:`cselab.reporter`)."""
-    teacher_dir = resolve_model_path(teacher)
-    if not Path(teacher_dir).is_dir():
+def load_teacher(teacher: str, device: Any = None) -> Any:
+    """The teacher loaded for torch inference (on ``device``, default the inference device); refused in one line when
+    ``teacher`` is no model directory."""
+    if not Path(resolve_model_path(teacher)).is_dir():
         raise CselabError(f"teacher not found: {teacher}")
     from cselab.models.sentence_model import load_model
 
     model = load_model(teacher).eval()
     if device is not None:
         model.to(device)
-    max_length = int(getattr(model, "max_length", 0) or 0)
+    return model
+
+
+def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
+                    requested_precision: str = "auto", backends: Sequence[str] | None = None,
+                    cache: bool = True, model: Any = None) -> np.ndarray:
+    """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
+    each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
+    store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused
+    (it holds other vectors). ``store_dir`` ``None``: the pass is kept in the cache only. ``model``: the teacher
+    already loaded by :func:`load_teacher` (a caller passing several texts loads it once). What it does is said, and
+    its bar shown, through the reporter in effect (:mod:`cselab.reporter`)."""
+    model = model if model is not None else load_teacher(teacher, device)
     request = list(sentences)
     sentences = store_texts(request)
-    key = teacher_key(teacher_dir, sentences, max_length)
+    max_length = _truncation_length(model)
+    key = teacher_key(resolve_model_path(teacher), sentences, max_length)
     shared = cselab_home() / CACHE_DIR / key
     store_dir = Path(store_dir) if store_dir is not None else shared
     store = _open_own(store_dir, key)
@@ -304,12 +311,16 @@ def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.
     return _in_order(store, sentences)
 
 
-def _pass_key(teacher: str, sentences: Sequence[str]) -> str:
-    """The key of the teacher's pass over ``sentences`` (:func:`teacher_key`), reading the teacher's length."""
-    from cselab.models.sentence_model import load_model
+def _pass_key(teacher: str, sentences: Sequence[str], model: Any = None) -> str:
+    """The key of the teacher's pass over ``sentences`` (:func:`teacher_key`), with the truncation length of the
+    loaded teacher ``model`` (``None``: loaded here to read it)."""
+    model = model if model is not None else load_teacher(teacher)
+    return teacher_key(resolve_model_path(teacher), sentences, _truncation_length(model))
 
-    max_length = int(getattr(load_model(teacher), "max_length", 0) or 0)
-    return teacher_key(resolve_model_path(teacher), sentences, max_length)
+
+def _truncation_length(model: Any) -> int:
+    """The loaded teacher's truncation length, part of the pass's key (0: a kind that keeps none of its own)."""
+    return int(getattr(model, "max_length", 0) or 0)
 
 
 def _open_own(store_dir: str | Path, key: str) -> VectorStore | None:
@@ -331,6 +342,8 @@ def teacher_vectors_of_parts(teacher: str, parts: dict[str, Sequence[str]], stor
     ``store_dir`` (what a training run reads) and removed; one part is passed in ``store_dir`` directly. ``None``:
     the parts' passes are kept in the cache only, and nothing is assembled."""
     texts_of = list(parts.values())
+    if options.get("model") is None:  # loaded once for every part
+        options["model"] = load_teacher(teacher, options.get("device"))
     if len(parts) == 1:
         return teacher_vectors(teacher, texts_of[0], store_dir, **options)
     if store_dir is None:
@@ -338,7 +351,7 @@ def teacher_vectors_of_parts(teacher: str, parts: dict[str, Sequence[str]], stor
     store_dir = Path(store_dir)
     request = [text for part in texts_of for text in part]
     texts = store_texts(request)
-    key = _pass_key(teacher, texts)
+    key = _pass_key(teacher, texts, options["model"])
     store = _open_own(store_dir, key)
     if store is None or not store.complete:
         part_dirs = [store_dir.with_name(f"{store_dir.name}-{name}") for name in parts]

@@ -166,19 +166,22 @@ def test_a_finished_pass_is_reused_from_the_cache_and_a_changed_text_is_refused(
 def test_a_pass_of_parts_reuses_each_part_and_reads_as_one_store(teacher_and_text, tmp_path, monkeypatch) -> None:
     from cselab import teacher_pass
     from cselab.data.vector_store import VectorStore
+    from cselab.models import sentence_model
 
     teacher, sentences = teacher_and_text
     lines = sentences[:100]
     passages = [" ".join(sentences[i:i + 3]) for i in range(100, 148, 3)] + [lines[0]]  # one passage is a line
     options = {"backends": ["torch"], "requested_precision": "fp32"}
     teacher_pass.teacher_vectors(str(teacher), lines, tmp_path / "earlier", **options)  # an earlier run on the lines
-    runs = []
-    choose = teacher_pass.choose_runner
+    runs, loads = [], []
+    choose, load = teacher_pass.choose_runner, sentence_model.load_model
     monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: runs.append(1) or choose(*a, **k))
+    monkeypatch.setattr(sentence_model, "load_model", lambda *a, **k: loads.append(1) or load(*a, **k))
     run = tmp_path / "run"
     parts = {"lines": lines, "passages": passages}
     vectors = teacher_pass.teacher_vectors_of_parts(str(teacher), parts, run / "teacher", **options)
     assert len(runs) == 1  # the lines' pass came from the cache; only the passages ran
+    assert len(loads) == 1  # the teacher loaded once: for the key and for both parts' passes
     np.testing.assert_allclose(vectors, _teacher_reference(teacher, [*lines, *passages]), atol=1e-5)
     store = VectorStore.open(run / "teacher")
     assert store.complete and store.rows == len(set(lines) | set(passages))
