@@ -291,10 +291,10 @@ def _publish(store: VectorStore, shared: Path) -> None:
         store.copy_to(shared)
 
 
-def pass_is_kept(teacher: str, sentences: Sequence[str], store_dir: str | Path) -> bool:
+def pass_is_kept(teacher: str, sentences: Sequence[str], store_dir: str | Path, model: Any = None) -> bool:
     """Whether the teacher's pass over ``sentences`` is already finished in ``store_dir`` or in the cache (nothing to
-    run)."""
-    key = _pass_key(teacher, sentences)
+    run). ``model``: the teacher already loaded (:func:`load_teacher`), else loaded here to read its length."""
+    key = _pass_key(teacher, sentences, model)
     for place in (Path(store_dir), cselab_home() / CACHE_DIR / key):
         store = VectorStore.open(place) if (place / "state.json").is_file() else None
         if store is not None and store.key == key and store.complete:

@@ -34,12 +34,11 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     from cselab.adapt.plan import TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
-    from cselab.teacher_pass import BATCH, pass_is_kept
+    from cselab.teacher_pass import BATCH, load_teacher, pass_is_kept
 
     sample = list(plan.held_out[:256])
 
-    def forward_cost(name: str, precision: str | None, batch_size: int, **kwargs: Any) -> ForwardCost:
-        model = load_model(name, **kwargs)
+    def forward_cost(model: Any, precision: str | None, batch_size: int) -> ForwardCost:
         device = next(model.parameters()).device
         precision = precision or inference_precision(plan.config.train.precision, model, batch_size).precision
         length = getattr(model, "max_length", None) or 512  # a twin or an ensemble: its first member's tokens
@@ -53,12 +52,14 @@ def estimate_seconds(plan: AdaptPlan) -> float:
                 seconds.append(time.perf_counter() - start)
         return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)), precision)
 
-    student = forward_cost(plan.model, planned_precision(plan.config).precision, 64, pooler="mean",
-                           max_length=plan.config.model.max_length)
+    student = forward_cost(load_model(plan.model, pooler="mean", max_length=plan.config.model.max_length),
+                           planned_precision(plan.config).precision, 64)
     teacher = None
-    if plan.teacher is not None and not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out_units],
-                                                    plan.output_dir / TEACHER_DIR):
-        teacher = forward_cost(plan.teacher, None, BATCH)  # torch: an export the pass may pick runs faster
+    if plan.teacher is not None:
+        teacher_model = load_teacher(plan.teacher)  # loaded once: for the pass's key and, when not kept, its cost
+        if not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out_units], plan.output_dir / TEACHER_DIR,
+                            teacher_model):
+            teacher = forward_cost(teacher_model, None, BATCH)  # torch: an export the pass may pick runs faster
     return extrapolate_seconds(plan, student, teacher)
 
 
