@@ -134,6 +134,21 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
         281.6 * 440 / len(mixed.train_units) + 0.4 + 48)
 
 
+def test_the_time_estimate_loads_each_model_once(tmp_path, tiny_bert_dir, monkeypatch):
+    """The student once, the teacher once: for its pass's key and, with no pass kept, its timed forward."""
+    from cselab.adapt import estimate_seconds
+    from cselab.models import sentence_model
+
+    text = write_text(tmp_path / "text.txt")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=20,
+                      units="lines")
+    loads: list[str] = []
+    load = sentence_model.load_model
+    monkeypatch.setattr(sentence_model, "load_model", lambda name, **k: loads.append(str(name)) or load(name, **k))
+    assert estimate_seconds(plan) > 0
+    assert loads == [str(tiny_bert_dir), str(tiny_bert_dir)]
+
+
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
     small = tmp_path / "small.txt"
     small.write_text("one sentence\nanother one\n")
