@@ -196,3 +196,41 @@ def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
         Trainer(tiny_distill_config(wide_setup[0], wide_setup[1], other, tmp_path / "r2", "model.pooler=mean",
                                     "method_options.projection=linear-head",
                                     f"method_options.teacher_vectors={tmp_path / 'pass'}"))
+
+
+def test_similarities_and_vectors_computes_both_terms_on_one_batch(wide_setup, tmp_path, sts_home):
+    """Target ``similarities_and_vectors``: on one batch, the similarity term against the teacher's own cosines and the
+    vector term against the PCA-rotated targets, each equal to a numpy computation from the same vectors, weighed by
+    ``loss_weights``; a run trains both and saves the student alone."""
+    from cselab.methods.base import StepContext
+    from cselab.training.trainer import Trainer
+
+    config = _config(wide_setup, tmp_path / "run", "method_options.target=similarities_and_vectors",
+                     "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
+                     "method_options.neighbours=3", "train.batch_size=4",
+                     "method_options.loss_weights={distillation_cosine: 0.5}")
+    trainer = Trainer(config)
+    method = trainer.method
+    assert method.weights == {"similarity_distillation_mse": 1.0, "distillation_cosine": 0.5}
+    sentences = wide_setup[2].read_text().splitlines()
+    teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
+    examples = method.training_examples()
+    batch = method.collate(examples[:4])  # 4 sentences with 3 neighbours each: 16 rows
+    rows = [i for example in examples[:4] for i in example]
+    method.eval()  # no dropout: the student's vectors below are the ones the terms read
+    with torch.no_grad():
+        terms = method.loss_terms(batch, StepContext(dist=trainer.dist, step=0, generator=torch.Generator()))
+        student = method.student.encode([sentences[i] for i in rows]).numpy().astype(np.float64)
+    s, t = _unit(student), teacher[rows]
+    off = ~np.eye(len(rows), dtype=bool)
+    expected_sim = np.mean(((s @ s.T) - (t @ t.T))[off] ** 2)
+    targets = _unit(method._targets.numpy()[rows])
+    expected_cos = np.mean(1 - (s * targets).sum(1))
+    assert terms["similarity_distillation_mse"].item() == pytest.approx(expected_sim, rel=1e-3, abs=1e-6)
+    assert terms["distillation_cosine"].item() == pytest.approx(expected_cos, rel=1e-3, abs=1e-6)
+    assert method.weighted_loss(terms).item() == pytest.approx(expected_sim + 0.5 * expected_cos, rel=1e-3)
+    method.train()
+    assert trainer.run().steps == 30
+    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert sum("similarity_distillation_mse" in r and "distillation_cosine" in r for r in log) == 30
+    assert load_model(tmp_path / "run" / "best", device="cpu").hidden_size == 32

@@ -11,6 +11,9 @@ matrices instead, so any teacher width works (e.g. a 384-d + 768-d concat ensemb
 ``"similarity_distributions"`` (term ``similarity_distillation_kl``) matches, for each sentence, the softmax of its
 similarities to the other sentences of the batch at ``method_options.temperature`` (KL divergence): the ranking of
 its neighbours rather than every cosine's value (not in the papers; an option of ours, any teacher width).
+``"similarities_and_vectors"`` (ours) computes both the in-batch similarity term and the vector term (``vector_loss``,
+through ``projection``) on the same batch, weighed by ``loss_weights`` (1 each unless set): the cosines keep the
+geometry general similarity reads, the vectors carry the features a classifier of the teacher's vectors reads.
 
 **Decisions:**
 - The teacher's target is its INFERENCE output (its own tokenizer(s), its saved truncation length, dropout
@@ -95,11 +98,12 @@ from cselab.models.sentence_model import load_model
 
 class DistillOptions(MethodOptions):
     teacher: str = Field(description="saved model directory of the teacher (twin, ensemble or encoder)")
-    target: Literal["vectors", "similarities", "similarity_distributions", "pairs"] = Field(
+    target: Literal["vectors", "similarities", "similarity_distributions", "pairs", "similarities_and_vectors"] = Field(
         "vectors", description="vectors: MSE onto the teacher's vectors (the papers'; same width); similarities: "
         "MSE onto its in-batch cosine similarities, off the diagonal (any teacher width); similarity_distributions: "
         "KL onto each sentence's softmax over the other sentences' similarities at method_options.temperature; "
-        "pairs: MSE onto its cosine of each sentence with a near neighbour and with random sentences (any width)")
+        "pairs: MSE onto its cosine of each sentence with a near neighbour and with random sentences (any width); "
+        "similarities_and_vectors: the similarities' term and the vectors' term (vector_loss, projection) together")
     neighbours: int = Field(0, ge=0, description="k > 0: each example is a sentence with its k nearest neighbours by "
                             "the teacher's cosine, so a batch holds batch_size * (k + 1) sentences "
                             "(similarity targets); target pairs: each sentence's partner is drawn from its "
@@ -126,6 +130,7 @@ class DistillOptions(MethodOptions):
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
 VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
+VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that match each sentence's vector
 
 
 def sentences_per_example(options: DistillOptions) -> int:
@@ -137,7 +142,8 @@ def sentences_per_example(options: DistillOptions) -> int:
 
 
 # the fewest sentences of a batch each target can compare
-MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1}
+MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pairs": 1,
+             "similarities_and_vectors": 2}
 
 
 def _freeze(model: nn.Module) -> nn.Module:
@@ -157,6 +163,8 @@ class Distill(Method):
         assert isinstance(options, DistillOptions)
         if options.target == "vectors":
             return (VECTOR_LOSS_TERMS[options.vector_loss],)
+        if options.target == "similarities_and_vectors":
+            return (TARGET_TERMS["similarities"], VECTOR_LOSS_TERMS[options.vector_loss])
         return (TARGET_TERMS[options.target],)
 
     def __init__(self, config: Any) -> None:
@@ -167,13 +175,14 @@ class Distill(Method):
             dropout=model.dropout,
         )
         options = self.options
-        if options.projection != "none" and options.target != "vectors":
+        if options.projection != "none" and options.target not in VECTOR_TARGETS:
             raise CselabError(f"config: method_options.projection maps the student onto the teacher's vectors; "
                               f"target {options.target} compares similarities: leave projection at none")
-        if options.vector_loss != "mse" and options.target != "vectors":
+        if options.vector_loss != "mse" and options.target not in VECTOR_TARGETS:
             raise CselabError("config: method_options.vector_loss applies to target vectors only")
         # the papers' targets run the teacher on each batch; the others read a finished pass over the text
-        self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours)
+        self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours
+                               or options.target == "similarities_and_vectors")
         # object.__setattr__ keeps the frozen teacher out of parameters(), state_dict() and checkpoints
         teacher = None if self.reads_pass else _freeze(load_model(options.teacher))
         object.__setattr__(self, "teacher", teacher)
@@ -184,6 +193,8 @@ class Distill(Method):
         self.head: nn.Linear | None = None
         if options.projection == "linear-head":
             self.head = nn.Linear(self.student.hidden_size, self._teacher_width())
+        if self.options.target == "similarities_and_vectors" and options.projection == "none":
+            self._check_widths(self._teacher_width(), self.student.hidden_size)
         if self.options.target == "vectors":
             if options.projection == "none":
                 width = getattr(self.teacher, "hidden_size", None) if teacher is not None else self._teacher_width()
@@ -248,7 +259,7 @@ class Distill(Method):
                               f"({len(sentences)}), got {self.options.neighbours}")
         self._sentences = list(sentences)
         self._teacher_unit = self._read_pass(sentences)
-        if self.options.target == "vectors":
+        if self.options.target in VECTOR_TARGETS:
             self._targets = self._fit_targets()
         if self.options.neighbours:
             try:
@@ -286,9 +297,15 @@ class Distill(Method):
         if self.reads_pass:
             rows = [i for e in examples for i in e] if self.options.neighbours else [int(i) for i in examples]
             texts = [self._sentences[i] for i in rows]
-            targets = self._targets if self._targets is not None else self._teacher_unit
-            return {"texts": texts, "teacher_rows": targets[torch.tensor(rows)],
-                    **self.student.tokenize(texts, max_length=self.config.model.max_length)}
+            index = torch.tensor(rows)
+            extra = {}
+            if self.options.target == "similarities_and_vectors":  # the cosines from the teacher's own vectors
+                assert self._teacher_unit is not None and self._targets is not None
+                extra = {"teacher_rows": self._teacher_unit[index], "target_rows": self._targets[index]}
+            else:
+                targets = self._targets if self._targets is not None else self._teacher_unit
+                extra = {"teacher_rows": targets[index]}
+            return {"texts": texts, **extra, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
         texts = list(examples)
         return {"texts": texts, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
 
@@ -323,12 +340,17 @@ class Distill(Method):
         return self.teacher.encode(list(texts), batch_size=max(1, len(texts))).clone().to(device)
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
-        features = {k: v for k, v in batch.items() if k not in ("texts", "pair_targets", "teacher_rows")}
+        features = {k: v for k, v in batch.items()
+                    if k not in ("texts", "pair_targets", "teacher_rows", "target_rows")}
         student = self.student.forward_by_length(features, groups=self.options.length_groups)
         if self.options.target == "pairs":  # the targets came with the batch: no teacher runs here
             return {"student": student, "pair_targets": batch["pair_targets"]}
         if self.reads_pass:
             teacher = batch["teacher_rows"].to(student.device)
+            if self.options.target == "similarities_and_vectors":
+                projected = self.head(student) if self.head is not None else student
+                return {"student": student, "teacher": teacher, "projected": projected,
+                        "target": batch["target_rows"].to(student.device)}
             if self.head is not None:  # the head's output meets the teacher's vector; the student is what is kept
                 student = self.head(student)
             return {"student": student, "teacher": teacher}
@@ -359,6 +381,15 @@ class Distill(Method):
             firsts = anchors.repeat(1 + self.options.random_pairs, 1)
             return {"pair_similarity_mse": pair_similarity_mse(firsts, student[anchors.shape[0]:], targets)}
         student, teacher = embeddings["student"], embeddings["teacher"]
+        if self.options.target == "similarities_and_vectors":
+            vector_term = VECTOR_LOSS_TERMS[self.options.vector_loss]
+            vector_loss = distillation_cosine if self.options.vector_loss == "cosine" else distillation_mse
+            terms = {}
+            if self.active("similarity_distillation_mse"):
+                terms["similarity_distillation_mse"] = similarity_distillation_mse(student, teacher)
+            if self.active(vector_term):
+                terms[vector_term] = vector_loss(embeddings["projected"], embeddings["target"])
+            return terms
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         if self.options.target == "similarity_distributions":
