@@ -130,6 +130,7 @@ class DistillOptions(MethodOptions):
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
 VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
+VECTOR_LOSSES = {"mse": distillation_mse, "cosine": distillation_cosine}
 VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that match each sentence's vector
 
 
@@ -298,14 +299,14 @@ class Distill(Method):
             rows = [i for e in examples for i in e] if self.options.neighbours else [int(i) for i in examples]
             texts = [self._sentences[i] for i in rows]
             index = torch.tensor(rows)
-            extra = {}
             if self.options.target == "similarities_and_vectors":  # the cosines from the teacher's own vectors
                 assert self._teacher_unit is not None and self._targets is not None
-                extra = {"teacher_rows": self._teacher_unit[index], "target_rows": self._targets[index]}
+                rows_of = {"teacher_rows": self._teacher_unit[index], "target_rows": self._targets[index]}
             else:
                 targets = self._targets if self._targets is not None else self._teacher_unit
-                extra = {"teacher_rows": targets[index]}
-            return {"texts": texts, **extra, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
+                rows_of = {"teacher_rows": targets[index]}
+            return {"texts": texts, **rows_of,
+                    **self.student.tokenize(texts, max_length=self.config.model.max_length)}
         texts = list(examples)
         return {"texts": texts, **self.student.tokenize(texts, max_length=self.config.model.max_length)}
 
@@ -383,21 +384,19 @@ class Distill(Method):
         student, teacher = embeddings["student"], embeddings["teacher"]
         if self.options.target == "similarities_and_vectors":
             vector_term = VECTOR_LOSS_TERMS[self.options.vector_loss]
-            vector_loss = distillation_cosine if self.options.vector_loss == "cosine" else distillation_mse
             terms = {}
             if self.active("similarity_distillation_mse"):
                 terms["similarity_distillation_mse"] = similarity_distillation_mse(student, teacher)
             if self.active(vector_term):
-                terms[vector_term] = vector_loss(embeddings["projected"], embeddings["target"])
+                terms[vector_term] = VECTOR_LOSSES[self.options.vector_loss](embeddings["projected"],
+                                                                             embeddings["target"])
             return terms
         if self.options.target == "similarities":
             return {"similarity_distillation_mse": similarity_distillation_mse(student, teacher)}
         if self.options.target == "similarity_distributions":
             return {"similarity_distillation_kl": similarity_distillation_kl(student, teacher,
                                                                              self.options.temperature)}
-        if self.options.vector_loss == "cosine":
-            return {"distillation_cosine": distillation_cosine(student, teacher)}
-        return {"distillation_mse": distillation_mse(student, teacher)}
+        return {VECTOR_LOSS_TERMS[self.options.vector_loss]: VECTOR_LOSSES[self.options.vector_loss](student, teacher)}
 
     def inference_model(self) -> Encoder:
         return self.student
