@@ -1,6 +1,7 @@
 """The last step of an adaptation run scored on its domain, when its selection kept another step: the trainer's
 ``last/`` state (the student's weights) loaded into the untouched model and scored on the domain's task, so a
-screen that kept step 0 still says what the training did. Records go to ``lab/results/distill_screen.jsonl``.
+screen that kept step 0 still says what the training did, with STS-B test beside (records made before it was added
+lack it). Records go to ``lab/results/distill_screen.jsonl``.
 
     python -m lab.domain_study.score_last runs/screen/bbc-news/sim-nb3-passages256-100steps-s1 --domain bbc-news
 """
@@ -32,8 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     from safetensors.torch import load_file
 
     from cselab.data.domains import get_domain
-    from cselab.evaluation.domain import load_inputs, score_inputs
+    from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
+    from lab.domain_study.scoring import study_scores
 
     torch.set_num_threads(args.threads)
     summary = json.loads((args.run / "adapt.json").read_text())
@@ -43,12 +45,12 @@ def main(argv: list[str] | None = None) -> None:
     model.load_state_dict({k.removeprefix(STUDENT_PREFIX): v for k, v in weights.items()}, strict=True)
     model.eval()
     spec = get_domain(args.domain)
-    scores = score_inputs(model, load_inputs(domain=args.domain))
     record = {"domain": args.domain, "run": str(args.run), "step": trainer_state.get("step"),
               "selected_step": summary.get("best_step"), "main_task": spec.main_task,
-              "main_score": scores[spec.main_task], "scores": scores}
+              **study_scores(model, load_inputs(domain=args.domain), spec.main_task)}
     append_record(args.results, record, __file__, argv)
-    print(f"{args.domain}: the last step ({record['step']}) scores {spec.main_task} {record['main_score']:.2f}")
+    print(f"{args.domain}: the last step ({record['step']}) scores {spec.main_task} {record['main_score']:.2f}, "
+          f"STS-B test {record['stsb_test']:.2f}")
 
 
 if __name__ == "__main__":
