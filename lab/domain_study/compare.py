@@ -8,6 +8,10 @@ groups of 8 against the default at seeds 1-2, say) is reproduced here from the s
 
 The untouched checkpoint's rows are always kept (they are the reference of every change). ``--per-seed`` prints
 each seed's record instead of the means (the STS-B test figures a goal holds to its lowest seed, for instance).
+``--also FILE`` reads a screen's records beside the suite's:
+
+    python -m lab.domain_study.compare --also lab/results/domains_screen.jsonl \
+        --configurations cselab-distill-pca-cos-lines,cselab-distill-sim-nb3-guarded-mixed
 """
 
 from __future__ import annotations
@@ -39,9 +43,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", help="comma-separated training seeds (default: all)")
     parser.add_argument("--per-seed", action="store_true", help="a row per seed instead of the seed means")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the directory of the record files")
+    parser.add_argument("--also", type=Path, action="append", default=[], metavar="FILE",
+                        help="a record file read beside the suite's (a screen's, e.g. domains_screen.jsonl)")
     args = parser.parse_args(argv)
     from cselab.errors import CselabError
-    from lab.domain_study.study import read_suite_and_check_records, recipes_table, seeds_table
+    from lab.domain_study.study import read_domain_records, read_suite_and_check_records, recipes_table, seeds_table
 
     try:
         seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",")]
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--seeds {args.seeds}: expected whole numbers separated by commas")
     configurations = None if args.configurations is None else args.configurations.split(",")
     try:
-        records = read_suite_and_check_records(args.results)
+        records = read_suite_and_check_records(args.results) + [r for f in args.also for r in read_domain_records(f)]
     except CselabError as exc:
         parser.error(str(exc))
     known = {r["configuration"] for r in records}

@@ -69,6 +69,11 @@ def _changed(overrides: tuple[str, ...], *changes: str) -> tuple[str, ...]:
     return tuple(f"{key}={new.get(key, value)}" for key, value in (o.split("=", 1) for o in overrides))
 
 
+# the mixed recipe with the PCA-rotated vector term beside the cosines (target similarities_and_vectors)
+_SIMVEC = _changed(_MIXED, "method_options.target=similarities_and_vectors", "method_options.projection=pca-rotation",
+                   "method_options.vector_loss=cosine")
+
+
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -154,14 +159,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("cselab-distill-simvec-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with the "
                   "teacher's PCA rotated into the student (cosine loss) as a second term beside the cosines (MSE), "
                   "weighed 1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=_changed(_MIXED, "method_options.target=similarities_and_vectors",
-                                     "method_options.projection=pca-rotation", "method_options.vector_loss=cosine")),
+                  overrides=_SIMVEC),
     Configuration("cselab-distill-simvec0.1-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with "
                   "the teacher's PCA rotated into the student (cosine loss) as a second term beside the cosines (MSE), "
                   "weighed 0.1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=(*_changed(_MIXED, "method_options.target=similarities_and_vectors",
-                                       "method_options.projection=pca-rotation", "method_options.vector_loss=cosine"),
-                             "method_options.loss_weights={distillation_cosine: 0.1}")),
+                  overrides=(*_SIMVEC, "method_options.loss_weights={distillation_cosine: 0.1}")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",

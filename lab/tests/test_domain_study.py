@@ -662,6 +662,13 @@ def test_the_comparison_keeps_the_chosen_seeds_and_the_checkpoint(tmp_path, caps
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--configurations", "nothing-such"])
     assert "no record of nothing-such" in capsys.readouterr().err
+    # a screen's file read beside the suite's: its seeds averaged against the suite's checkpoint, (80 + 81) / 2
+    screen = tmp_path / "screen.jsonl"
+    screen.write_text("".join(json.dumps(_record("bbc-news", "st-tsdae", seed, 80.0 + seed - 1, 81.0, 10.0)) + "\n"
+                              for seed in (1, 2)))
+    compare.main(["--results", str(tmp_path), "--also", str(screen), "--configurations", "st-tsdae"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [c.strip() for c in rows[1].strip("|").split("|")][1] == "80.50 (-5.50); 2x50 steps"
 
 
 def test_the_comparison_per_seed(tmp_path, capsys):

@@ -191,8 +191,11 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
     text = write_text(tmp_path / "text.txt")
     # the default selection, the guard: the resumed run compares with the untouched model's losses kept on disk
     args = ["train.save_every=2", "train.eval_every=2"]
+    loads, real_load = [], teacher_pass.load_teacher
+    monkeypatch.setattr(teacher_pass, "load_teacher", lambda *a, **k: loads.append(1) or real_load(*a, **k))
     code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "whole", *args), capsys)
     assert code == 0, err
+    assert len(loads) == 2  # the teacher loaded once by the time estimate, once for the run's two passes
     real_step, passes = Trainer.train_step, []
 
     def killed_at_step_3(self, batch):

@@ -185,6 +185,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     the reporter in effect (:mod:`cselab.reporter`)."""
     from cselab.models.sentence_model import load_model
     from cselab.runtime.devices import pick_device
+    from cselab.teacher_pass import load_teacher
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
@@ -207,13 +208,14 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         if plan.teacher is not None:
             clock = time.perf_counter()
             device = pick_device(plan.config.train.device)
+            # loaded once for both passes (and gone before training, which reads the passes from disk)
+            options = {"model": load_teacher(plan.teacher, device), "requested_precision": plan.config.train.precision}
             # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
-            teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, device=device,
-                                                    requested_precision=plan.config.train.precision)
+            teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
-                                                        plan.output_dir / GUARD_TEACHER_DIR, device=device,
-                                                        requested_precision=plan.config.train.precision)
+                                                        plan.output_dir / GUARD_TEACHER_DIR, **options)
+            del options
             teacher_s = time.perf_counter() - clock
         selector = _selector(plan, teacher_held, teacher_views)
         clock = time.perf_counter()
