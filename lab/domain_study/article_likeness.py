@@ -27,7 +27,7 @@ from typing import Any
 
 from cselab.data.jsonl import Schema, number, read_jsonl, text
 from cselab.reporting.markdown import markdown_table
-from lab.domain_study.clustering_seeds import add_model_arguments, item_vectors
+from lab.domain_study.clustering_seeds import add_model_arguments, item_vectors, kept_model_path
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "article_likeness.jsonl"
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     k = len(set(items.labels))
 
     def vectors_of(path: str) -> np.ndarray:
-        return item_vectors(path, items.texts, args.eval_max_length, batch_size=32)
+        return item_vectors(kept_model_path(path), items.texts, args.eval_max_length, batch_size=32)
 
     teacher = vectors_of(args.teacher)
     teacher_parts = kmeans_partitions(teacher)

@@ -47,19 +47,18 @@ def kept_model_path(path: str) -> Path:
     return selected_model_dir(model_path) if (model_path / "adapt.json").is_file() else model_path
 
 
-def item_vectors(path: str, texts: list[str], max_length: int, batch_size: int = 64) -> Any:
-    """The vectors of ``texts`` by the model at ``path`` (:func:`kept_model_path`; else a name cselab resolves), at
-    ``max_length`` tokens, fp32, as the study scores."""
+def item_vectors(model: Path, texts: list[str], max_length: int, batch_size: int = 64) -> Any:
+    """The vectors of ``texts`` by ``model`` (a model directory, as :func:`kept_model_path` returns it, or a name
+    cselab resolves), at ``max_length`` tokens, fp32, as the study scores."""
     import numpy as np
     import torch
 
     from cselab.models.sentence_model import load_model
 
-    model_path = kept_model_path(path)
-    model = load_model(str(model_path) if model_path.exists() else path, max_length=max_length)
-    model.eval()
+    encoder = load_model(str(model), max_length=max_length)
+    encoder.eval()
     with torch.no_grad():
-        return np.asarray(model.encode(texts, batch_size=batch_size), dtype=np.float32)
+        return np.asarray(encoder.encode(texts, batch_size=batch_size), dtype=np.float32)
 
 
 def mean_of_means(records: list[dict], domain: str, names: list[str]) -> float:
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.model:
         name, _, path = spec.partition("=")
         model_path = kept_model_path(path)
-        vectors = item_vectors(path, items.texts, args.eval_max_length)
+        vectors = item_vectors(model_path, items.texts, args.eval_max_length)
         scores = {seed: round(100 * float(v_measure_score(
             items.labels, KMeans(n_clusters=k, n_init=KMEANS_INITS, random_state=seed).fit_predict(vectors))), 2)
             for seed in seeds}

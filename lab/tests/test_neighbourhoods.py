@@ -109,3 +109,45 @@ def test_article_likeness_records_each_models_likeness_and_clustering(tmp_path, 
     assert table[3].endswith(f"| {noise['v_measure']:.2f} ({change:+.2f}) |")
     with pytest.raises(SystemExit):
         article_likeness.main(["--table", "--results", str(tmp_path / "none.jsonl")])
+
+
+def test_clustering_seeds_scores_the_model_a_run_kept_and_records_each_kmeans_seed(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import v_measure_score
+
+    import cselab.evaluation.domain as domain
+    import cselab.models.sentence_model as sentence_model
+    from cselab.evaluation.domain_tasks import KMEANS_INITS
+    from lab.domain_study import clustering_seeds
+
+    rng = np.random.default_rng(3)
+    labels = [i // 6 for i in range(24)]
+    vectors = np.repeat(rng.normal(size=(4, 5)), 6, axis=0) + rng.normal(scale=0.6, size=(24, 5))
+    run = tmp_path / "run"
+    (run / "best").mkdir(parents=True)
+    (run / "adapt.json").write_text("{}")
+    loaded = []
+
+    class Fixed:
+        def eval(self):
+            return self
+
+        def encode(self, texts, batch_size=64):
+            return vectors[: len(texts)]
+
+    monkeypatch.setattr(domain, "load_inputs", lambda domain: SimpleNamespace(
+        labels=SimpleNamespace(texts=[f"item {i}" for i in range(24)], labels=labels)))
+    monkeypatch.setattr(sentence_model, "load_model", lambda path, max_length=None: loaded.append(path) or Fixed())
+    out = tmp_path / "seeds.jsonl"
+    clustering_seeds.main(["--domain", "news", "--model", f"kept={run}", "--kmeans-seeds", "42,0",
+                           "--results", str(out)])
+    record = json.loads(out.read_text())
+    # the run directory's kept model is what was loaded and what the record names
+    assert loaded == [str(run / "best")] and record["path"] == str(run / "best")
+    expected = {seed: round(100 * v_measure_score(labels, KMeans(n_clusters=4, n_init=KMEANS_INITS, random_state=seed)
+                                                  .fit_predict(vectors)), 2) for seed in (42, 0)}
+    assert record["v_measure"] == {str(seed): value for seed, value in expected.items()}
+    assert record["mean"] == round((expected[42] + expected[0]) / 2, 2)
