@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.domain_study.domain_peers import RECIPES, train_peer
+from lab.domain_study.run_trace import run_trace
 from lab.domain_study.scoring import study_scores
 from lab.record import RESULTS_DIR, RUNS_DIR, append_record
 
@@ -311,6 +312,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         config: RunConfig = plan.config
         record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir),
                             "overrides": list(spec_c.overrides), "select": spec_c.select}
+        record["trace"] = run_trace(run_dir)
         curve = read_curve(run_dir)
         if curve:
             record["curve"] = curve

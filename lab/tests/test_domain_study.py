@@ -146,6 +146,7 @@ def test_cselab_runs_record_the_curves_of_the_criteria(study):
                (study["root"] / "runs" / "bbc-news" / "cselab-adapt-s1" / "metrics.jsonl").read_text().splitlines()]
     dev = {m["step"]: m["dev"] for m in metrics if "dev" in m}
     assert {p["step"]: p["teacher_agreement"] for p in adapt["curve"]} == dev  # what adapt selects by
+    assert adapt["trace"]["selection_logged"] == [[step, round(dev[step], 4)] for step in (0, 1, 2)]
     # observing never selects: adapt kept its own best step of the teacher agreement
     assert adapt["best_step"] == max(dev, key=lambda s: (dev[s], -s))
     assert adapt["selection_study"]["criteria"]["teacher_agreement"]["selected_step"] == adapt["best_step"]
@@ -721,3 +722,29 @@ def test_an_observed_curve_prints_each_step_and_the_kept_steps_change(tmp_path, 
     with pytest.raises(SystemExit):
         curves.main(["--results", str(path), "--keys", "nothing"])
     assert "observed no nothing" in capsys.readouterr().err
+
+
+def test_run_trace_records_the_logged_selection_and_each_loss_terms_first_and_last_value(tmp_path):
+    from lab.domain_study import run_trace
+
+    run = tmp_path / "runs" / "tweets" / "cselab-x-s2"
+    run.mkdir(parents=True)
+    logged = [{"step": 0, "dev": -1.0, "best_dev": -1.0},
+              {"step": 10, "lr": 1e-4, "sent_per_s": 8.0, "loss": 0.5, "a_term": 0.1, "b_term": 0.4},
+              {"step": 20, "lr": 9e-5, "sent_per_s": 8.5, "loss": 0.3, "a_term": 0.05, "b_term": 0.25},
+              {"step": 20, "dev": -2.123456, "best_dev": -1.0},
+              {"step": 20, "dev": -2.2, "best_dev": -1.0},  # a resumed run logs the step again: its last value
+              {"step": 30, "lr": 8e-5, "sent_per_s": 8.1, "loss": 0.2, "a_term": 0.04, "b_term": 0.16}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
+    out = tmp_path / "traces.jsonl"
+    run_trace.main([str(run), "--results", str(out)])
+    record = json.loads(out.read_text())
+    assert (record["domain"], record["configuration"], record["seed"]) == ("tweets", "cselab-x", 2)
+    assert record["selection_logged"] == [[0, -1.0], [20, -2.2]]
+    assert record["loss_terms"] == {
+        "loss": {"first_step": 10, "first": 0.5, "last_step": 30, "last": 0.2},
+        "a_term": {"first_step": 10, "first": 0.1, "last_step": 30, "last": 0.04},
+        "b_term": {"first_step": 10, "first": 0.4, "last_step": 30, "last": 0.16}}
+    with pytest.raises(SystemExit):
+        run_trace.main([str(tmp_path), "--results", str(out)])
+    assert len(out.read_text().splitlines()) == 1  # a refused command appends nothing
