@@ -95,9 +95,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "cosine loss, on lines", teacher=True, units="lines", select="fixed-budget", steps=448,
                   overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
                              "model.max_length=64", "method_options.neighbours=0", "train.batch_size=64")),
+    # pinned to what it ran with on stsb (passages of up to 256 tokens, batches of 64, 100 steps, no neighbours, the
+    # last step kept), as cselab-distill-pca-cos-lines is
     Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher's PCA rotated into the student, cosine loss",
-                  teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
-                                                             "method_options.vector_loss=cosine")),
+                  teacher=True, units="passages", select="fixed-budget", steps=100, max_length=256,
+                  overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
+                             "method_options.neighbours=0", "train.batch_size=64")),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),
