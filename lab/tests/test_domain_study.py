@@ -748,3 +748,32 @@ def test_run_trace_records_the_logged_selection_and_each_loss_terms_first_and_la
     with pytest.raises(SystemExit):
         run_trace.main([str(tmp_path), "--results", str(out)])
     assert len(out.read_text().splitlines()) == 1  # a refused command appends nothing
+
+
+@pytest.mark.parametrize(("recipe", "configuration", "steps"), [("vectors", "cselab-distill-pca-cos-lines", 448),
+                                                                 ("vectors-passages", "cselab-distill-pca-cos", 100)])
+def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(recipe, configuration, steps,
+                                                                                 tmp_path):
+    """``cselab adapt --recipe NAME`` plans the run the study recorded as CONFIGURATION: the same effective
+    configuration, units, length and selection (on a text long enough for the budget the study ran)."""
+    from cselab.adapt import plan_adapt
+    from cselab.config.run_config import flatten_config
+    from lab.domain_study.study import CONFIGURATION
+    from tests.helpers import build_tiny_model_dir
+
+    student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
+    teacher = build_tiny_model_dir(tmp_path / "teacher", "bert", seed=7, hidden_size=48)
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(400)]
+    text = tmp_path / "text.txt"
+    text.write_text("".join(" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))) + "\n"
+                            for _ in range(30_000)))
+    spec = CONFIGURATION[configuration]
+    studied = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), steps=spec.steps,
+                         max_length=spec.max_length, select=spec.select, units=spec.units, passages=spec.passages,
+                         overrides=list(spec.overrides))
+    named = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), recipe=recipe)
+    assert named.steps == studied.steps == steps
+    assert (named.units, named.selection, named.passages) == (studied.units, studied.selection, studied.passages)
+    assert flatten_config(named.config.model_dump(mode="json")) == flatten_config(
+        studied.config.model_dump(mode="json"))

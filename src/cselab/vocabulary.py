@@ -20,6 +20,8 @@ COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
 # how `cselab adapt` keeps its model (cselab.adapt.selection; `cselab adapt --select`)
 ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",
                                      "guarded-distillation-loss")
+# how `cselab adapt` trains (cselab.adapt.plan.RECIPES; `cselab adapt --recipe`)
+ADAPT_RECIPES: tuple[str, ...] = ("simcse", "distill", "vectors", "vectors-passages")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
 ADAPT_UNITS: tuple[str, ...] = ("lines", "passages", "mixed")
 # which lines a passage of `cselab adapt` groups (cselab.adapt.plan.make_passages; `cselab adapt --passages`)

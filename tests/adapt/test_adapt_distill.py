@@ -481,3 +481,82 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
     np.testing.assert_array_equal(vectors[:, 0], [2, 1, 5, 3])
     assert seen == {"teacher": "teacher-dir", "parts": parts, "store_dir": None,
                     "options": {"requested_precision": "fp32"}}
+
+
+@pytest.mark.parametrize("name", ["vectors", "vectors-passages"])
+def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name, home_with_teacher, tiny_bert_dir,
+                                                                         tmp_path):
+    from cselab.adapt import plan_adapt
+
+    text = write_text(tmp_path / "text.txt", n=2000)
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe=name)
+    options = plan.config.method_options
+    assert (plan.recipe, plan.teacher, plan.config.method) == (name, "all-mpnet-base-v2", "distill")
+    assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"],
+            options["length_groups"]) == ("vectors", "pca-rotation", "cosine", 0, 1)
+    assert (plan.selection, plan.config.train.batch_size, plan.config.train.lr) == ("fixed-budget", 64, 1e-4)
+    assert not plan.config.train.eval_at_start and plan.config.train.eval_every == plan.steps
+    if name == "vectors":
+        # each of the 1,900 training lines once, at 64 tokens: ceil(1900 / 64) = 30 steps, raised to the floor of 100
+        assert (plan.units, plan.config.model.max_length, plan.steps) == ("lines", 64, 100)
+        assert len(plan.train_units) == 1900
+    else:
+        # passages of up to 256 tokens, 100 steps whatever the text
+        assert (plan.units, plan.config.model.max_length, plan.steps) == ("passages", 256, 100)
+        assert len(plan.train_units) < 1900
+    assert plan.describe().startswith("adapt: the teacher's whole vector of each")
+
+
+def test_the_vector_recipe_caps_its_budget_at_448_steps(home_with_teacher, tiny_bert_dir, tmp_path):
+    from cselab.adapt.plan import RECIPES, default_steps
+
+    # one pass: 64 lines a step, at least 100 and at most 448 steps
+    assert [default_steps(n, 64, RECIPES["vectors"]) for n in (640, 6400, 28_672, 28_673, 35_000)] == [
+        100, 100, 448, 448, 448]
+    assert default_steps(12_800, 64, RECIPES["vectors"]) == 200
+
+
+@pytest.mark.parametrize(("recipe", "extra", "message"), [
+    ("vectors", {"no_teacher": True}, "--recipe vectors distils a teacher: drop --no-teacher"),
+    ("simcse", {"teacher": "all-mpnet-base-v2"}, "--recipe simcse trains without a teacher"),
+    ("nonsense", {}, "--recipe must be one of simcse, distill, vectors, vectors-passages"),
+])
+def test_a_recipe_that_cannot_run_is_refused_in_one_line(recipe, extra, message, home_with_teacher, tiny_bert_dir,
+                                                         tmp_path):
+    from cselab.adapt import plan_adapt
+
+    with pytest.raises(CselabError, match="^" + message.replace("-", r"\-")):
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe=recipe,
+                   **extra)
+
+
+def test_a_vector_recipe_without_a_teacher_at_hand_says_how_to_fetch_one(tiny_bert_dir, tmp_path):
+    from cselab.adapt import plan_adapt
+
+    with pytest.raises(CselabError, match="cselab data fetch models-mpnet"):  # empty home: no teacher fetched
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors")
+    simcse = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "b", model=str(tiny_bert_dir), recipe="simcse")
+    assert (simcse.recipe, simcse.teacher) == ("simcse", None)
+
+
+def test_the_recipes_are_the_vocabularys():
+    from cselab.adapt.plan import RECIPES
+    from cselab.vocabulary import ADAPT_RECIPES
+
+    assert tuple(RECIPES) == ADAPT_RECIPES
+
+
+def test_adapt_with_the_vector_recipe_trains_and_keeps_its_last_step(home_with_teacher, tiny_bert_dir, tmp_path,
+                                                                    capsys):
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out),
+                                 "--recipe", "vectors", "--steps", "3", "--batch-size", "8",
+                                 "train.precision=fp32"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["recipe"], summary["selection"], summary["best_step"]) == ("vectors", "fixed-budget", 3)
+    assert "the teacher's whole vector of each line" in stdout
+    # the kept student is the student alone (no projection module): it loads and encodes at its own width
+    model = load_model(out / "best")
+    assert model.encode(["a sentence"]).shape[-1] == load_model(tiny_bert_dir).encode(["a sentence"]).shape[-1]

@@ -117,6 +117,8 @@ class Recipe:
     select: str = FIXED_BUDGET  # one of SELECTIONS
 
 
+_VECTOR_TARGET = {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine", "neighbours": 0,
+                  "length_groups": 1}
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("simcse", "SimCSE (mean pooling, temperature 0.2)", "simcse", {"temperature": 0.2}, lr=1e-5, dropout=0.1,
            passes=3, min_steps=100, max_steps=450),
@@ -125,7 +127,16 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            {"target": "similarities", "projection": "none", "vector_loss": "mse", "neighbours": 3,
             "length_groups": 4}, lr=1e-4, dropout=0.1, passes=1, min_steps=100, max_steps=450, units="mixed",
            max_length=256, batch_size=16, select=GUARDED_DISTILLATION_LOSS),
+    # the teacher's whole vector, reduced to the student's width and rotated into its frame (orthogonal Procrustes),
+    # regressed with a cosine loss; the last step kept (the guard reads cosines, which this target moves)
+    Recipe("vectors", "the teacher's whole vector of each line distilled (its PCA rotated into the student, cosine "
+           "loss)", "distill", _VECTOR_TARGET, lr=1e-4, dropout=0.1, passes=1, min_steps=100, max_steps=448,
+           units="lines", max_length=64, batch_size=64, select=FIXED_BUDGET),
+    Recipe("vectors-passages", "the teacher's whole vector of each passage of lines distilled (its PCA rotated into "
+           "the student, cosine loss)", "distill", _VECTOR_TARGET, lr=1e-4, dropout=0.1, passes=1, min_steps=100,
+           max_steps=100, units="passages", max_length=256, batch_size=64, select=FIXED_BUDGET),
 )}
+TEACHER_RECIPES = tuple(name for name, recipe in RECIPES.items() if recipe.method == "distill")
 # What a training example is: a line of the text, a passage of lines (lines grouped so that each passage holds up
 # to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass, most examples several
 # lines long), or both (mixed: every line once as itself and once in a passage). Passages teach a model inputs as long
@@ -298,7 +309,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                no_teacher: bool = False, steps: int | None = None, batch_size: int | None = None,
                max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
                select: str | None = None, units: str | None = None, passages: str | None = None,
-               overrides: Sequence[str] = ()) -> AdaptPlan:
+               recipe: str | None = None, overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
@@ -309,7 +320,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     candidate. ``units``,
     ``max_length`` and ``batch_size`` (default: the recipe's): what a training example is (:data:`UNITS`), how many
     tokens it holds and how many make a step; ``passages`` (default: the recipe's): which lines a passage groups
-    (:data:`PASSAGE_GROUPINGS`), in the training examples, the held-out text and the guard's view alike."""
+    (:data:`PASSAGE_GROUPINGS`), in the training examples, the held-out text and the guard's view alike.
+    ``recipe`` (a key of :data:`RECIPES`) chooses another recipe than the default; those of :data:`TEACHER_RECIPES`
+    need a teacher, ``simcse`` trains without one."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -336,11 +349,18 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     if len(set(sentences)) < MIN_SENTENCES:
         raise CselabError(f"{text}: {len(set(sentences))} distinct sentences; cselab adapt needs at least "
                           f"{MIN_SENTENCES} (one per line)")
-    teacher_name = _resolve_teacher(teacher, no_teacher)
+    if recipe is not None and recipe not in RECIPES:
+        raise CselabError(f"--recipe must be one of {', '.join(RECIPES)}, got {recipe!r}")
+    if recipe == "simcse" and teacher is not None:
+        raise CselabError("--recipe simcse trains without a teacher: drop --teacher")
+    teacher_name = _resolve_teacher(teacher, no_teacher or recipe == "simcse")
+    fetch_teacher = f"give --teacher (or fetch {DEFAULT_TEACHER}: `cselab data fetch models-mpnet`)"
+    if recipe in TEACHER_RECIPES and teacher_name is None:
+        raise CselabError(f"--recipe {recipe} distils a teacher: " + ("drop --no-teacher" if no_teacher
+                                                                       else fetch_teacher))
     if select not in (None, FIXED_BUDGET) and teacher_name is None:
-        raise CselabError(f"--select {select} compares the model with a teacher: give --teacher (or fetch "
-                          f"{DEFAULT_TEACHER}: `cselab data fetch models-mpnet`)")
-    recipe = RECIPES["distill" if teacher_name is not None else "simcse"]
+        raise CselabError(f"--select {select} compares the model with a teacher: {fetch_teacher}")
+    recipe = RECIPES[recipe or ("distill" if teacher_name is not None else "simcse")]
     select = select or recipe.select
     units = units or recipe.units
     passages = passages or recipe.passages

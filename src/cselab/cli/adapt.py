@@ -11,7 +11,7 @@ from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
 from cselab.errors import CselabError
-from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
+from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
@@ -26,6 +26,11 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
               "untouched model on the held-out lines and on passages of them (guarded-distillation-loss); the "
               "untouched model is then a candidate [default: the recipe's]")
 @click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
+@click.option("--recipe", type=click.Choice(ADAPT_RECIPES),
+              help="how to train: simcse (the default without a teacher), distill (the teacher's cosines; the default "
+              "with one), vectors (the teacher's whole vector of each line: for classifying short texts) or "
+              "vectors-passages (of each passage: for clustering long documents); docs/adapt.md says what each "
+              "gained and what it costs")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best")
 @click.option("--steps", type=POSITIVE,
@@ -52,7 +57,8 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
 @click.option("--device", default="auto", show_default=True, callback=_set_device,
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
-def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool, output_dir: Path,
+def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool,
+                  recipe: str | None, output_dir: Path,
                   steps: int | None, batch_size: int | None, max_length: int | None, units: str | None,
                   passages: str | None, seed: int,
                   max_sentences: int | None,
@@ -71,7 +77,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
-                      select=select, units=units, passages=passages, overrides=overrides)
+                      select=select, units=units, passages=passages, recipe=recipe, overrides=overrides)
     # the output is checked before any model loads: a user's directory, another run, another text are refused here
     check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
     evaluate = None
