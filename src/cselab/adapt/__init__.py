@@ -16,6 +16,11 @@ The recipes (:data:`cselab.adapt.plan.RECIPES`):
   teacher hands back the model it began with.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
+* **The teacher's whole vector** (``--recipe vectors``, ``--recipe vectors-passages``): ``distill`` with
+  ``target: vectors``. The teacher's vectors of the text are reduced to the student's width (PCA) and rotated into
+  its frame (orthogonal Procrustes), and the student's vector of each line (of 64 tokens) or each passage (of up to
+  256) regresses onto them with a cosine loss, on a fixed budget. Nothing is added at inference. It moves general
+  similarity more than the default does, which is why it is an option and not the default (docs/adapt.md).
 
 A held-out part of the text (5%, 20 to 500 sentences) is never trained on. How the defaults were chosen, and what
 they gave on each domain of the suite, is in docs/adapt.md.
