@@ -360,12 +360,12 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                                                                        else fetch_teacher))
     if select not in (None, FIXED_BUDGET) and teacher_name is None:
         raise CselabError(f"--select {select} compares the model with a teacher: {fetch_teacher}")
-    recipe = RECIPES[recipe or ("distill" if teacher_name is not None else "simcse")]
-    select = select or recipe.select
-    units = units or recipe.units
-    passages = passages or recipe.passages
-    max_length = max_length or recipe.max_length
-    batch_size = batch_size or recipe.batch_size
+    chosen = RECIPES[recipe or ("distill" if teacher_name is not None else "simcse")]
+    select = select or chosen.select
+    units = units or chosen.units
+    passages = passages or chosen.passages
+    max_length = max_length or chosen.max_length
+    batch_size = batch_size or chosen.batch_size
     train, held = split_held_out(sentences)
     examples = training_units(model, train, units, max_length, passages)
     held_units = training_units(model, held, units, max_length, passages)
@@ -374,14 +374,14 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         guard_views = {"lines": list(held),
                        "passages": training_units(model, held, "passages", GUARD_MAX_LENGTH, passages)}
     output_dir = Path(output_dir)
-    n_steps = steps if steps is not None else default_steps(len(examples), batch_size, recipe)
+    n_steps = steps if steps is not None else default_steps(len(examples), batch_size, chosen)
     raw: dict[str, Any] = {
-        "protocol": "adapt-domain", "method": recipe.method,
-        "model": {"backbone": model, "pooler": "mean", "max_length": max_length, "dropout": recipe.dropout},
+        "protocol": "adapt-domain", "method": chosen.method,
+        "model": {"backbone": model, "pooler": "mean", "max_length": max_length, "dropout": chosen.dropout},
         "data": {"corpus": str(output_dir / TRAIN_FILE)},
         "train": {"output_dir": str(output_dir), "seed": seed, "batch_size": batch_size, "max_steps": n_steps,
-                  "scheduler": "linear", "precision": "auto", "lr": recipe.lr},
-        "method_options": dict(recipe.method_options),
+                  "scheduler": "linear", "precision": "auto", "lr": chosen.lr},
+        "method_options": dict(chosen.method_options),
     }
     if teacher_name is not None:
         raw["method_options"].update(teacher=teacher_name, teacher_vectors=str(output_dir / TEACHER_DIR))
@@ -396,7 +396,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, recipe.name, units, examples, held_units, guard_views, passages)
+                     config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages)
 
 
 def write_texts(plan: AdaptPlan) -> None:
