@@ -8,12 +8,18 @@ as the study scores models (mteb through cselab's domain evaluation, fp32, 256 t
 STS-B test. One record per (run, weight) in ``lab/results/interpolation.jsonl``; resumable (a pair already recorded is
 skipped).
 
+With ``--choose-on-stsb-dev TOLERANCE`` the ``--weights`` are candidates: each run keeps the largest whose STS-B dev
+Spearman (x100) is within TOLERANCE of the untouched model's (none: the untouched model, weight 0), tried from the
+largest down, and only that weight is scored on the domain and STS-B test; the record keeps the dev scores it read.
+The test split is never read to choose.
+
     python -m lab.domain_study.interpolate --runs bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1 --weights 0.5
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -40,6 +46,26 @@ def interpolated_state(untouched: dict[str, Any], adapted: dict[str, Any], weigh
     return mixed
 
 
+def largest_weight_within(dev_of: Any, weights: list[float], untouched_dev: float, tolerance: float
+                          ) -> tuple[float, dict[float, float]]:
+    """The largest of ``weights`` whose ``dev_of(weight)`` is at least ``untouched_dev - tolerance`` (0.0 when none
+    is), asking ``dev_of`` from the largest weight down and stopping at the first that passes; with the dev score of
+    each weight asked."""
+    asked: dict[float, float] = {}
+    for weight in sorted(weights, reverse=True):
+        asked[weight] = dev_of(weight)
+        if asked[weight] >= untouched_dev - tolerance:
+            return weight, asked
+    return 0.0, asked
+
+
+def _stsb_dev_at(model: Any, untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> float:
+    from lab.domain_study.scoring import stsb_dev
+
+    model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
+    return round(stsb_dev(model.eval()), 2)
+
+
 def main(argv: list[str] | None = None) -> None:
     import sys
 
@@ -50,6 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-max-length", type=int, default=256)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--choose-on-stsb-dev", type=float, metavar="TOLERANCE",
+                        help="keep the largest of --weights whose STS-B dev is within TOLERANCE of the untouched "
+                        "model's")
     args = parser.parse_args(argv)
     weights = [float(w) for w in args.weights.split(",")]
     if any(not 0.0 <= w <= 1.0 for w in weights):
@@ -65,9 +94,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     done = {(r["run"], r["weight"]) for r in read_jsonl(args.results, INTERPOLATION_RECORD)} \
         if args.results.exists() else set()
+    chosen_runs = {r["run"] for r in read_jsonl(args.results, INTERPOLATION_RECORD) if "chosen_on" in r} \
+        if args.results.exists() else set()
     for spec in args.runs.split(","):
         todo = [w for w in weights if (spec, w) not in done]
-        if not todo:
+        if args.choose_on_stsb_dev is not None and spec in chosen_runs or not todo:
             continue
         _, adapted_dir, origin = domain_run_model(spec, DOMAIN_RUNS)
         domain = origin["domain"]
@@ -77,12 +108,21 @@ def main(argv: list[str] | None = None) -> None:
         untouched = {k: v.clone() for k, v in model.state_dict().items()}
         inputs = load_inputs(domain=domain)
         task = get_domain(domain).main_task
+        chosen_on: dict[str, Any] | None = None
+        if args.choose_on_stsb_dev is not None:
+            dev_at = functools.partial(_stsb_dev_at, model, untouched, adapted)
+            untouched_dev = dev_at(0.0)
+            weight, asked = largest_weight_within(dev_at, weights, untouched_dev, args.choose_on_stsb_dev)
+            chosen_on = {"stsb_dev_tolerance": args.choose_on_stsb_dev, "untouched_stsb_dev": untouched_dev,
+                         "stsb_dev": {str(w): d for w, d in asked.items()}}
+            print(f"{spec}: STS-B dev {asked} against the untouched {untouched_dev:.2f}: weight {weight}", flush=True)
+            todo = [weight]
         for weight in todo:
             model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
             model.eval()
             record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": weight,
                       "selected_step": summary.get("best_step"), "main_task": task,
-                      **study_scores(model, inputs, task)}
+                      **({"chosen_on": chosen_on} if chosen_on else {}), **study_scores(model, inputs, task)}
             append_record(args.results, record, __file__, argv)
             print(f"{spec} at weight {weight}: {task} {record['main_score']:.2f}, STS-B test "
                   f"{record['stsb_test']:.2f}", flush=True)

@@ -9,9 +9,18 @@ from typing import Any
 
 def stsb_test(model: Any) -> float:
     """The model's STS-B test Spearman (x100), as ``cselab evaluate`` scores it."""
+    return _stsb(model, "test")
+
+
+def stsb_dev(model: Any) -> float:
+    """The model's STS-B dev Spearman (x100): what a choice may read where the test must not be."""
+    return _stsb(model, "dev")
+
+
+def _stsb(model: Any, split: str) -> float:
     import cselab
 
-    return float(cselab.evaluate(model, ["stsb"], splits=("test",))["stsb"]["test"])
+    return float(cselab.evaluate(model, ["stsb"], splits=(split,))["stsb"][split])
 
 
 def study_scores(model: Any, inputs: Any, main_task: str) -> dict[str, Any]:
