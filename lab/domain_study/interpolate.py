@@ -92,13 +92,13 @@ def main(argv: list[str] | None = None) -> None:
     from lab.domain_study.scoring import study_scores
 
     torch.set_num_threads(args.threads)
-    done = {(r["run"], r["weight"]) for r in read_jsonl(args.results, INTERPOLATION_RECORD)} \
-        if args.results.exists() else set()
-    chosen_runs = {r["run"] for r in read_jsonl(args.results, INTERPOLATION_RECORD) if "chosen_on" in r} \
-        if args.results.exists() else set()
+    records = read_jsonl(args.results, INTERPOLATION_RECORD) if args.results.exists() else []
+    done = {(r["run"], r["weight"]) for r in records}
+    chosen_runs = {r["run"] for r in records if "chosen_on" in r}
+    choosing = args.choose_on_stsb_dev is not None
     for spec in args.runs.split(","):
         todo = [w for w in weights if (spec, w) not in done]
-        if args.choose_on_stsb_dev is not None and spec in chosen_runs or not todo:
+        if (spec in chosen_runs) if choosing else not todo:  # recorded already: a resumed command skips it
             continue
         _, adapted_dir, origin = domain_run_model(spec, DOMAIN_RUNS)
         domain = origin["domain"]
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         inputs = load_inputs(domain=domain)
         task = get_domain(domain).main_task
         chosen_on: dict[str, Any] | None = None
-        if args.choose_on_stsb_dev is not None:
+        if choosing:
             dev_at = functools.partial(_stsb_dev_at, model, untouched, adapted)
             untouched_dev = dev_at(0.0)
             weight, asked = largest_weight_within(dev_at, weights, untouched_dev, args.choose_on_stsb_dev)
