@@ -74,6 +74,15 @@ _SIMVEC = _changed(_MIXED, "method_options.target=similarities_and_vectors", "me
                    "method_options.vector_loss=cosine")
 
 
+def _simvec_weighed(weight: str) -> Configuration:
+    """The composition with the vector term weighed ``weight`` to the cosines' 1."""
+    return Configuration(f"cselab-distill-simvec{weight}-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed "
+                         "recipe with the teacher's PCA rotated into the student (cosine loss) as a second term beside "
+                         f"the cosines (MSE), weighed {weight} to 1", teacher=True, select="guarded-distillation-loss",
+                         units="mixed", max_length=256,
+                         overrides=(*_SIMVEC, f"method_options.loss_weights={{distillation_cosine: {weight}}}"))
+
+
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -163,14 +172,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "teacher's PCA rotated into the student (cosine loss) as a second term beside the cosines (MSE), "
                   "weighed 1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_SIMVEC),
-    Configuration("cselab-distill-simvec0.1-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with "
-                  "the teacher's PCA rotated into the student (cosine loss) as a second term beside the cosines (MSE), "
-                  "weighed 0.1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=(*_SIMVEC, "method_options.loss_weights={distillation_cosine: 0.1}")),
-    Configuration("cselab-distill-simvec0.03-nb3-guarded-mixed", "`cselab adapt`: the 3-neighbour mixed recipe with "
-                  "the teacher's PCA rotated into the student (cosine loss) as a second term beside the cosines (MSE), "
-                  "weighed 0.03 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
-                  overrides=(*_SIMVEC, "method_options.loss_weights={distillation_cosine: 0.03}")),
+    *(_simvec_weighed(weight) for weight in ("0.1", "0.03")),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",

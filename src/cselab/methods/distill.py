@@ -129,8 +129,8 @@ class DistillOptions(MethodOptions):
 
 TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_distillation_mse",
                 "similarity_distributions": "similarity_distillation_kl", "pairs": "pair_similarity_mse"}
-VECTOR_LOSS_TERMS = {"mse": "distillation_mse", "cosine": "distillation_cosine"}
 VECTOR_LOSSES = {"mse": distillation_mse, "cosine": distillation_cosine}
+VECTOR_LOSS_TERMS = {choice: loss.__name__ for choice, loss in VECTOR_LOSSES.items()}  # a term is named by its loss
 VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that match each sentence's vector
 
 
