@@ -44,6 +44,7 @@ again from scratch. One training at a time, ``--threads`` torch threads for ever
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.domain_study.domain_peers import RECIPES, train_peer
+from lab.domain_study.general_text import GENERAL_FILE
 from lab.domain_study.run_trace import run_trace
 from lab.domain_study.scoring import study_scores
 from lab.record import RESULTS_DIR, RUNS_DIR, append_record
@@ -231,10 +233,14 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     runtime = [f"train.threads={args.threads}"] if args.threads else []
     runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
     spec_c = CONFIGURATION[configuration]
+    general = args.runs / GENERAL_FILE if spec_c.general else None
+    if general is not None and not general.is_file():
+        raise SystemExit(f"{configuration} trains on the study's general text, {general}: build it first "
+                         "(python -m lab.domain_study.general_text --help)")
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
                       no_teacher=not spec_c.teacher, steps=args.steps or spec_c.steps, batch_size=args.batch_size,
                       max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
-                      units=spec_c.units, passages=spec_c.passages,
+                      units=spec_c.units, passages=spec_c.passages, general=general,
                       overrides=[*spec_c.overrides, *runtime])
     if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
         plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
@@ -246,6 +252,9 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
         "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
     }
+    if general is not None:
+        record["general_text"] = {"file": str(general), "sha256": hashlib.sha256(general.read_bytes()).hexdigest(),
+                                  "sentences": len(plan.general_units)}
     trains = configuration not in ("checkpoint", "mpnet")
     if trains:
         batch_size = plan.config.train.batch_size if not spec_c.recipe else args.batch_size or PEER_BATCH_SIZE

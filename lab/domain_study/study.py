@@ -49,6 +49,9 @@ class Configuration:
     max_length: int | None = None  # cselab adapt --max-length (None: the recipe's)
     steps: int | None = None  # cselab adapt --steps (None: the recipe's budget for the text)
     transductive: bool = False  # trained on the text WITH the test items' text
+    # trained with as many sentences of the study's general text (lab/domain_study/general_text.py) beside the
+    # domain's text (cselab adapt --general)
+    general: bool = False
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
@@ -108,6 +111,13 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # last step kept), as cselab-distill-pca-cos-lines is
     Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher's PCA rotated into the student, cosine loss",
                   teacher=True, units="passages", select="fixed-budget", steps=100, max_length=256,
+                  overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
+                             "method_options.neighbours=0", "train.batch_size=64")),
+    # the same with as many general sentences (no Brown, no STS-B) beside the passages, at twice its steps so that each
+    # passage is seen as often
+    Configuration("cselab-distill-pca-cos-general", "`cselab adapt`: the teacher's PCA rotated into the student, "
+                  "cosine loss, on passages and as many general sentences", teacher=True, units="passages",
+                  select="fixed-budget", steps=200, max_length=256, general=True,
                   overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
                              "method_options.neighbours=0", "train.batch_size=64")),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",

@@ -77,7 +77,8 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     length and a text of short sentences trains several times faster per step than one of long ones."""
     rows = _rows_per_example(plan)
     per_sentence = student.seconds_per_token * student.tokens_per_sentence
-    unit_lines = plan.train_sentences * UNIT_COPIES[plan.units]  # the lines the training examples hold
+    # the lines the training examples hold (a general sentence is one)
+    unit_lines = plan.train_sentences * UNIT_COPIES[plan.units] + len(plan.general_units)
     lines_per_example = unit_lines / max(1, len(plan.train_units)) if plan.train_units else 1.0
     step = TRAIN_STEP_PER_FORWARD.get(student.precision, TRAIN_STEP_PER_FORWARD["fp32"])
     total = plan.steps * step * rows * plan.config.train.batch_size * lines_per_example * per_sentence

@@ -54,24 +54,37 @@ class AdaptPlan:
     # the guarded selection's views of the held-out text ({"lines": ..., "passages": ...}; empty for the others)
     guard_views: dict[str, list[str]] = field(default_factory=dict, repr=False)
     passages: str = "shuffled"  # which lines a passage groups: one of PASSAGE_GROUPINGS
+    general: str | None = None  # a file of general sentences trained on beside the user's text (--general)
+    # the general sentences drawn from it: the last of train_units, never held out, never in the user's text
+    general_units: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def text_units(self) -> list[str]:
+        """The training examples made of the user's text (train_units without the general sentences)."""
+        return self.train_units[:len(self.train_units) - len(self.general_units)]
 
     def teacher_parts(self) -> dict[str, list[str]]:
         """The texts of the teacher's pass (the training examples, then the held-out text as they are made), by kind
         of unit: ``{"lines": ...}``, ``{"passages": ...}``, or for ``mixed`` both, each the text a run of that kind
-        passes over (so its pass is found again where it was made before)."""
+        passes over (so its pass is found again where it was made before); the general sentences, when given, are a
+        part of their own (``"general"``)."""
+        own = self.text_units
+        general = {"general": list(self.general_units)} if self.general_units else {}
         if self.units != "mixed":
-            return {self.units: [*self.train_units, *self.held_out_units]}
+            return {self.units: [*own, *self.held_out_units], **general}
         lines, held = self.train_sentences, len(self.held_out)
-        return {"lines": [*self.train_units[:lines], *self.held_out_units[:held]],
-                "passages": [*self.train_units[lines:], *self.held_out_units[held:]]}
+        return {"lines": [*own[:lines], *self.held_out_units[:held]],
+                "passages": [*own[lines:], *self.held_out_units[held:]], **general}
 
     def describe(self) -> str:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
         grouped = "" if self.passages == "shuffled" else f" of {self.passages} lines"
         units = {"lines": "", "passages": f" in {len(self.train_units)} passages{grouped}",
-                 "mixed": f" as lines and in {len(self.train_units) - self.train_sentences} passages{grouped}"
+                 "mixed": f" as lines and in {len(self.text_units) - self.train_sentences} passages{grouped}"
                  }[self.units]
+        if self.general_units:
+            units += f", and {len(self.general_units)} general sentences of {self.general}"
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
                 f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
 
@@ -92,7 +105,8 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
             "max_sentences": plan.max_sentences, "recipe": plan.recipe, "teacher": plan.teacher,
             "selection": plan.selection, "steps": plan.steps, "units": plan.units,
             "max_length": plan.config.model.max_length,
-            **({} if plan.passages == "shuffled" else {"passages": plan.passages})}
+            **({} if plan.passages == "shuffled" else {"passages": plan.passages}),
+            **({"general_sha256": content_key("adapt-general/1", plan.general_units)} if plan.general_units else {})}
 
 
 @dataclass(frozen=True)
@@ -309,7 +323,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                no_teacher: bool = False, steps: int | None = None, batch_size: int | None = None,
                max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
                select: str | None = None, units: str | None = None, passages: str | None = None,
-               recipe: str | None = None, overrides: Sequence[str] = ()) -> AdaptPlan:
+               recipe: str | None = None, general: str | Path | None = None,
+               overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
@@ -322,7 +337,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     tokens it holds and how many make a step; ``passages`` (default: the recipe's): which lines a passage groups
     (:data:`PASSAGE_GROUPINGS`), in the training examples, the held-out text and the guard's view alike.
     ``recipe`` (a key of :data:`RECIPES`) chooses another recipe than the default; those of :data:`TEACHER_RECIPES`
-    need a teacher, ``simcse`` trains without one."""
+    need a teacher, ``simcse`` trains without one. ``general`` (a text file) adds to the training examples as many
+    of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
+    similarity while it learns the user's text; the budget's passes count them."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -368,6 +385,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     batch_size = batch_size or chosen.batch_size
     train, held = split_held_out(sentences)
     examples = training_units(model, train, units, max_length, passages)
+    general_units = draw_general(general, sentences, len(examples)) if general is not None else []
+    own_examples, examples = len(examples), [*examples, *general_units]
     held_units = training_units(model, held, units, max_length, passages)
     guard_views = {}
     if select == GUARDED_DISTILLATION_LOSS:
@@ -385,8 +404,11 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     }
     if teacher_name is not None:
         raw["method_options"].update(teacher=teacher_name, teacher_vectors=str(output_dir / TEACHER_DIR))
-        if units == "mixed":  # a line's nearest texts would be the passages that hold it: lines among lines
-            raw["method_options"]["neighbour_blocks"] = [len(train)]
+        # a line's nearest texts would be the passages that hold it: lines among lines; and the user's text among
+        # itself, the general sentences among themselves
+        blocks = [*([len(train)] if units == "mixed" else []), *([own_examples] if general_units else [])]
+        if blocks:
+            raw["method_options"]["neighbour_blocks"] = blocks
     if select == FIXED_BUDGET:  # one evaluation, at the last step, which is the result
         raw["train"].update(eval_every=n_steps, eval_at_start=False)
     else:  # step 0, the untouched model, is a candidate
@@ -396,7 +418,21 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
 
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
-                     config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages)
+                     config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages,
+                     str(general) if general is not None else None, general_units)
+
+
+def draw_general(path: str | Path, own: Sequence[str], count: int, seed: int = UNITS_SEED) -> list[str]:
+    """``count`` distinct sentences of the file ``path`` (all of them when it has fewer), drawn at random (seeded),
+    none of them a sentence of the user's text ``own`` (so no held-out sentence is trained on through it)."""
+    if not Path(path).is_file():
+        raise CselabError(f"--general {path}: no such file (general sentences, one per line)")
+    mine = set(own)
+    pool = [s for s in read_text(path) if s not in mine]
+    if not pool:
+        raise CselabError(f"--general {path}: no sentence that is not also in the text to adapt to")
+    random.Random(seed).shuffle(pool)
+    return pool[:count]
 
 
 def write_texts(plan: AdaptPlan) -> None:

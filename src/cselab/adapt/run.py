@@ -239,7 +239,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after, "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
-                   "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance()}
+                   "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
+                   **({"general": plan.general, "general_sentences": len(plan.general_units)}
+                      if plan.general_units else {})}
         annotate_model(model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)

