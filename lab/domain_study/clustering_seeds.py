@@ -12,7 +12,12 @@ times the cost of the one embedding here. One record per model in ``lab/results/
         --model s1=runs/domains/bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1
 
 ``--mean-of s1,s2,s3`` embeds nothing: it prints the mean of the recorded means of those models (a recipe's
-training seeds, each over every k-means seed), the figure that sets a recipe beside the untouched model.
+training seeds, each over every k-means seed), the figure that sets a recipe beside the untouched model. With
+``--lead-of UNTOUCHED,REFERENCE`` (two models recorded for the domain, e.g. ``checkpoint,mpnet``) it also prints
+their recorded means and the share of REFERENCE's lead over UNTOUCHED that the mean recovers,
+``(mean - untouched) / (reference - untouched)`` as a percentage.
+
+    python -m lab.domain_study.clustering_seeds --domain bbc-news --mean-of s1,s2,s3 --lead-of checkpoint,mpnet
 """
 
 from __future__ import annotations
@@ -71,6 +76,15 @@ def mean_of_means(records: list[dict], domain: str, names: list[str]) -> float:
     return statistics.fmean(latest[name] for name in names)
 
 
+def lead_share(mean: float, untouched: float, reference: float) -> float:
+    """The share (a percentage) of ``reference``'s lead over ``untouched`` that ``mean`` recovers:
+    ``100 * (mean - untouched) / (reference - untouched)``; :class:`ValueError` when there is no lead (the two
+    equal)."""
+    if reference == untouched:
+        raise ValueError(f"the reference's mean equals the untouched model's ({reference:.2f}): there is no lead")
+    return 100 * (mean - untouched) / (reference - untouched)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -78,7 +92,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kmeans-seeds", default="42,0,1,2,3,4,5,6,7,8,9")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--mean-of", metavar="NAME,NAME", help="print the mean of these models' recorded means")
+    parser.add_argument("--lead-of", metavar="UNTOUCHED,REFERENCE",
+                        help="with --mean-of: also print the share of REFERENCE's lead over UNTOUCHED (their recorded "
+                        "means) that the mean recovers")
     args = parser.parse_args(argv)
+    if args.lead_of and not args.mean_of:
+        parser.error("--lead-of goes with --mean-of NAME,NAME")
+    lead_pair = args.lead_of.split(",") if args.lead_of else []
+    if args.lead_of and (len(lead_pair) != 2 or not all(lead_pair)):
+        parser.error(f"--lead-of {args.lead_of!r}: expected UNTOUCHED,REFERENCE (two model names)")
     if args.mean_of:
         from cselab.data.jsonl import Schema, number, read_jsonl, text
         from cselab.errors import CselabError
@@ -87,12 +109,26 @@ def main(argv: list[str] | None = None) -> None:
         schema = Schema("clustering seeds", {"domain": text(), "model": text(), "mean": number()},
                         required=("domain", "model", "mean"))
         try:
-            mean = mean_of_means(read_jsonl(args.results, schema), args.domain, names)
+            records = read_jsonl(args.results, schema)
+            mean = mean_of_means(records, args.domain, names)
         except KeyError as exc:
             parser.error(f"--mean-of: {exc.args[0]}")
         except CselabError as exc:
             parser.error(str(exc))
+        if lead_pair:
+            untouched_name, reference_name = lead_pair
+            try:
+                untouched = mean_of_means(records, args.domain, [untouched_name])
+                reference = mean_of_means(records, args.domain, [reference_name])
+                share = lead_share(mean, untouched, reference)
+            except KeyError as exc:
+                parser.error(f"--lead-of: {exc.args[0]}")
+            except ValueError as exc:
+                parser.error(f"--lead-of {args.lead_of}: {exc}")
         print(f"{args.domain}: mean of the k-means means of {', '.join(names)}: {mean:.2f}")
+        if lead_pair:
+            print(f"{args.domain}: k-means means of {untouched_name} {untouched:.2f} and {reference_name} "
+                  f"{reference:.2f}; the mean recovers {share:.1f}% of {reference_name}'s lead over {untouched_name}")
         return
     if not args.model:
         parser.error("give --model NAME=PATH (one or more) or --mean-of NAME,NAME")

@@ -13,6 +13,10 @@ Spearman (x100) is within TOLERANCE of the untouched model's (none: the untouche
 largest down, and only that weight is scored on the domain and STS-B test; the record keeps the dev scores it read.
 The test split is never read to choose.
 
+At the end it prints, for each weight, the mean over ``--runs`` of the main score and of STS-B test, read from the
+records file (so a run a resumed command skipped counts with its recorded scores); with ``--choose-on-stsb-dev``, one
+mean over the runs, each at its own chosen weight.
+
     python -m lab.domain_study.interpolate --runs bbc-news/cselab-distill-sim-nb3-guarded-mixed-s1 --weights 0.5
 """
 
@@ -21,8 +25,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cselab.data.jsonl import Schema, number, read_jsonl, text
 from lab.record import RESULTS_DIR, append_record
@@ -57,6 +62,26 @@ def largest_weight_within(dev_of: Any, weights: list[float], untouched_dev: floa
         if asked[weight] >= untouched_dev - tolerance:
             return weight, asked
     return 0.0, asked
+
+
+class RunMeans(NamedTuple):
+    """The mean main score and STS-B test over the records of ``runs`` runs."""
+
+    main_score: float
+    stsb_test: float
+    runs: int
+
+
+def mean_over_runs(records: list[dict[str, Any]], runs: list[str], weight: float | None) -> RunMeans | None:
+    """The mean over ``runs`` of the main score and STS-B test of each run's latest record at ``weight``, or, when
+    ``weight`` is None, of each run's latest record of a chosen weight (one with ``chosen_on``); a run with no such
+    record is left out (``runs`` of the result counts those in); None when none has one."""
+    latest = {r["run"]: r for r in records
+              if r["run"] in runs and (("chosen_on" in r) if weight is None else r["weight"] == weight)}
+    if not latest:
+        return None
+    return RunMeans(statistics.fmean(float(r["main_score"]) for r in latest.values()),
+                    statistics.fmean(float(r["stsb_test"]) for r in latest.values()), len(latest))
 
 
 def _stsb_dev_at(model: Any, untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> float:
@@ -96,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     done = {(r["run"], r["weight"]) for r in records}
     chosen_runs = {r["run"] for r in records if "chosen_on" in r}
     choosing = args.choose_on_stsb_dev is not None
-    for spec in args.runs.split(","):
+    specs = args.runs.split(",")
+    for spec in specs:
         todo = [w for w in weights if (spec, w) not in done]
         if (spec in chosen_runs) if choosing else not todo:  # recorded already: a resumed command skips it
             continue
@@ -126,6 +152,21 @@ def main(argv: list[str] | None = None) -> None:
             append_record(args.results, record, __file__, argv)
             print(f"{spec} at weight {weight}: {task} {record['main_score']:.2f}, STS-B test "
                   f"{record['stsb_test']:.2f}", flush=True)
+    print_means(read_jsonl(args.results, INTERPOLATION_RECORD) if args.results.exists() else [], specs,
+                None if choosing else weights)
+
+
+def print_means(records: list[dict[str, Any]], runs: list[str], weights: list[float] | None) -> None:
+    """Print :func:`mean_over_runs` of ``runs`` at each of ``weights``, or (None) at each run's chosen weight."""
+    runs = list(dict.fromkeys(runs))
+    for weight in [None] if weights is None else dict.fromkeys(weights):
+        means = mean_over_runs(records, runs, weight)
+        if means is None:
+            continue
+        over = f"{means.runs} runs" if means.runs == len(runs) else f"{means.runs} of the {len(runs)} runs"
+        where = "each at its own chosen weight" if weight is None else f"at weight {weight}"
+        print(f"mean over {over}, {where}: main score {means.main_score:.2f}, STS-B test {means.stsb_test:.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":
