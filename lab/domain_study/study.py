@@ -183,6 +183,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "weighed 1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_SIMVEC),
     *(_simvec_weighed(weight) for weight in ("0.1", "0.03")),
+    # the default with as many general sentences (the study's general text) beside the user's lines and passages; its
+    # budget, one pass over all of them, meets the same 450-step cap
+    Configuration("cselab-distill-sim-nb3-guarded-mixed-general", "`cselab adapt`'s default recipe with as many "
+                  "general sentences beside the text", teacher=True, select="guarded-distillation-loss",
+                  units="mixed", max_length=256, general=True, overrides=_MIXED),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",
