@@ -97,6 +97,7 @@ def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_bl
 
 def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                      capsys):
+    from cselab.adapt import plan_adapt
     from cselab.methods import METHODS
 
     text = write_text(tmp_path / "text.txt")
@@ -119,9 +120,10 @@ def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["general"], summary["general_sentences"]) == (str(general), 220)
     assert "220 general sentences of" in stdout
+    # passages: the count the plan names is the user's passages, the general sentences named apart
+    passages = plan_adapt(text, tmp_path / "p", model=str(tiny_bert_dir), recipe="vectors-passages", general=general)
+    assert f"in {len(passages.text_units)} passages, and {len(passages.general_units)} general" in passages.describe()
     # the method reads a target for every training example, general sentences included
-    from cselab.adapt import plan_adapt
-
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe="vectors", general=general, steps=3,
                       batch_size=8)
     method = METHODS.get("distill")(plan.config)

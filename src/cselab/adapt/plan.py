@@ -80,7 +80,7 @@ class AdaptPlan:
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
         grouped = "" if self.passages == "shuffled" else f" of {self.passages} lines"
-        units = {"lines": "", "passages": f" in {len(self.train_units)} passages{grouped}",
+        units = {"lines": "", "passages": f" in {len(self.text_units)} passages{grouped}",
                  "mixed": f" as lines and in {len(self.text_units) - self.train_sentences} passages{grouped}"
                  }[self.units]
         if self.general_units:
