@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,21 @@ def _simvec_weighed(weight: str) -> Configuration:
                          overrides=(*_SIMVEC, f"method_options.loss_weights={{distillation_cosine: {weight}}}"))
 
 
+# pinned to what it ran with on stsb (passages of up to 256 tokens, batches of 64, 100 steps, no neighbours, the last
+# step kept), as cselab-distill-pca-cos-lines is
+_PCA_COS = Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher's PCA rotated into the student, cosine "
+                         "loss", teacher=True, units="passages", select="fixed-budget", steps=100, max_length=256,
+                         overrides=(*_DISTILL, "method_options.projection=pca-rotation",
+                                    "method_options.vector_loss=cosine", "method_options.neighbours=0",
+                                    "train.batch_size=64"))
+# the default with as many general sentences (the study's general text) beside the user's lines and passages; its
+# budget, one pass over all of them, meets the same 450-step cap
+_DEFAULT_GENERAL = Configuration("cselab-distill-sim-nb3-guarded-mixed-general", "`cselab adapt`'s default recipe "
+                                 "with as many general sentences beside the text", teacher=True,
+                                 select="guarded-distillation-loss", units="mixed", max_length=256, general=True,
+                                 overrides=_MIXED)
+
+
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -109,17 +124,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                              "model.max_length=64", "method_options.neighbours=0", "train.batch_size=64")),
     # pinned to what it ran with on stsb (passages of up to 256 tokens, batches of 64, 100 steps, no neighbours, the
     # last step kept), as cselab-distill-pca-cos-lines is
-    Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher's PCA rotated into the student, cosine loss",
-                  teacher=True, units="passages", select="fixed-budget", steps=100, max_length=256,
-                  overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
-                             "method_options.neighbours=0", "train.batch_size=64")),
+    _PCA_COS,
     # the same with as many general sentences (no Brown, no STS-B) beside the passages, at twice its steps so that each
     # passage is seen as often
-    Configuration("cselab-distill-pca-cos-general", "`cselab adapt`: the teacher's PCA rotated into the student, "
-                  "cosine loss, on passages and as many general sentences", teacher=True, units="passages",
-                  select="fixed-budget", steps=200, max_length=256, general=True,
-                  overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
-                             "method_options.neighbours=0", "train.batch_size=64")),
+    replace(_PCA_COS, key="cselab-distill-pca-cos-general", label="`cselab adapt`: the teacher's PCA rotated into the "
+            "student, cosine loss, on passages and as many general sentences", steps=200, general=True),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),
@@ -183,15 +192,10 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "weighed 1 to 1", teacher=True, select="guarded-distillation-loss", units="mixed", max_length=256,
                   overrides=_SIMVEC),
     *(_simvec_weighed(weight) for weight in ("0.1", "0.03")),
-    # the default with as many general sentences (the study's general text) beside the user's lines and passages; its
-    # budget, one pass over all of them, meets the same 450-step cap
-    Configuration("cselab-distill-sim-nb3-guarded-mixed-general", "`cselab adapt`'s default recipe with as many "
-                  "general sentences beside the text", teacher=True, select="guarded-distillation-loss",
-                  units="mixed", max_length=256, general=True, overrides=_MIXED),
+    _DEFAULT_GENERAL,
     # the same at twice the cap, so that the domain's text is seen as often as by the default alone
-    Configuration("cselab-distill-sim-nb3-guarded-mixed-general-900", "`cselab adapt`'s default recipe with as many "
-                  "general sentences beside the text, at 900 steps", teacher=True, select="guarded-distillation-loss",
-                  units="mixed", max_length=256, general=True, steps=900, overrides=_MIXED),
+    replace(_DEFAULT_GENERAL, key="cselab-distill-sim-nb3-guarded-mixed-general-900",
+            label=f"{_DEFAULT_GENERAL.label}, at 900 steps", steps=900),
     # the SimCSE recipe on the text WITH the test items' text: what a user who clusters or searches their own text
     # would run; reported apart (the goals table's last column), never in place of the held-out rows
     Configuration("cselab-simcse-transductive", "`cselab adapt --no-teacher` (SimCSE) on the text with the test items",
