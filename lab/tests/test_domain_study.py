@@ -619,6 +619,32 @@ def test_run_domains_trains_on_another_text_when_given(study, tmp_path, monkeypa
         script.main([*argv[:3], "checkpoint", *argv[4:]])
 
 
+def test_a_general_configuration_needs_the_general_text_and_records_it(study, tmp_path, monkeypatch):
+    import hashlib
+
+    runs = tmp_path / "runs"
+    results = tmp_path / "domains.jsonl"
+    argv = ["--domains", "bbc-news", "--configurations", "cselab-distill-pca-cos-general", "--steps", "2",
+            "--budget-note", "a test", "--max-length", "16", "--eval-max-length", "24", "--observe-every", "0",
+            "--model", str(study["student"]), "--teacher", str(study["teacher"]), "--results", str(results),
+            "--runs", str(runs), "--quiet"]
+    monkeypatch.setenv("CSELAB_HOME", str(study["home"]))
+    with pytest.raises(SystemExit, match="trains on the study's general text, .*general.txt: build it first"):
+        run_domains.main(argv)
+    assert not results.exists()
+    general = runs / "general.txt"
+    general.parent.mkdir(parents=True)
+    general.write_text("".join(f"General sentence number {i} about {WORDS[i % 20]} and more.\n" for i in range(500)))
+    run_domains.main(argv)
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    trained = (runs / "bbc-news" / "cselab-distill-pca-cos-general-s1" / "train.txt").read_text().splitlines()
+    drawn = [t for t in trained if t.startswith("General sentence number")]
+    # as many general sentences as the domain's passages, after them
+    assert len(drawn) == len(trained) // 2 and trained[len(trained) // 2:] == drawn
+    assert record["general_text"] == {"file": str(general), "sentences": len(drawn),
+                                      "sha256": hashlib.sha256(general.read_bytes()).hexdigest()}
+
+
 def test_bbc_train_articles_leaves_out_test_items_and_copies(tmp_path):
     script = bbc_train_articles
     articles = ["Rates rise  again. Banks react.", "rates rise again. banks react.", "A test article here.",
