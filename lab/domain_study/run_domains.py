@@ -53,9 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.domain_study.domain_peers import RECIPES, train_peer
-from lab.domain_study.general_text import GENERAL_FILE
 from lab.domain_study.run_trace import run_trace
 from lab.domain_study.scoring import study_scores
+from lab.domain_study.study import GENERAL_FILE
 from lab.record import RESULTS_DIR, RUNS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "domains.jsonl"

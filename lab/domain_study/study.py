@@ -55,6 +55,7 @@ class Configuration:
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
+GENERAL_FILE = "general.txt"  # the study's general text (general_text.py), beside its run directories
 # what the configurations made before the recipe trained on lines and passages together ran with (the recipe's
 # options are their defaults, so the options it gained since are set back here)
 _BEFORE_MIXED = ("method_options.length_groups=1",)

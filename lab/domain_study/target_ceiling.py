@@ -1,7 +1,8 @@
 """How well the vector recipes' *target* itself scores general similarity: the teacher's vectors reduced to the
-student's width by the leading directions of a run's training text (``projection: pca-rotation``; the rotation and
-its scale change no cosine, so the reduction is what a student that met its target exactly would score), on STS-B
-**dev**, beside the teacher unreduced and the untouched student.
+student's width by the leading directions of a run's training text (``projection: pca-rotation``'s own
+``cselab.methods.distill.leading_directions``; the rotation and its scale change no cosine, so the reduction is what
+a student that met its target exactly would score), on STS-B **dev**, beside the teacher unreduced and the untouched
+student.
 
 Why: the vector recipes trained with general sentences beside the domain's text still ended below the STS-B floor;
 if the reduced target itself scores below the untouched student, no budget or share of general sentences can keep the
@@ -27,13 +28,6 @@ from lab.record import RESULTS_DIR, append_record
 RESULTS = RESULTS_DIR / "target_ceiling.jsonl"
 
 
-def leading_directions(unit: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` leading eigenvectors ``[D, width]`` of the uncentred second moment of the rows of ``unit``
-    (the directions ``pca_rotation`` keeps), first direction first."""
-    _, vectors = np.linalg.eigh(unit.T @ unit)
-    return vectors[:, -width:][:, ::-1]
-
-
 def cosine_spearman(a: np.ndarray, b: np.ndarray, gold: list[float]) -> float:
     """Spearman (x100) between the cosines of the rows of ``a`` and ``b`` and ``gold``."""
     from scipy.stats import spearmanr
@@ -46,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.data.sts import read_stsb_file, stsb_dir
+    from cselab.methods.distill import leading_directions
     from cselab.models.sentence_model import load_model
     from cselab.paths import resolve_model_path
     from cselab.teacher_pass import read_teacher_vectors
@@ -86,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         texts = (run / "train.txt").read_text(encoding="utf-8").splitlines()
         unit = np.asarray(read_teacher_vectors(run / "teacher", texts), dtype=np.float64)
         unit /= np.linalg.norm(unit, axis=1, keepdims=True)
-        basis = leading_directions(unit, width)
+        basis = leading_directions(torch.from_numpy(unit), width).numpy()
         scores[str(run)] = cosine_spearman(t1 @ basis, t2 @ basis, gold)
         print(f"{run}: the reduced teacher {scores[str(run)]:.2f}", flush=True)
     print(f"STS-B dev: student {scores['student']:.2f}, teacher {scores['teacher']:.2f}")

@@ -1,19 +1,22 @@
-"""The target-ceiling diagnostic's two pieces against hand-made values: the leading directions of an uncentred second
-moment whose eigenvectors are known, and a cosine Spearman computed pair by pair with scipy."""
+"""The target-ceiling diagnostic's two pieces against hand-made values: the leading directions it shares with
+``pca_rotation`` (of an uncentred second moment whose eigenvectors are known), and a cosine Spearman computed pair
+by pair with scipy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import spearmanr
 
-from lab.domain_study.target_ceiling import cosine_spearman, leading_directions
+from cselab.methods.distill import leading_directions
+from lab.domain_study.target_ceiling import cosine_spearman
 
 
 def test_the_leading_directions_are_the_largest_second_moments_first():
     # rows along the axes with energies 9 (axis 2), 4 (axis 0) and 1 (axis 1): the two leading directions are axes 2, 0
     unit = np.array([[2.0, 0, 0], [0, 1.0, 0], [0, 0, 3.0]])
-    basis = leading_directions(unit, 2)
+    basis = leading_directions(torch.from_numpy(unit), 2).numpy()
     assert basis.shape == (3, 2)
     np.testing.assert_allclose(np.abs(basis), [[0, 1], [0, 0], [1, 0]], atol=1e-12)
 

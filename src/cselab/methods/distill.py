@@ -427,10 +427,16 @@ def pca_rotation(teacher: Tensor, sample: Sequence[int], student: Tensor) -> Ten
         raise CselabError("projection pca-rotation reduces the teacher's vectors to the student's width: "
                           f"the teacher's {teacher.shape[1]} are fewer than the student's {width}; "
                           "use projection linear-head")
-    _, vectors = torch.linalg.eigh(teacher.T @ teacher)  # ascending eigenvalues of the (uncentred) second moment
-    reduced = teacher @ vectors[:, -width:].flip(1)  # [N, d], first direction first
+    reduced = teacher @ leading_directions(teacher, width)  # [N, d], first direction first
     fitted = reduced[list(sample)]
     u, singular, vt = torch.linalg.svd(fitted.T @ student)
     rotation = u @ vt
     scale = singular.sum() / (fitted ** 2).sum()
     return scale * reduced @ rotation
+
+
+def leading_directions(vectors: Tensor, width: int) -> Tensor:
+    """The ``width`` leading eigenvectors ``[D, width]`` of the uncentred second moment ``vectors.T @ vectors`` of the
+    rows of ``vectors`` ``[N, D]``, first direction first: the directions :func:`pca_rotation` keeps."""
+    _, eigenvectors = torch.linalg.eigh(vectors.T @ vectors)  # ascending eigenvalues
+    return eigenvectors[:, -width:].flip(1)
