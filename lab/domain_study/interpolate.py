@@ -73,11 +73,12 @@ class RunMeans(NamedTuple):
 
 
 def mean_over_runs(records: list[dict[str, Any]], runs: list[str], weight: float | None) -> RunMeans | None:
-    """The mean over ``runs`` of the main score and STS-B test of each run's latest record at ``weight``, or, when
-    ``weight`` is None, of each run's latest record of a chosen weight (one with ``chosen_on``); a run with no such
-    record is left out (``runs`` of the result counts those in); None when none has one."""
-    latest = {r["run"]: r for r in records
-              if r["run"] in runs and (("chosen_on" in r) if weight is None else r["weight"] == weight)}
+    """The mean over ``runs`` of the main score and STS-B test of each run's latest fixed-weight record at ``weight``
+    (one without ``chosen_on``), or, when ``weight`` is None, of each run's latest record of a chosen weight (one with
+    ``chosen_on``); the two kinds never mix, also where one file holds both. A run with no such record is left out
+    (``runs`` of the result counts those in); None when none has one."""
+    latest = {r["run"]: r for r in records if r["run"] in runs and ("chosen_on" in r) == (weight is None)
+              and (weight is None or r["weight"] == weight)}
     if not latest:
         return None
     return RunMeans(statistics.fmean(float(r["main_score"]) for r in latest.values()),

@@ -64,11 +64,13 @@ def test_the_means_over_the_runs_at_a_weight_and_at_their_chosen_weights():
         _record("bbc-news/x-s1", 1.0, 90.0, 70.0),
         _record("bbc-news/x-s1", 0.8, 86.0, 81.0, chosen_on=chosen),
         _record("bbc-news/x-s2", 0.9, 87.0, 80.5, chosen_on=chosen),
+        _record("bbc-news/x-s2", 1.0, 95.0, 60.0, chosen_on=chosen),  # chosen at 1.0, then chosen again at 0.9
+        _record("bbc-news/x-s2", 0.9, 87.0, 80.5, chosen_on=chosen),
     ]
     runs = ["bbc-news/x-s1", "bbc-news/x-s2"]
     # at 0.5: s1's latest (81.0, 82.5) and s2 (84.0, 81.0): (81 + 84) / 2 = 82.5, (82.5 + 81) / 2 = 81.75
     assert mean_over_runs(records, runs, 0.5) == RunMeans(82.5, 81.75, 2)
-    # at 1.0 only s1 has a record
+    # at 1.0 only s1 has a fixed-weight record (s2's record at 1.0 is a chosen one and does not count there)
     assert mean_over_runs(records, runs, 1.0) == RunMeans(90.0, 70.0, 1)
     # each at its chosen weight (the records with chosen_on): (86 + 87) / 2 = 86.5, (81 + 80.5) / 2 = 80.75
     assert mean_over_runs(records, runs, None) == RunMeans(86.5, 80.75, 2)
