@@ -77,8 +77,8 @@ def mean_over_runs(records: list[dict[str, Any]], runs: list[str], weight: float
     (one without ``chosen_on``), or, when ``weight`` is None, of each run's latest record of a chosen weight (one with
     ``chosen_on``); the two kinds never mix, also where one file holds both. A run with no such record is left out
     (``runs`` of the result counts those in); None when none has one."""
-    latest = {r["run"]: r for r in records if r["run"] in runs and ("chosen_on" in r) == (weight is None)
-              and (weight is None or r["weight"] == weight)}
+    latest = {r["run"]: r for r in records if r["run"] in runs
+              and (("chosen_on" in r) if weight is None else ("chosen_on" not in r and r["weight"] == weight))}
     if not latest:
         return None
     return RunMeans(statistics.fmean(float(r["main_score"]) for r in latest.values()),

@@ -123,8 +123,6 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "cosine loss, on lines", teacher=True, units="lines", select="fixed-budget", steps=448,
                   overrides=(*_DISTILL, "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
                              "model.max_length=64", "method_options.neighbours=0", "train.batch_size=64")),
-    # pinned to what it ran with on stsb (passages of up to 256 tokens, batches of 64, 100 steps, no neighbours, the
-    # last step kept), as cselab-distill-pca-cos-lines is
     _PCA_COS,
     # the same with as many general sentences (no Brown, no STS-B) beside the passages, at twice its steps so that each
     # passage is seen as often
