@@ -7,20 +7,23 @@ under another key is never read. A finished store is also linked into ``$CSELAB_
 link where the file system allows: no second copy), so the next run on the same text with the same teacher, in any
 directory, reads it instead of running the teacher again.
 
-**The fastest path that agrees.** Before the pass, each way this machine can run the teacher encodes the same
-probe of the user's sentences: torch at the precision the probe of :mod:`cselab.runtime.precision` picks (bf16
-where it pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO export of the teacher
-(fp32, written to a scratch directory). A way is eligible when its vectors of the probe agree with torch fp32's to
-a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the pass. A precision the run asks
-for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not agree), ``fp32`` never runs
-bf16. The choice and every candidate's time and agreement are kept in the store's ``state.json``. A text of fewer than
-:data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the exports.
-"""
+**The fastest path that agrees.** Before the pass, each way this machine can run the teacher encodes the same probe
+of the user's sentences: torch at the precision the probe of :mod:`cselab.runtime.precision` picks (bf16 where it
+pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO export of the teacher (fp32). An
+export is made once per teacher and kept in ``$CSELAB_HOME/teacher-exports/<the teacher's fingerprint>`` (in the
+run's scratch directory where that cannot be written), so a later pass with the same teacher (another text, another
+seed, a resume) times the kept export instead of paying for the export again. A way is eligible when its vectors of
+the probe agree with torch fp32's to a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the
+pass. A precision the run asks for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not
+agree), ``fp32`` never runs bf16. The choice and every candidate's time and agreement are kept in the store's
+``state.json``. A text of fewer than :data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the
+exports."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
 import shutil
 import tempfile
@@ -44,6 +47,7 @@ EXPORT_MIN_SENTENCES = 2000  # below this, exporting and timing the exports cost
 CHUNK = 512  # sentences per chunk of the pass (what a kill can lose)
 BATCH = 16  # sentences per batch: on a 2-core CPU small batches ran the teacher faster (docs)
 CACHE_DIR = "teacher-vectors"
+EXPORT_CACHE_DIR = "teacher-exports"
 
 
 @dataclass(frozen=True)
@@ -150,16 +154,13 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     for fmt in FORMATS:
         if fmt not in allowed:
             continue
-        from cselab.export import export_model, load_exported
+        from cselab.export import load_exported
 
-        report().say(f"teacher pass: exporting {teacher} to {fmt} to time it against torch")
         try:
-            with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
-                path = export_model(resolve_model_path(teacher), fmt, output=scratch / fmt)
+            runner = _Runner(fmt, "fp32", load_exported(teacher_export(teacher, fmt, scratch), fmt))
         except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
             report().say(f"teacher pass: no {fmt} export ({exc})")
             continue
-        runner = _Runner(fmt, "fp32", load_exported(path, fmt))
         seconds, vectors = _timed(runner, probe)
         candidates.append(Candidate(fmt, "fp32", seconds, float((vectors * reference).sum(1).mean())))
         runners[(fmt, "fp32")] = runner
@@ -174,15 +175,36 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     return runners[(best.backend, best.precision)], candidates
 
 
+def teacher_export(teacher: str, fmt: str, scratch: Path) -> Path:
+    """The teacher's fp32 ``fmt`` export: the one kept from an earlier pass in ``$CSELAB_HOME/teacher-exports/<its
+    fingerprint>/<fmt>``, else made there now, or in ``scratch`` where the data home cannot be written."""
+    from cselab.export import export_model
+    from cselab.export.output import is_earlier_export
+
+    source = resolve_model_path(teacher)
+    kept = cselab_home() / EXPORT_CACHE_DIR / model_fingerprint(source) / fmt
+    if is_earlier_export(kept):
+        report().say(f"teacher pass: the {fmt} export of {teacher} kept in {kept}")
+        return kept
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        writable = os.access(kept.parent, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        kept = scratch / fmt
+    report().say(f"teacher pass: exporting {teacher} to {fmt} (once; kept in {kept.parent})")
+    with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
+        return export_model(source, fmt, output=kept)
+
+
 def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path) -> _Runner:
     """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike)."""
     if backend == "torch":
         return _Runner("torch", precision, model, next(model.parameters()).device)
-    from cselab.export import export_model, load_exported
+    from cselab.export import load_exported
 
-    with reporting(QUIET):
-        path = export_model(resolve_model_path(teacher), backend, output=scratch / backend)
-    return _Runner(backend, "fp32", load_exported(path, backend))
+    return _Runner(backend, "fp32", load_exported(teacher_export(teacher, backend, scratch), backend))
 
 
 def load_teacher(teacher: str, device: Any = None) -> Any:

@@ -200,3 +200,44 @@ def test_a_pass_of_parts_reuses_each_part_and_reads_as_one_store(teacher_and_tex
                                                                         tmp_path / "one", **options),
                                   vectors[:len(lines)])
     assert VectorStore.open(tmp_path / "one").rows == len(lines)
+
+
+def test_an_export_of_the_teacher_is_made_once_and_timed_again_by_later_passes(teacher_and_text, tmp_path,
+                                                                                monkeypatch) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    import cselab.export
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    exports: list[str] = []
+    export = cselab.export.export_model
+    monkeypatch.setattr(cselab.export, "export_model", lambda *a, **k: exports.append(a[1]) or export(*a, **k))
+    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
+    options = {"backends": ["onnx"], "requested_precision": "fp32"}
+    fills = {"n": 0}
+    original_fill = VectorStore.fill
+
+    def fill_then_die(self, compute, chunk, after_chunk=None):
+        def counting(indices):
+            fills["n"] += 1
+            if fills["n"] == 2:
+                raise KeyboardInterrupt
+            return compute(indices)
+        return original_fill(self, counting, chunk, after_chunk)
+
+    half = len(sentences) // 2
+    first = teacher_pass.teacher_vectors(str(teacher), sentences[:half], tmp_path / "first", **options)
+    monkeypatch.setattr(VectorStore, "fill", fill_then_die)
+    with pytest.raises(KeyboardInterrupt):  # another text: a new pass, killed after its first chunk
+        teacher_pass.teacher_vectors(str(teacher), sentences[half:], tmp_path / "second", **options)
+    monkeypatch.setattr(VectorStore, "fill", original_fill)
+    second = teacher_pass.teacher_vectors(str(teacher), sentences[half:], tmp_path / "second", **options)
+    assert exports == ["onnx"]  # the second text's pass and its resume ran the kept export
+    kept = cselab_home() / "teacher-exports" / teacher_pass.model_fingerprint(teacher) / "onnx"
+    assert (kept / "cselab_export.json").is_file()
+    for store in ("first", "second"):
+        assert json.loads((tmp_path / store / "state.json").read_text())["info"]["backend"] == "onnx"
+    reference = _teacher_reference(teacher, sentences)
+    np.testing.assert_allclose(np.concatenate([first, second]), reference, atol=1e-4)
