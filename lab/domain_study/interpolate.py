@@ -1,12 +1,11 @@
 """The adapted student's weights interpolated with the untouched checkpoint's, scored on the domain it was adapted on.
 
-``theta(a) = (1 - a) * theta_untouched + a * theta_adapted`` for every floating-point weight (WiSE-FT, Wortsman et
-al. 2022: interpolating a fine-tuned model with the one it started from keeps much of the gain and recovers what the
-fine-tuning lost elsewhere). ``a = 0`` is the checkpoint, ``a = 1`` the adapted model. Each run of the domain study
-(``runs/domains/DOMAIN/CONFIGURATION-sSEED``, its kept model) is interpolated at each ``--weights`` value and scored
-as the study scores models (mteb through cselab's domain evaluation, fp32, 256 tokens) on its domain's tasks and on
-STS-B test. One record per (run, weight) in ``lab/results/interpolation.jsonl``; resumable (a pair already recorded is
-skipped).
+``theta(a) = (1 - a) * theta_untouched + a * theta_adapted`` for every floating-point weight (cselab's
+:func:`~cselab.experiments.ensemble.mixed_weights`, what ``cselab ensemble --combine weights`` saves). ``a = 0`` is
+the checkpoint, ``a = 1`` the adapted model. Each run of the domain study (``runs/domains/DOMAIN/CONFIGURATION-
+sSEED``, its kept model) is interpolated at each ``--weights`` value and scored as the study scores models (mteb
+through cselab's domain evaluation, fp32, 256 tokens) on its domain's tasks and on STS-B test. One record per (run,
+weight) in ``lab/results/interpolation.jsonl``; resumable (a pair already recorded is skipped).
 
 With ``--choose-on-stsb-dev TOLERANCE`` the ``--weights`` are candidates: each run keeps the largest whose STS-B dev
 Spearman (x100) is within TOLERANCE of the untouched model's (none: the untouched model, weight 0), tried from the
@@ -30,25 +29,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cselab.data.jsonl import Schema, number, read_jsonl, text
+from cselab.experiments.ensemble import mixed_weights
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "interpolation.jsonl"
 INTERPOLATION_RECORD = Schema("interpolation", {"run": text(empty=False), "weight": number(0.0, 1.0)},
                               required=("run", "weight"))
-
-
-def interpolated_state(untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> dict[str, Any]:
-    """``(1 - weight) * untouched + weight * adapted`` for every floating-point tensor; any other tensor (an index
-    buffer) is the adapted model's. The two must hold the same names and shapes."""
-    if untouched.keys() != adapted.keys():
-        raise ValueError("the two models hold different weights; interpolate a model with the one it started from")
-    mixed = {}
-    for name, theirs in adapted.items():
-        ours = untouched[name]
-        if ours.shape != theirs.shape:
-            raise ValueError(f"{name}: shapes {tuple(ours.shape)} and {tuple(theirs.shape)} differ")
-        mixed[name] = ours.lerp(theirs, weight) if theirs.is_floating_point() else theirs.clone()
-    return mixed
 
 
 def largest_weight_within(dev_of: Any, weights: list[float], untouched_dev: float, tolerance: float
@@ -88,7 +74,7 @@ def mean_over_runs(records: list[dict[str, Any]], runs: list[str], weight: float
 def _stsb_dev_at(model: Any, untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> float:
     from lab.domain_study.scoring import stsb_dev
 
-    model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
+    model.load_state_dict(mixed_weights(untouched, adapted, weight), strict=True)
     return round(stsb_dev(model.eval()), 2)
 
 
@@ -145,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{spec}: STS-B dev {asked} against the untouched {untouched_dev:.2f}: weight {weight}", flush=True)
             todo = [weight]
         for weight in todo:
-            model.load_state_dict(interpolated_state(untouched, adapted, weight), strict=True)
+            model.load_state_dict(mixed_weights(untouched, adapted, weight), strict=True)
             model.eval()
             record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": weight,
                       "selected_step": summary.get("best_step"), "main_task": task,

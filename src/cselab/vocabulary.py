@@ -17,6 +17,8 @@ BACKENDS: tuple[str, ...] = ("torch", *FORMATS)
 QUANTIZATIONS: tuple[str, ...] = ("int8",)
 # how an ensemble combines its members (cselab.models.sentence_model.EnsembleModel; `cselab ensemble --combine`)
 COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
+# `cselab ensemble --combine`: those, or one model of the two models' weights mixed (cselab.experiments.ensemble)
+ENSEMBLE_COMBINES: tuple[str, ...] = (*COMBINE_MODES, "weights")
 # how `cselab adapt` keeps its model (cselab.adapt.selection; `cselab adapt --select`)
 ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",
                                      "guarded-distillation-loss")

@@ -236,7 +236,7 @@ def test_the_cli_offers_the_librarys_vocabularies():
             command = command.commands[name]
         return next(p for p in command.params if p.name == option).type.choices
 
-    assert choices(["ensemble"], "combine") is vocabulary.COMBINE_MODES
+    assert choices(["ensemble"], "combine") is vocabulary.ENSEMBLE_COMBINES
     assert choices(["export"], "fmt") is vocabulary.FORMATS
     assert choices(["export"], "quantize") is vocabulary.QUANTIZATIONS
     for command in ("eval", "encode"):

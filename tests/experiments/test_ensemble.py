@@ -84,3 +84,42 @@ def test_cli_weight_dev_prints_the_sweep_and_refuses_bad_grids(pair, capsys):
         assert code == 2 and message in err and not (tmp_path / "e2").exists()
     with pytest.raises(CselabError, match=r"\[0, 1\]"):
         choose_weight(load_model(tmp_path / "twin"), load_model(tmp_path / "other"), [1.5])
+
+
+def test_mixed_weights_against_hand_computed_tensors():
+    from cselab.experiments.ensemble import mixed_weights
+
+    a = {"w": torch.tensor([0.0, 2.0, -4.0]), "ids": torch.tensor([0, 1, 2])}
+    b = {"w": torch.tensor([1.0, 6.0, 4.0]), "ids": torch.tensor([0, 1, 3])}
+    mixed = mixed_weights(a, b, 0.25)
+    torch.testing.assert_close(mixed["w"], torch.tensor([0.25, 3.0, -2.0]))  # 0.75 * a + 0.25 * b
+    assert torch.equal(mixed["ids"], b["ids"])  # an index buffer is B's
+    torch.testing.assert_close(mixed_weights(a, b, 0.0)["w"], a["w"])
+    torch.testing.assert_close(mixed_weights(a, b, 1.0)["w"], b["w"])
+    assert torch.equal(a["w"], torch.tensor([0.0, 2.0, -4.0]))  # the inputs are left as they were
+    for other in ({"v": torch.zeros(3), "ids": b["ids"]}, {"w": torch.zeros(4), "ids": b["ids"]}):
+        with pytest.raises(CselabError, match="architecture"):
+            mixed_weights(a, other, 0.5)
+
+
+def test_combine_weights_saves_one_model_of_the_mixed_weights(tmp_path, capsys):
+    a_dir = build_tiny_model_dir(tmp_path / "a", "bert", seed=1)
+    b_dir = build_tiny_model_dir(tmp_path / "b", "bert", seed=2)
+    code, out, err = run_cli(["ensemble", str(a_dir), str(b_dir), "--combine", "weights", "--weight", "0.3",
+                              "--output", str(tmp_path / "mixed")], capsys)
+    assert code == 0, err
+    a, b, mixed = (load_model(p, device="cpu") for p in (a_dir, b_dir, tmp_path / "mixed"))
+    assert type(mixed) is type(b) and not isinstance(mixed, EnsembleModel)
+    state_a, state_b = a.state_dict(), b.state_dict()
+    for name, value in mixed.state_dict().items():  # every weight 0.7 * A + 0.3 * B, computed here
+        expected = 0.7 * state_a[name] + 0.3 * state_b[name] if value.is_floating_point() else state_b[name]
+        torch.testing.assert_close(value, expected)
+    assert json.loads((tmp_path / "mixed" / "cselab.json").read_text())["weights_mixed"]["weight"] == 0.3
+    code, _, err = run_cli(["ensemble", str(a_dir), str(b_dir), "--combine", "weights", "--weight", "dev",
+                            "--output", str(tmp_path / "dev")], capsys)
+    assert code == 2 and "give the weight" in err and not (tmp_path / "dev").exists()
+    other = build_tiny_model_dir(tmp_path / "c", "bert", seed=3, hidden_size=48)
+    code, _, err = run_cli(["ensemble", str(a_dir), str(other), "--combine", "weights", "--weight", "0.5",
+                            "--output", str(tmp_path / "refused")], capsys)
+    assert code != 0 and "architecture" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "refused").exists()

@@ -10,7 +10,7 @@ import click
 
 from cselab.cli.options import config_path, device_opt, preset_opt, split_list, writable_dir, writable_file
 from cselab.errors import UsageError
-from cselab.vocabulary import COMBINE_MODES
+from cselab.vocabulary import ENSEMBLE_COMBINES
 
 # seeds/ablate: the summary goes under the run unless --out says otherwise
 _summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path), callback=writable_dir("--out"),
@@ -109,9 +109,10 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @click.option("--weight", default="0.7", show_default=True,
               help="w in (1 - w) * A + w * B, or 'dev': the --grid value with the best STS-B dev score")
 @click.option("--grid", help="comma-separated weights tried with --weight dev (default: 0, 0.1, ..., 1)")
-@click.option("--combine", type=click.Choice(COMBINE_MODES), default="sum", show_default=True,
+@click.option("--combine", type=click.Choice(ENSEMBLE_COMBINES), default="sum", show_default=True,
               help="sum: the papers' weighted sum of the vectors (equal sizes); concat: weighted unit vectors "
-                   "side by side, cosine = (1 - w) cos_A + w cos_B (any sizes)")
+                   "side by side, cosine = (1 - w) cos_A + w cos_B (any sizes); weights: one model whose weights "
+                   "are (1 - w) A + w B (one architecture, e.g. an adapted model and the one it started from)")
 @device_opt
 def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None, combine: str) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
@@ -119,6 +120,9 @@ def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid
 
     if grid is not None and weight != "dev":
         raise UsageError(f"--grid applies only with --weight dev (the weight is fixed at {weight}); drop one")
+    if combine == "weights" and weight == "dev":
+        raise UsageError("--weight dev chooses among ensembles (--combine sum or concat); with --combine weights "
+                         "give the weight, e.g. --weight 0.5")
     if weight == "dev":
         weights = DEFAULT_GRID if grid is None else _weight_grid(grid)
         saved, choice = ensemble_chosen_on_dev(model_a, model_b, output, weights, combine=combine)

@@ -2,7 +2,10 @@
 
 ``combine="sum"`` (default) is the papers' weighted sum of the two vectors (equal sizes); ``combine="concat"``
 combines them at the score level (cosine = ``(1 - w) cos_A + w cos_B``) so A and B may differ in size (see
-:class:`~cselab.models.sentence_model.EnsembleModel`).
+:class:`~cselab.models.sentence_model.EnsembleModel`). ``combine="weights"`` mixes the two models' weights instead
+(:func:`mixed_weights`; WiSE-FT, Wortsman et al. 2022: a fine-tuned model mixed with the one it started from keeps
+much of the fine-tuning's gain and gives back part of what it lost elsewhere): one model of B's kind and size,
+served at one model's cost; A and B must be one architecture (an adapted model and the one it was adapted from).
 
 Decisions
 ---------
@@ -86,10 +89,39 @@ def choose_weight(model_a: nn.Module, model_b: nn.Module, grid: Sequence[float] 
     return WeightChoice(best, dev_by_weight[best], dev_by_weight)
 
 
+def mixed_weights(state_a: dict[str, Tensor], state_b: dict[str, Tensor], weight: float) -> dict[str, Tensor]:
+    """``(1 - weight) * a + weight * b`` for every floating-point tensor of two state dicts of one architecture; any
+    other tensor (an index buffer) is b's. Refused in one line when the two hold other names or shapes."""
+    if state_a.keys() != state_b.keys():
+        raise CselabError("the two models hold different weights: mix the weights of a model and the one it was "
+                          "adapted from (the same architecture), or use --combine sum or concat")
+    mixed = {}
+    for name, theirs in state_b.items():
+        ours = state_a[name]
+        if ours.shape != theirs.shape:
+            raise CselabError(f"the two models' {name} have shapes {tuple(ours.shape)} and {tuple(theirs.shape)}: "
+                              "mix the weights of one architecture, or use --combine concat")
+        mixed[name] = ours.lerp(theirs, weight) if theirs.is_floating_point() else theirs.clone()
+    return mixed
+
+
+def _weights_mixed(model_a: str | Path, model_b: str | Path, weight: float) -> nn.Module:
+    """Model B with the weights ``(1 - weight) * A + weight * B`` (its kind, pooler and length are B's)."""
+    from cselab.models.sentence_model import load_model
+
+    a, b = load_model(model_a, device="cpu"), load_model(model_b, device="cpu")
+    if type(a) is not type(b):
+        raise CselabError(f"{model_a} is a {type(a).__name__} and {model_b} a {type(b).__name__}: only models of "
+                          "one kind mix their weights")
+    b.load_state_dict(mixed_weights(a.state_dict(), b.state_dict(), weight), strict=True)
+    return b
+
+
 def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *, weight: float = 0.7,
              combine: str = "sum", extra: dict[str, Any] | None = None) -> Path:
     """Save ``(1 - weight) * model_a + weight * model_b`` as an EnsembleModel (the papers' +UC, w = 0.7), combined
-    by ``combine`` ("sum": the papers'; "concat": members of any size)."""
+    by ``combine`` ("sum": the papers'; "concat": members of any size), or with ``combine="weights"`` as one model
+    whose weights are so mixed (:func:`mixed_weights`)."""
     from cselab.fileio import DirectoryLock
     from cselab.models.sentence_model import EnsembleModel, load_model, save_model
 
@@ -102,7 +134,11 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
             raise CselabError(f"{output_dir} already exists and is not empty; choose another --output or delete it")
 
     refuse_existing()
-    model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight], combine=combine)
+    if combine == "weights":
+        model = _weights_mixed(model_a, model_b, weight)
+        extra = {"weights_mixed": {"weight": weight, "of": [str(model_a), str(model_b)]}, **(extra or {})}
+    else:
+        model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight], combine=combine)
     # one writer: the lock sits beside the output (the output itself is renamed into place)
     with DirectoryLock(output_dir.parent, f"an ensemble save into {output_dir.name}", name=f".{output_dir.name}.lock"):
         refuse_existing()
