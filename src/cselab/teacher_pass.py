@@ -191,9 +191,11 @@ def teacher_export(teacher: str, fmt: str, scratch: Path) -> Path:
         writable = os.access(kept.parent, os.W_OK | os.X_OK)
     except OSError:
         writable = False
-    if not writable:
+    if writable:
+        report().say(f"teacher pass: exporting {teacher} to {fmt} (once; kept in {kept.parent})")
+    else:
+        report().say(f"teacher pass: exporting {teacher} to {fmt} for this pass ({kept.parent} cannot be written)")
         kept = scratch / fmt
-    report().say(f"teacher pass: exporting {teacher} to {fmt} (once; kept in {kept.parent})")
     with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
         return export_model(source, fmt, output=kept)
 

@@ -241,3 +241,21 @@ def test_an_export_of_the_teacher_is_made_once_and_timed_again_by_later_passes(t
         assert json.loads((tmp_path / store / "state.json").read_text())["info"]["backend"] == "onnx"
     reference = _teacher_reference(teacher, sentences)
     np.testing.assert_allclose(np.concatenate([first, second]), reference, atol=1e-4)
+
+
+def test_an_export_goes_to_the_scratch_directory_where_the_data_home_cannot_be_written(teacher_and_text, tmp_path,
+                                                                                       monkeypatch) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, _ = teacher_and_text
+    home, access = str(cselab_home()), teacher_pass.os.access  # root writes anywhere: say the home refuses
+    monkeypatch.setattr(teacher_pass.os, "access", lambda path, mode: not str(path).startswith(home)
+                        and access(path, mode))
+    messages: list[str] = []
+    with reporting(Reporter(lines=messages.append)):
+        path = teacher_pass.teacher_export(str(teacher), "onnx", tmp_path / "scratch")
+    assert path == tmp_path / "scratch" / "onnx" and (path / "cselab_export.json").is_file()
+    assert not any((cselab_home() / "teacher-exports").rglob("cselab_export.json"))
+    assert any("cannot be written" in m for m in messages)
