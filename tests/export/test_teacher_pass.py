@@ -108,24 +108,33 @@ def _teacher_reference(teacher, sentences) -> np.ndarray:
     return array / np.linalg.norm(array, axis=1, keepdims=True)
 
 
-def test_teacher_pass_gives_the_teachers_unit_vectors_and_resumes(teacher_and_text, tmp_path, monkeypatch) -> None:
-    from cselab import teacher_pass
+def _killed_at_chunk(monkeypatch, kill_at: int):
+    """Make VectorStore.fill die (a kill) while it computes its ``kill_at``-th chunk; returns the real fill, to put
+    back for the resume."""
     from cselab.data.vector_store import VectorStore
 
-    teacher, sentences = teacher_and_text
-    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
     fills = {"n": 0}
     original_fill = VectorStore.fill
 
     def fill_then_die(self, compute, chunk, after_chunk=None):
         def counting(indices):
             fills["n"] += 1
-            if fills["n"] == 3:
+            if fills["n"] == kill_at:
                 raise KeyboardInterrupt
             return compute(indices)
         return original_fill(self, counting, chunk, after_chunk)
 
     monkeypatch.setattr(VectorStore, "fill", fill_then_die)
+    return original_fill
+
+
+def test_teacher_pass_gives_the_teachers_unit_vectors_and_resumes(teacher_and_text, tmp_path, monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+
+    teacher, sentences = teacher_and_text
+    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
+    original_fill = _killed_at_chunk(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run" / "teacher", backends=["torch"],
                                      requested_precision="fp32")
@@ -216,20 +225,9 @@ def test_an_export_of_the_teacher_is_made_once_and_timed_again_by_later_passes(t
     monkeypatch.setattr(cselab.export, "export_model", lambda *a, **k: exports.append(a[1]) or export(*a, **k))
     monkeypatch.setattr(teacher_pass, "CHUNK", 40)
     options = {"backends": ["onnx"], "requested_precision": "fp32"}
-    fills = {"n": 0}
-    original_fill = VectorStore.fill
-
-    def fill_then_die(self, compute, chunk, after_chunk=None):
-        def counting(indices):
-            fills["n"] += 1
-            if fills["n"] == 2:
-                raise KeyboardInterrupt
-            return compute(indices)
-        return original_fill(self, counting, chunk, after_chunk)
-
     half = len(sentences) // 2
     first = teacher_pass.teacher_vectors(str(teacher), sentences[:half], tmp_path / "first", **options)
-    monkeypatch.setattr(VectorStore, "fill", fill_then_die)
+    original_fill = _killed_at_chunk(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):  # another text: a new pass, killed after its first chunk
         teacher_pass.teacher_vectors(str(teacher), sentences[half:], tmp_path / "second", **options)
     monkeypatch.setattr(VectorStore, "fill", original_fill)
