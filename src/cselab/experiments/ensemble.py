@@ -136,7 +136,7 @@ def ensemble(model_a: str | Path, model_b: str | Path, output_dir: str | Path, *
     refuse_existing()
     if combine == "weights":
         model = _weights_mixed(model_a, model_b, weight)
-        extra = {"weights_mixed": {"weight": weight, "of": [str(model_a), str(model_b)]}, **(extra or {})}
+        extra = {"weights_mixed": {"weight": weight}, **(extra or {})}  # the two models are its "sources"
     else:
         model = EnsembleModel([load_model(model_a), load_model(model_b)], [1.0 - weight, weight], combine=combine)
     # one writer: the lock sits beside the output (the output itself is renamed into place)
