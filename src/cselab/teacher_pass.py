@@ -22,6 +22,7 @@ exports."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import random
@@ -61,15 +62,26 @@ class Candidate:
 
 
 def model_fingerprint(model_dir: str | Path) -> str:
-    """A sha256 of a model directory's files (names, sizes and contents), so a changed teacher is a new key."""
-    root = Path(model_dir)
-    digest = hashlib.sha256()
+    """A sha256 of a model directory's files (names, sizes and contents), so a changed teacher is a new key. A pass
+    asks for it once per part and once per export; the contents are hashed again only when a file's name, size or
+    modification time changed since the last time in this process."""
+    root = Path(model_dir).resolve()
+    files = []
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = file.relative_to(root).as_posix()
         if relative.startswith(("onnx/", "openvino/")) or relative == "README.md":
             continue  # other backends' files and the card do not change what torch computes
-        digest.update(f"{relative}\0{file.stat().st_size}\0".encode())
-        with open(file, "rb") as handle:
+        stat = file.stat()
+        files.append((relative, stat.st_size, stat.st_mtime_ns))
+    return _hash_of_files(str(root), tuple(files))
+
+
+@functools.lru_cache(maxsize=16)
+def _hash_of_files(root: str, files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for relative, size, _ in files:
+        digest.update(f"{relative}\0{size}\0".encode())
+        with open(Path(root) / relative, "rb") as handle:
             for block in iter(lambda h=handle: h.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()

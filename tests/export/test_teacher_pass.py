@@ -257,3 +257,26 @@ def test_an_export_goes_to_the_scratch_directory_where_the_data_home_cannot_be_w
     assert path == tmp_path / "scratch" / "onnx" and (path / "cselab_export.json").is_file()
     assert not any((cselab_home() / "teacher-exports").rglob("cselab_export.json"))
     assert any("cannot be written" in m for m in messages)
+
+
+def test_the_teachers_fingerprint_reads_its_files_again_only_when_one_changed(teacher_and_text, monkeypatch) -> None:
+    import builtins
+
+    from cselab import teacher_pass
+
+    teacher, _ = teacher_and_text
+    opened: list[str] = []
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(str(path))
+        return builtins.open(path, *args, **kwargs)  # noqa: SIM115 (the caller's with closes it)
+
+    monkeypatch.setattr(teacher_pass, "open", counting_open, raising=False)
+    first = teacher_pass.model_fingerprint(teacher)
+    reads = len(opened)
+    assert reads > 0 and teacher_pass.model_fingerprint(teacher) == first and len(opened) == reads
+    (teacher / "README.md").write_text("a card changes nothing torch computes\n")
+    assert teacher_pass.model_fingerprint(teacher) == first and len(opened) == reads
+    config = teacher / "config.json"
+    config.write_text(config.read_text() + " ")  # still the same JSON, another file
+    assert teacher_pass.model_fingerprint(teacher) != first and len(opened) > reads  # a changed file: hashed again
