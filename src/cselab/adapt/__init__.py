@@ -22,6 +22,9 @@ The recipes (:data:`cselab.adapt.plan.RECIPES`):
   256) regresses onto them with a cosine loss, on a fixed budget. Nothing is added at inference. It moves general
   similarity more than the default does, which is why it is an option and not the default (docs/adapt.md).
 
+``--mix W`` hands back the selected model's weights mixed with the untouched model's (``(1 - W) untouched + W
+selected``, in ``weight-mix`` beside ``best``): the clustering recipe's advice, which kept general similarity.
+
 A held-out part of the text (5%, 20 to 500 sentences) is never trained on. How the defaults were chosen, and what
 they gave on each domain of the suite, is in docs/adapt.md.
 

@@ -28,6 +28,7 @@ HELD_OUT_FRACTION, HELD_OUT_MAX, HELD_OUT_MIN = 0.05, 500, 20
 MIN_SENTENCES = 200  # below this neither the held-out part nor the neighbours mean anything
 TRAIN_FILE, HELD_OUT_FILE, ADAPT_FILE, REPORT_FILE, PLOT_FILE, PLAN_FILE = (
     "train.txt", "held-out.txt", "adapt.json", "adapt-report.md", "adapt-report.png", "adapt-plan.json")
+WEIGHT_MIX_DIR = "weight-mix"  # the selected model's weights mixed with the untouched model's (--mix below 1)
 SPLIT_SEED = 0
 
 
@@ -57,6 +58,16 @@ class AdaptPlan:
     general: str | None = None  # a file of general sentences trained on beside the user's text (--general)
     # the general sentences drawn from it: the last of train_units, never held out, never in the user's text
     general_units: list[str] = field(default_factory=list, repr=False)
+    # the adapted model's share of the weights it hands back, mixed with the untouched model's (--mix; 1: unmixed)
+    mix: float = 1.0
+
+    @property
+    def model_dir(self) -> Path:
+        """Where the model the user takes is saved: the selected model (``best``), or its mix with the untouched
+        model (``weight-mix``) when ``mix`` is below 1."""
+        from cselab.training.run_directory import BEST_DIR
+
+        return self.output_dir / (WEIGHT_MIX_DIR if self.mix < 1.0 else BEST_DIR)
 
     @property
     def text_units(self) -> list[str]:
@@ -85,8 +96,9 @@ class AdaptPlan:
                  }[self.units]
         if self.general_units:
             units += f", and {len(self.general_units)} general sentences of {self.general}"
+        mixed = f"; then mixed with the untouched model ({self.mix:g} of the adapted weights)" if self.mix < 1 else ""
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
-                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}")
+                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}{mixed}")
 
 
 def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:
@@ -106,7 +118,8 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
             "selection": plan.selection, "steps": plan.steps, "units": plan.units,
             "max_length": plan.config.model.max_length,
             **({} if plan.passages == "shuffled" else {"passages": plan.passages}),
-            **({"general_sha256": content_key("adapt-general/1", plan.general_units)} if plan.general_units else {})}
+            **({"general_sha256": content_key("adapt-general/1", plan.general_units)} if plan.general_units else {}),
+            **({"mix": plan.mix} if plan.mix < 1.0 else {})}
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,7 @@ class Recipe:
     max_length: int = 64  # tokens of a training example
     batch_size: int = 64  # training examples per step
     select: str = FIXED_BUDGET  # one of SELECTIONS
+    mix: float = 1.0  # the adapted model's share of the weights mixed with the untouched model's (1: unmixed)
 
 
 _VECTOR_TARGET = {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine", "neighbours": 0,
@@ -323,7 +337,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                no_teacher: bool = False, steps: int | None = None, batch_size: int | None = None,
                max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
                select: str | None = None, units: str | None = None, passages: str | None = None,
-               recipe: str | None = None, general: str | Path | None = None,
+               recipe: str | None = None, general: str | Path | None = None, mix: float | None = None,
                overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
@@ -339,7 +353,10 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     ``recipe`` (a key of :data:`RECIPES`) chooses another recipe than the default; those of :data:`TEACHER_RECIPES`
     need a teacher, ``simcse`` trains without one. ``general`` (a text file) adds to the training examples as many
     of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
-    similarity while it learns the user's text; the budget's passes count them."""
+    similarity while it learns the user's text; the budget's passes count them. ``mix`` (default: the recipe's) in
+    (0, 1]: the model handed back is ``(1 - mix) * untouched + mix * selected`` of every weight (WiSE-FT,
+    :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix`` beside ``best``; 1 hands back the
+    selected model itself."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -356,6 +373,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
         raise CselabError(f"--passages must be one of {', '.join(PASSAGE_GROUPINGS)}, got {passages!r}")
     if select is not None and select not in SELECTIONS:
         raise CselabError(f"--select must be one of {', '.join(SELECTIONS)}, got {select!r}")
+    if mix is not None and not 0.0 < mix <= 1.0:
+        raise CselabError(f"--mix must be above 0 and at most 1 (the adapted model's share), got {mix}")
     if max_sentences is not None and max_sentences < MIN_SENTENCES:
         raise CselabError(f"--max-sentences must be at least {MIN_SENTENCES}, got {max_sentences}")
     for override in overrides:
@@ -419,7 +438,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     METHODS.get(config.method)  # an unknown method is refused here, before anything is written
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
                      config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages,
-                     str(general) if general is not None else None, general_units)
+                     str(general) if general is not None else None, general_units,
+                     chosen.mix if mix is None else float(mix))
 
 
 def draw_general(path: str | Path, own: Sequence[str], count: int, seed: int = UNITS_SEED) -> list[str]:

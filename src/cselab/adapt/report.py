@@ -23,7 +23,7 @@ def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
     file = model_dir / "cselab.json"
     description = json.loads(file.read_text())
     description["adaptation"] = {k: summary[k] for k in ("text", "sentences", "teacher", "selection", "best_step",
-                                                        "before", "after")}
+                                                        "mix", "before", "after") if k in summary}
     write_json_atomic(file, description)
     write_atomic(model_dir / CARD_FILE, model_card(description))
 
@@ -55,7 +55,8 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
              f"{summary['held_out']} held out)", f"- model: {summary['model']}",
              f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
                                                              else ""),
-             f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}",
+             f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}"
+             + _mixed(summary),
              f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
     if summary.get("before"):
         lines += ["| score | before | after | change |", "|---|---|---|---|"]
@@ -71,6 +72,12 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
         lines += [f"![before/after and selection]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
+
+
+def _mixed(summary: dict[str, Any]) -> str:
+    mix = summary.get("mix", 1.0)
+    return "" if mix >= 1.0 else (f"; its weights mixed with the untouched model's ({mix:g} of them its own): the "
+                                  "model handed back")
 
 
 def _time_split(summary: dict[str, Any]) -> str:

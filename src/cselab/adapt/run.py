@@ -58,6 +58,7 @@ class AdaptResult:
     after: dict[str, float]
     wall_s: float
     report: Path
+    mix: float = 1.0  # the selected model's share of the weights of model_dir, mixed with the untouched model's
 
 
 def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str:
@@ -119,9 +120,9 @@ def check_guard_reference(plan: AdaptPlan) -> None:
 
 def _finished_result(plan: AdaptPlan) -> AdaptResult:
     summary = json.loads((plan.output_dir / ADAPT_FILE).read_text(encoding="utf-8"))
-    return AdaptResult(plan.output_dir / "best", summary.get("best_step"), summary.get("selection", plan.selection),
+    return AdaptResult(plan.model_dir, summary.get("best_step"), summary.get("selection", plan.selection),
                        summary.get("before") or {}, summary.get("after") or {}, float(summary.get("wall_s") or 0.0),
-                       plan.output_dir / "adapt-report.md")
+                       plan.output_dir / "adapt-report.md", float(summary.get("mix", 1.0)))
 
 
 def _texts_in_place(plan: AdaptPlan) -> bool:
@@ -226,7 +227,11 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
         train_s = time.perf_counter() - clock
-        model_dir = plan.output_dir / BEST_DIR
+        model_dir = plan.model_dir
+        if plan.mix < 1.0 and not model_dir.is_dir():  # saved whole or not at all: a kill before it mixes again
+            from cselab.experiments.ensemble import ensemble
+
+            ensemble(plan.model, plan.output_dir / BEST_DIR, model_dir, weight=plan.mix, combine="weights")
         clock = time.perf_counter()
         after = evaluate(load_model(model_dir)) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
@@ -235,7 +240,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
                    "recipe": plan.recipe, "selection": plan.selection, "criterion": getattr(selector, "primary", None),
-                   "steps": plan.steps, "best_step": result.best_step,
+                   "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after, "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
@@ -245,11 +250,12 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         annotate_model(model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
-    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file)
+    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix)
 
 
 def summary_of(result: AdaptResult) -> str:
-    lines = [f"model: {result.model_dir} (selected at step {result.best_step}; {result.selection})"]
+    mixed = f"; its weights mixed with the untouched model's, {result.mix:g} of them its own" if result.mix < 1 else ""
+    lines = [f"model: {result.model_dir} (selected at step {result.best_step}; {result.selection}{mixed})"]
     for key, old in result.before.items():
         new = result.after.get(key)
         if new is not None:

@@ -50,6 +50,10 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 @click.option("--general", type=click.Path(path_type=Path),
               help="a file of general sentences (one per line, e.g. `cselab data fetch corpus`'s): as many as your "
               "text gives training examples are trained on beside it, to keep general similarity")
+@click.option("--mix", type=click.FloatRange(min=0.0, max=1.0, min_open=True), metavar="W",
+              help="hand back the adapted model's weights mixed with the untouched model's, W of them the adapted "
+              "model's (OUTPUT/weight-mix): keeps more of what the model did before, at one model's cost; 1 hands "
+              "back the adapted model itself (OUTPUT/best) [default: the recipe's]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
@@ -63,7 +67,7 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool,
                   recipe: str | None, output_dir: Path,
                   steps: int | None, batch_size: int | None, max_length: int | None, units: str | None,
-                  passages: str | None, general: Path | None, seed: int,
+                  passages: str | None, general: Path | None, mix: float | None, seed: int,
                   max_sentences: int | None,
                   labels: Path | None, pairs: Path | None, retrieval: Path | None, domain: str | None, resume: bool,
                   device: str, overrides: tuple[str, ...]) -> None:
@@ -80,7 +84,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
-                      select=select, units=units, passages=passages, recipe=recipe, general=general,
+                      select=select, units=units, passages=passages, recipe=recipe, general=general, mix=mix,
                       overrides=overrides)
     # the output is checked before any model loads: a user's directory, another run, another text are refused here
     check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
