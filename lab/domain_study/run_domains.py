@@ -198,8 +198,10 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
             flat["method_options.teacher"] = where(flat["method_options.teacher"])
         return {k: v for k, v in flat.items() if k not in ignore}
 
-    return (where(default.teacher), default.selection, default.recipe, default.units, default.passages) == (
-        where(plan.teacher), plan.selection, plan.recipe, plan.units, plan.passages) and settings(
+    return (where(default.teacher), default.selection, default.recipe, default.units, default.passages,
+            default.general_units, default.mix) == (
+        where(plan.teacher), plan.selection, plan.recipe, plan.units, plan.passages, plan.general_units,
+        plan.mix) and settings(
         default.config) == settings(plan.config)
 
 
@@ -240,7 +242,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
                       no_teacher=not spec_c.teacher, steps=args.steps or spec_c.steps, batch_size=args.batch_size,
                       max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
-                      units=spec_c.units, passages=spec_c.passages, general=general,
+                      units=spec_c.units, passages=spec_c.passages, general=general, mix=spec_c.mix,
                       overrides=[*spec_c.overrides, *runtime])
     if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
         plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,

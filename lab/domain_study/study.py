@@ -52,6 +52,7 @@ class Configuration:
     # trained with as many sentences of the study's general text (lab/domain_study/general_text.py) beside the
     # domain's text (cselab adapt --general)
     general: bool = False
+    mix: float = 1.0  # cselab adapt --mix: the adapted model's share of the weights mixed with the untouched model's
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
@@ -128,6 +129,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # passage is seen as often
     replace(_PCA_COS, key="cselab-distill-pca-cos-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, cosine loss, on passages and as many general sentences", steps=200, general=True),
+    # the same, its weights mixed half and half with the untouched model's by cselab adapt itself (--mix 0.5): the
+    # clustering advice as one command
+    replace(_PCA_COS, key="cselab-distill-pca-cos-general-mix", label="`cselab adapt`: the teacher's PCA rotated into "
+            "the student, cosine loss, on passages and as many general sentences, mixed half-way with the untouched "
+            "model (--mix 0.5)", steps=200, general=True, mix=0.5),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),

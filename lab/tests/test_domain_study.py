@@ -327,6 +327,11 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_d
         select=config.select, units=config.units, passages="similar", max_length=config.max_length,
         overrides=[*config.overrides, "train.threads=1", "train.device=cpu"]), text, args)
     assert not run_domains.is_default(plan("method_options.neighbours=7", "train.batch_size=8"), text, args)
+    # the default's settings with its weights mixed with the untouched model's: no config key differs, the plan does
+    assert not run_domains.is_default(plan_adapt(
+        text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
+        select=config.select, units=config.units, max_length=config.max_length, mix=0.5,
+        overrides=[*config.overrides, "train.threads=1", "train.device=cpu"]), text, args)
     passages = CONFIGURATION["cselab-distill-sim-nb3-passages"]
     assert not run_domains.is_default(plan_adapt(
         text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
