@@ -80,6 +80,9 @@ def test_a_changed_mix_on_resume_is_refused(tiny_bert_dir, tmp_path, capsys):
     (out / "adapt.json").unlink()  # unfinished
     code, _, err = _adapt(text, tiny_bert_dir, out, capsys, "--mix", "0.7", "--resume")
     assert code == 2 and err.count("\n") == 1 and "mix: 0.5 -> 0.7" in err
+    # dropped on resume: the run would hand back the unmixed model, which is another adaptation than it started
+    code, _, err = _adapt(text, tiny_bert_dir, out, capsys, "--resume")
+    assert code == 2 and err.count("\n") == 1 and "mix: 0.5 -> None" in err
 
 
 @pytest.mark.parametrize("value", ["0", "1.5", "-0.2", "half"])

@@ -88,7 +88,10 @@ def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str
             raise CselabError(f"{directory} holds a finished adaptation; choose another --output")
         raise CselabError(f"{directory} holds an unfinished adaptation: add --resume to continue it, or choose "
                           "another --output")
-    changed = [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in facts.items() if saved.get(key) != value]
+    # over both sides' keys: an option recorded only when set (--mix, --passages, --general) and dropped on resume
+    # is a change too
+    keys = [*facts, *(key for key in saved if key not in facts)]
+    changed = [f"{key}: {saved.get(key)!r} -> {facts.get(key)!r}" for key in keys if saved.get(key) != facts.get(key)]
     if changed:
         what = "the text changed" if any(c.startswith(("text_sha256", "sentences")) for c in changed) else \
             "; ".join(changed[:3])
