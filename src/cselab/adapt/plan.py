@@ -142,7 +142,6 @@ class Recipe:
     max_length: int = 64  # tokens of a training example
     batch_size: int = 64  # training examples per step
     select: str = FIXED_BUDGET  # one of SELECTIONS
-    mix: float = 1.0  # the adapted model's share of the weights mixed with the untouched model's (1: unmixed)
 
 
 _VECTOR_TARGET = {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine", "neighbours": 0,
@@ -353,8 +352,8 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     ``recipe`` (a key of :data:`RECIPES`) chooses another recipe than the default; those of :data:`TEACHER_RECIPES`
     need a teacher, ``simcse`` trains without one. ``general`` (a text file) adds to the training examples as many
     of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
-    similarity while it learns the user's text; the budget's passes count them. ``mix`` (default: the recipe's) in
-    (0, 1]: the model handed back is ``(1 - mix) * untouched + mix * selected`` of every weight (WiSE-FT,
+    similarity while it learns the user's text; the budget's passes count them. ``mix`` (default 1) in (0, 1]: the
+    model handed back is ``(1 - mix) * untouched + mix * selected`` of every weight (WiSE-FT,
     :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix`` beside ``best``; 1 hands back the
     selected model itself."""
     from cselab.config.run_config import apply_overrides
@@ -439,7 +438,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
                      config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages,
                      str(general) if general is not None else None, general_units,
-                     chosen.mix if mix is None else float(mix))
+                     1.0 if mix is None else float(mix))
 
 
 def draw_general(path: str | Path, own: Sequence[str], count: int, seed: int = UNITS_SEED) -> list[str]:

@@ -53,7 +53,7 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 @click.option("--mix", type=click.FloatRange(min=0.0, max=1.0, min_open=True), metavar="W",
               help="hand back the adapted model's weights mixed with the untouched model's, W of them the adapted "
               "model's (OUTPUT/weight-mix): keeps more of what the model did before, at one model's cost; 1 hands "
-              "back the adapted model itself (OUTPUT/best) [default: the recipe's]")
+              "back the adapted model itself (OUTPUT/best) [default: 1]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
