@@ -8,7 +8,7 @@ set -euo pipefail
 seed=$1; shift
 DEFAULT=cselab-distill-sim-nb3-guarded-mixed-s$seed
 VECTORS=cselab-distill-pca-cos-general-s$seed
-selected() { python -c "import sys; from cselab.training.run_directory import selected_model_dir as s; print(s(sys.argv[1]))" "$1"; }
+selected() { python -m lab.domain_study.selected_model "$1"; }
 for domain in "$@"; do
   out=runs/soups/$domain-default+vectors-general-s$seed
   [ -d "$out" ] || python -m cselab.cli ensemble "$(selected "runs/domains/$domain/$DEFAULT")" \

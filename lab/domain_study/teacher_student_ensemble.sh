@@ -8,8 +8,7 @@ TEACHER=${CSELAB_HOME:-$HOME/.cache/cselab}/models/all-mpnet-base-v2
 STUDENT=cselab-distill-sim-nb3-guarded-mixed-s1
 for domain in "$@"; do
   out=runs/moonshot/$domain-mpnet+mixed-s1
-  student=$(python -c "import sys; from cselab.training.run_directory import selected_model_dir as s; print(s(sys.argv[1]))" \
-    "runs/domains/$domain/$STUDENT")
+  student=$(python -m lab.domain_study.selected_model "runs/domains/$domain/$STUDENT")
   [ -d "$out" ] || python -m cselab.cli ensemble "$TEACHER" "$student" --output "$out" \
     --weight 0.5 --combine concat
   python -m lab.domain_study.score_suite --threads 2 --domains "$domain" \

@@ -16,7 +16,7 @@ import torch
 
 from cselab.adapt.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
-from lab.domain_study import bbc_train_articles, run_domains, score_suite, time_adapt
+from lab.domain_study import bbc_train_articles, run_domains, score_suite, selected_model, time_adapt
 from lab.domain_study.study import (
     CONFIGURATION,
     CRITERIA,
@@ -541,6 +541,18 @@ def test_score_suite_records_what_a_model_directory_says_it_is(study, tmp_path, 
     ours, theirs = [json.loads(line) for line in results.read_text().splitlines()]
     assert ours["origin"] == {"kind": "path", "description": json.loads((best / "cselab.json").read_text())}
     assert theirs["origin"] == {"kind": "path"} and not (peer / "cselab.json").exists()
+
+
+def test_selected_model_prints_the_run_directorys_selected_model(tmp_path, capsys):
+    """The study's shell scripts (soup.sh, teacher_student_ensemble.sh) ask this module where a run keeps its model."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    (one / "best").mkdir(parents=True)
+    (two / "stage2" / "best").mkdir(parents=True)
+    selected_model.main([str(one)])
+    selected_model.main([str(two)])
+    assert capsys.readouterr().out.splitlines() == [str(one / "best"), str(two / "stage2" / "best")]
+    with pytest.raises(SystemExit, match="usage"):
+        selected_model.main([])
 
 
 def test_score_suite_finds_a_two_stage_rows_model(tmp_path):

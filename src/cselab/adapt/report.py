@@ -56,7 +56,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
              f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
                                                              else ""),
              f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}"
-             + _mixed(summary),
+             + mixed_phrase(float(summary.get("mix", 1.0))),
              f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
     if summary.get("before"):
         lines += ["| score | before | after | change |", "|---|---|---|---|"]
@@ -74,10 +74,9 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     return output_dir / REPORT_FILE
 
 
-def _mixed(summary: dict[str, Any]) -> str:
-    mix = summary.get("mix", 1.0)
-    return "" if mix >= 1.0 else (f"; its weights mixed with the untouched model's ({mix:g} of them its own): the "
-                                  "model handed back")
+def mixed_phrase(mix: float) -> str:
+    """The clause that says the model handed back was mixed (``--mix``), for the report and the printed summary."""
+    return "" if mix >= 1.0 else f"; its weights mixed with the untouched model's, {mix:g} of them its own"
 
 
 def _time_split(summary: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from cselab.adapt.plan import (
     read_text,
     write_texts,
 )
-from cselab.adapt.report import annotate_model, write_report
+from cselab.adapt.report import annotate_model, mixed_phrase, write_report
 from cselab.adapt.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
@@ -257,8 +257,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
 
 
 def summary_of(result: AdaptResult) -> str:
-    mixed = f"; its weights mixed with the untouched model's, {result.mix:g} of them its own" if result.mix < 1 else ""
-    lines = [f"model: {result.model_dir} (selected at step {result.best_step}; {result.selection}{mixed})"]
+    lines = [f"model: {result.model_dir} (selected at step {result.best_step}; {result.selection}"
+             f"{mixed_phrase(result.mix)})"]
     for key, old in result.before.items():
         new = result.after.get(key)
         if new is not None:
