@@ -100,3 +100,15 @@ def test_the_plan_refuses_a_mix_outside_zero_to_one(tiny_bert_dir, tmp_path):
             plan_adapt(text, tmp_path / "o", model=str(tiny_bert_dir), no_teacher=True, mix=value)
     plan = plan_adapt(text, tmp_path / "o", model=str(tiny_bert_dir), no_teacher=True, mix=0.5)
     assert plan.model_dir == tmp_path / "o" / "weight-mix" and "mixed with the untouched model" in plan.describe()
+
+
+def test_only_a_mixed_model_is_said_to_be_mixed(tmp_path):
+    """The printed summary names the mix only below 1 (an unmixed run hands back ``best`` as it was selected)."""
+    from cselab.adapt.run import AdaptResult, summary_of
+
+    def printed(mix):
+        return summary_of(AdaptResult(tmp_path / "m", 4, "held-out", {}, {}, 1.0, tmp_path / "r.md", mix))
+
+    assert printed(1.0) == f"model: {tmp_path / 'm'} (selected at step 4; held-out)\nreport: {tmp_path / 'r.md'} (1 s)"
+    assert "(selected at step 4; held-out; its weights mixed with the untouched model's, 0.5 of them its own)" in (
+        printed(0.5))
