@@ -99,7 +99,11 @@ def test_the_plan_refuses_a_mix_outside_zero_to_one(tiny_bert_dir, tmp_path):
         with pytest.raises(CselabError, match="--mix must be above 0 and at most 1"):
             plan_adapt(text, tmp_path / "o", model=str(tiny_bert_dir), no_teacher=True, mix=value)
     plan = plan_adapt(text, tmp_path / "o", model=str(tiny_bert_dir), no_teacher=True, mix=0.5)
-    assert plan.model_dir == tmp_path / "o" / "weight-mix" and "mixed with the untouched model" in plan.describe()
+    assert plan.model_dir == tmp_path / "o" / "weight-mix"
+    # the plan says the mix in the words the report and the summary use, and only when there is one
+    assert plan.describe().endswith("; its weights mixed with the untouched model's, 0.5 of them its own")
+    unmixed = plan_adapt(text, tmp_path / "u", model=str(tiny_bert_dir), no_teacher=True)
+    assert unmixed.model_dir == tmp_path / "u" / "best" and "mixed" not in unmixed.describe()
 
 
 def test_only_a_mixed_model_is_said_to_be_mixed(tmp_path):

@@ -32,6 +32,12 @@ WEIGHT_MIX_DIR = "weight-mix"  # the selected model's weights mixed with the unt
 SPLIT_SEED = 0
 
 
+def mixed_phrase(mix: float) -> str:
+    """The clause that says the model handed back is mixed (``--mix``): one wording for the plan, the report and the
+    printed summary."""
+    return "" if mix >= 1.0 else f"; its weights mixed with the untouched model's, {mix:g} of them its own"
+
+
 @dataclass
 class AdaptPlan:
     """What ``cselab adapt`` will do, decided before any model loads."""
@@ -96,9 +102,9 @@ class AdaptPlan:
                  }[self.units]
         if self.general_units:
             units += f", and {len(self.general_units)} general sentences of {self.general}"
-        mixed = f"; then mixed with the untouched model ({self.mix:g} of the adapted weights)" if self.mix < 1 else ""
         return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
-                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}{mixed}")
+                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}"
+                f"{mixed_phrase(self.mix)}")
 
 
 def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:

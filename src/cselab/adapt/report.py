@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from cselab.adapt.plan import PLOT_FILE, REPORT_FILE
+from cselab.adapt.plan import PLOT_FILE, REPORT_FILE, mixed_phrase
 from cselab.data.jsonl import read_log
 from cselab.fileio import write_atomic, write_json_atomic
 from cselab.reporting.plots import new_figure, save_figure
@@ -72,11 +72,6 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
         lines += [f"![before/after and selection]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
-
-
-def mixed_phrase(mix: float) -> str:
-    """The clause that says the model handed back was mixed (``--mix``), for the report and the printed summary."""
-    return "" if mix >= 1.0 else f"; its weights mixed with the untouched model's, {mix:g} of them its own"
 
 
 def _time_split(summary: dict[str, Any]) -> str:

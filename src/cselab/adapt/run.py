@@ -27,11 +27,12 @@ from cselab.adapt.plan import (
     TRAIN_FILE,
     AdaptPlan,
     evaluation_every,
+    mixed_phrase,
     plan_facts,
     read_text,
     write_texts,
 )
-from cselab.adapt.report import annotate_model, mixed_phrase, write_report
+from cselab.adapt.report import annotate_model, write_report
 from cselab.adapt.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
