@@ -33,7 +33,9 @@ From that curve the record stores each criterion's regret and Spearman (``lab.do
 spent observing is left out of ``wall_s`` (it is ``observe_s``).
 
 Resumable: a (domain, configuration, seed) already in the results file is skipped; a run cut short is started
-again from scratch. One training at a time, ``--threads`` torch threads for every configuration.
+again from scratch but for its teacher passes, which resume where they stopped (the record's ``teacher_resumed``
+says how many rows were passed before, outside ``teacher_s`` and ``wall_s``). One training at a time, ``--threads``
+torch threads for every configuration.
 
     python -m lab.domain_study.run_domains --domains linux-man,stsb,bbc-news,tweets --seeds 1
     python -m lab.domain_study.run_domains --domains linux-man --steps 100 --budget-note "..."   # a reduced budget
@@ -44,6 +46,7 @@ again from scratch. One training at a time, ``--threads`` torch threads for ever
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import shutil
@@ -205,6 +208,30 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
         default.config) == settings(plan.config)
 
 
+def clear_unfinished(run_dir: Path) -> dict[str, int]:
+    """Empty the directory of a run cut short, keeping its teacher passes (``teacher*``: stores keyed by their text,
+    which the restarted run resumes where they stopped; a pass over tweets' passages is over an hour on 2 cores).
+    Returns each kept pass's rows already filled (name -> rows); nothing when ``run_dir`` does not exist."""
+    from cselab.data.vector_store import VectorStore
+    from cselab.errors import CselabError
+
+    kept: dict[str, int] = {}
+    if not run_dir.is_dir():
+        return kept
+    for path in run_dir.iterdir():
+        if path.is_dir() and path.name.startswith("teacher"):
+            with contextlib.suppress(CselabError):  # a damaged store is removed with the rest
+                store = VectorStore.open(path)
+                if store is not None:
+                    kept[path.name] = store.filled
+                    continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return kept
+
+
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
@@ -229,9 +256,10 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     inputs = load_inputs(domain=domain)
     student, teacher = model_path(args.model), model_path(args.teacher)
     run_dir = args.runs / domain / f"{configuration}-s{seed}"
+    resumed_passes = clear_unfinished(run_dir)
     if run_dir.exists():
-        echo(f"  {run_dir} holds an unfinished run: starting it again")
-        shutil.rmtree(run_dir)
+        echo(f"  {run_dir} holds an unfinished run: starting it again"
+             + (f", resuming its teacher passes ({resumed_passes})" if resumed_passes else ""))
     runtime = [f"train.threads={args.threads}"] if args.threads else []
     runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
     spec_c = CONFIGURATION[configuration]
@@ -313,6 +341,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         summary = json.loads((run_dir / "adapt.json").read_text())
         record["observe_s"] = round(clock.seconds, 1)
         record["teacher_s"] = summary.get("teacher_s")
+        if resumed_passes:  # the rows passed before the restart are not in teacher_s nor wall_s
+            record["teacher_resumed"] = resumed_passes
         record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": plan.train_sentences,
                                    "held_out": len(plan.held_out)}
         record["selection"] = plan.selection

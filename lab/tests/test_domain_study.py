@@ -820,3 +820,29 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
     assert (named.units, named.selection, named.passages) == (studied.units, studied.selection, studied.passages)
     assert flatten_config(named.config.model_dump(mode="json")) == flatten_config(
         studied.config.model_dump(mode="json"))
+
+
+def test_a_restarted_run_keeps_its_teacher_passes_and_nothing_else(tmp_path):
+    from cselab.data.vector_store import VectorStore
+
+    run_dir = tmp_path / "run"
+    store = VectorStore.create(run_dir / "teacher-passages", "k", rows=4, dim=2)
+    calls = []
+
+    def killed_after_one_chunk(indices):
+        calls.append(indices)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return np.ones((len(indices), 2), dtype=np.float32)
+
+    with pytest.raises(KeyboardInterrupt):
+        store.fill(killed_after_one_chunk, chunk=2)
+    (run_dir / "teacher-broken").mkdir()
+    (run_dir / "teacher-broken" / "state.json").write_text("{not json")
+    (run_dir / "best").mkdir()
+    (run_dir / "best" / "model.safetensors").write_text("x")
+    (run_dir / "adapt-plan.json").write_text("{}")
+    kept = run_domains.clear_unfinished(run_dir)
+    assert kept == {"teacher-passages": 2}  # the one chunk filled before the kill
+    assert sorted(p.name for p in run_dir.iterdir()) == ["teacher-passages"]
+    assert run_domains.clear_unfinished(tmp_path / "absent") == {}
