@@ -60,6 +60,7 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         peers_table,
         read_domain_records,
         read_suite_and_check_records,
+        read_suite_records,
         recipes_table,
     )
     from lab.gpu.gpu_check_table import read_records as read_gpu_records
@@ -85,9 +86,9 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         "gpu-check": lambda: gpu_tables(read_gpu_records(results / "gpu_check.jsonl")),
         "adapt": lambda: adapt_table(read_adapt_records(results / "adapt.jsonl", allow_empty=False)),
         "adapt-seeds": adapt_seeds,
-        "domains": lambda: domains_report(read_domain_records(results / "domains.jsonl")),
-        "domain-goals": lambda: brief_goals_table(read_domain_records(results / "domains.jsonl")),
-        "domain-peers": lambda: peers_table(read_domain_records(results / "domains.jsonl")),
+        "domains": lambda: domains_report(read_suite_records(results)),
+        "domain-goals": lambda: brief_goals_table(read_suite_records(results)),
+        "domain-peers": lambda: peers_table(read_suite_records(results)),
         "domain-recipes": lambda: recipes_table(read_suite_and_check_records(results)),
         "suite": suite,
     }

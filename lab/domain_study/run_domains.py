@@ -32,10 +32,10 @@ uniformity (``cselab.adapt.selection``), and the domain's main score on the test
 From that curve the record stores each criterion's regret and Spearman (``lab.domain_study.study``). The time
 spent observing is left out of ``wall_s`` (it is ``observe_s``).
 
-Resumable: a (domain, configuration, seed) already in the results file is skipped; a run cut short is started
-again from scratch but for its teacher passes, which resume where they stopped (the record's ``teacher_resumed``
-says how many rows were passed before, outside ``teacher_s`` and ``wall_s``). One training at a time, ``--threads``
-torch threads for every configuration.
+Resumable: a (domain, configuration, seed) already in the results file is skipped; a ``cselab adapt`` run cut
+short is resumed where it stopped, its teacher passes included (the record says ``"resumed": true``, and its
+``wall_s`` and ``teacher_s`` leave out the part made before), any other run started again from scratch. One
+training at a time, ``--threads`` torch threads for every configuration.
 
     python -m lab.domain_study.run_domains --domains linux-man,stsb,bbc-news,tweets --seeds 1
     python -m lab.domain_study.run_domains --domains linux-man --steps 100 --budget-note "..."   # a reduced budget
@@ -46,7 +46,6 @@ torch threads for every configuration.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import shutil
@@ -181,15 +180,48 @@ def read_curve(run_dir: Path) -> list[dict[str, Any]]:
     return [observed[step] for step in sorted(observed)]
 
 
+def default_plan(text: Path, run_dir: Path, args: argparse.Namespace, *, seed: int, model: str,
+                 general: Path | None, steps: int | None = None) -> Any:
+    """What ``cselab adapt`` plans for ``text`` when no option says otherwise (but ``steps``, ``args.batch_size`` and
+    ``args.max_length`` when given), its general sentences (when its recipe
+    trains on them) drawn from ``general`` (the study's general text: which general sentences is the study's data,
+    as the text is) where it exists; ``None`` where the default cannot be planned here."""
+    from cselab.adapt import plan_adapt
+    from cselab.adapt.plan import DEFAULT_TEACHER_RECIPE, RECIPES
+    from cselab.errors import CselabError
+
+    use = general if general is not None and general.is_file() and RECIPES[DEFAULT_TEACHER_RECIPE].general else None
+    try:
+        return plan_adapt(text, run_dir, model=model, steps=steps, batch_size=args.batch_size,
+                          max_length=args.max_length, seed=seed, general=use)
+    except CselabError:  # e.g. the default's general sentences are neither fetched nor built for the study
+        return None
+
+
+def configuration_plan(spec: Any, text: str | Path, run_dir: Path, args: argparse.Namespace, *, seed: int, model: str,
+                       teacher: str, general: Path | None, runtime: list[str]) -> Any:
+    """The ``cselab adapt`` plan of the configuration ``spec`` (:class:`lab.domain_study.study.Configuration`) on
+    ``text``: its recipe, options and overrides, the budget of ``--steps`` when given, ``runtime`` overrides last."""
+    from cselab.adapt import plan_adapt
+
+    return plan_adapt(text, run_dir, model=model, teacher=teacher if spec.teacher else None,
+                      no_teacher=not spec.teacher, steps=args.steps or spec.steps, batch_size=args.batch_size,
+                      max_length=args.max_length or spec.max_length, seed=seed, select=spec.select,
+                      units=spec.units, passages=spec.passages, general=general, mix=spec.mix,
+                      recipe=spec.adapt_recipe if spec.teacher else None, overrides=[*spec.overrides, *runtime])
+
+
 def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
     """Whether ``plan`` runs what ``cselab adapt`` runs on ``text`` when no option says otherwise (the study's own
-    runtime settings aside: threads, device, the run directory and the budget given by --steps)."""
-    from cselab.adapt import plan_adapt
+    runtime settings aside: threads, device, the run directory and the budget given by --steps; its general
+    sentences drawn from the plan's own file)."""
     from cselab.config.run_config import RUNTIME_KEYS, flatten_config
     from cselab.paths import resolve_model_path
 
-    default = plan_adapt(text, plan.output_dir, model=plan.model, steps=args.steps, batch_size=args.batch_size,
-                         max_length=args.max_length, seed=plan.config.train.seed)
+    default = default_plan(text, plan.output_dir, args, seed=plan.config.train.seed, model=plan.model,
+                           general=Path(plan.general) if plan.general else None, steps=args.steps)
+    if default is None:
+        return False
     ignore = set(RUNTIME_KEYS)
 
     def where(model: str | None) -> str | None:  # a fetched model's name and its directory are one teacher
@@ -208,28 +240,21 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
         default.config) == settings(plan.config)
 
 
-def clear_unfinished(run_dir: Path) -> dict[str, int]:
-    """Empty the directory of a run cut short, keeping its teacher passes (``teacher*``: stores keyed by their text,
-    which the restarted run resumes where they stopped; a pass over tweets' passages is over an hour on 2 cores).
-    Returns each kept pass's rows already filled (name -> rows); nothing when ``run_dir`` does not exist."""
-    from cselab.data.vector_store import VectorStore
+def resumable(plan: Any) -> bool:
+    """Whether ``plan.output_dir`` holds this very adaptation (the same text and options), cut short or finished
+    without a record: it is then resumed, its teacher passes and training going on where they stopped (a pass over
+    tweets' passages is over an hour on 2 cores), rather than started again."""
+    from cselab.adapt.plan import plan_facts, read_text
+    from cselab.adapt.run import check_output
     from cselab.errors import CselabError
 
-    kept: dict[str, int] = {}
-    if not run_dir.is_dir():
-        return kept
-    for path in run_dir.iterdir():
-        if path.is_dir() and path.name.startswith("teacher"):
-            with contextlib.suppress(CselabError):  # a damaged store is removed with the rest
-                store = VectorStore.open(path)
-                if store is not None:
-                    kept[path.name] = store.filled
-                    continue
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    return kept
+    if not plan.output_dir.is_dir():
+        return False
+    try:
+        facts = plan_facts(plan, read_text(plan.text, plan.max_sentences))
+        return check_output(plan, facts, resume=True) in ("resume", "finished")
+    except CselabError:  # not an adaptation, another one, or none begun
+        return False
 
 
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
@@ -256,10 +281,6 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     inputs = load_inputs(domain=domain)
     student, teacher = model_path(args.model), model_path(args.teacher)
     run_dir = args.runs / domain / f"{configuration}-s{seed}"
-    resumed_passes = clear_unfinished(run_dir)
-    if run_dir.exists():
-        echo(f"  {run_dir} holds an unfinished run: starting it again"
-             + (f", resuming its teacher passes ({resumed_passes})" if resumed_passes else ""))
     runtime = [f"train.threads={args.threads}"] if args.threads else []
     runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
     spec_c = CONFIGURATION[configuration]
@@ -267,17 +288,21 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     if general is not None and not general.is_file():
         raise SystemExit(f"{configuration} trains on the study's general text, {general}: build it first "
                          "(python -m lab.domain_study.general_text --help)")
-    plan = plan_adapt(text, run_dir, model=student, teacher=teacher if spec_c.teacher else None,
-                      no_teacher=not spec_c.teacher, steps=args.steps or spec_c.steps, batch_size=args.batch_size,
-                      max_length=args.max_length or spec_c.max_length, seed=seed, select=spec_c.select,
-                      units=spec_c.units, passages=spec_c.passages, general=general, mix=spec_c.mix,
-                      overrides=[*spec_c.overrides, *runtime])
-    if args.steps is None and spec_c.recipe:  # a sentence-transformers recipe runs the default's budget
-        plan = plan_adapt(text, run_dir, model=student, teacher=teacher, steps=None, batch_size=args.batch_size,
-                          max_length=args.max_length, seed=seed, overrides=runtime)
+    plan = configuration_plan(spec_c, text, run_dir, args, seed=seed, model=student, teacher=teacher, general=general,
+                              runtime=runtime)
+    # a sentence-transformers recipe runs the budget of the cosines recipe (distill): cselab adapt's default when the
+    # peers' rows were made, so that they stay comparable
+    if args.steps is None and spec_c.recipe:
+        plan = plan_adapt(text, run_dir, model=student, teacher=teacher, recipe="distill", steps=None,
+                          batch_size=args.batch_size, max_length=args.max_length, seed=seed, overrides=runtime)
+    resume = not spec_c.recipe and resumable(plan)
+    if run_dir.exists():
+        echo(f"  {run_dir} holds an unfinished run: " + ("resuming it" if resume else "starting it again"))
+        if not resume:
+            shutil.rmtree(run_dir)
     sentences = read_corpus(text).sentences
-    default = plan_adapt(text, run_dir, model=student, batch_size=args.batch_size, max_length=args.max_length,
-                         seed=seed).steps  # what cselab adapt runs on this text by default
+    default = default_plan(text, run_dir, args, seed=seed, model=student, general=general or args.runs / GENERAL_FILE)
+    default = None if default is None else default.steps  # what cselab adapt runs on this text by default
     record: dict[str, Any] = {
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
         "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
@@ -290,7 +315,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         batch_size = plan.config.train.batch_size if not spec_c.recipe else args.batch_size or PEER_BATCH_SIZE
         record.update({"steps": plan.steps, "default_steps": default, "batch_size": batch_size,
                        "max_length": args.max_length or plan.config.model.max_length})
-        if plan.steps != default:
+        if default is not None and plan.steps != default:
             record["budget_note"] = (args.budget_note or "") + f" ({plan.steps} of the default {default} steps)"
     echo(f"{domain} / {configuration} / seed {seed}: "
          + (f"{plan.steps} steps of {record['batch_size']}" if trains else "scoring the untouched model"))
@@ -336,13 +361,13 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
                                      clock, echo, passages=(views["passages"], on_views["passages"]))
         every = max(1, args.observe_every) * evaluation_every(plan.steps)
         start = time.perf_counter()
-        result = run_adapt(plan, observe=observer, observe_every=every)
+        result = run_adapt(plan, observe=observer, observe_every=every, resume=resume)
         wall = round(time.perf_counter() - start - clock.seconds, 1)
         summary = json.loads((run_dir / "adapt.json").read_text())
         record["observe_s"] = round(clock.seconds, 1)
         record["teacher_s"] = summary.get("teacher_s")
-        if resumed_passes:  # the rows passed before the restart are not in teacher_s nor wall_s
-            record["teacher_resumed"] = resumed_passes
+        if resume:  # the part made before the restart is in neither wall_s nor teacher_s
+            record["resumed"] = True
         record["training_text"] = {"file": str(text), "sentences": len(sentences), "trained_on": plan.train_sentences,
                                    "held_out": len(plan.held_out)}
         record["selection"] = plan.selection

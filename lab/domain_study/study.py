@@ -42,6 +42,8 @@ class Configuration:
     # a sentence-transformers recipe (lab/domain_study/domain_peers.py), None for cselab's runs
     recipe: str | None = None
     teacher: bool = False  # cselab adapt with the study's teacher, else --no-teacher
+    # cselab adapt --recipe with the teacher: the cosines recipe (distill), the default when these rows were made
+    adapt_recipe: str = "distill"
     select: str | None = None  # cselab adapt --select (None: its default)
     overrides: tuple[str, ...] = ()  # cselab adapt KEY=VALUE overrides
     units: str | None = None  # cselab adapt --units (None: the recipe's)
@@ -52,7 +54,8 @@ class Configuration:
     # trained with as many sentences of the study's general text (lab/domain_study/general_text.py) beside the
     # domain's text (cselab adapt --general)
     general: bool = False
-    mix: float = 1.0  # cselab adapt --mix: the adapted model's share of the weights mixed with the untouched model's
+    # cselab adapt --mix: the adapted model's share of the weights mixed with the untouched model's (None: the recipe's)
+    mix: float | None = None
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
@@ -134,6 +137,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pca-cos-general-mix", label="`cselab adapt`: the teacher's PCA rotated into "
             "the student, cosine loss, on passages and as many general sentences, mixed half-way with the untouched "
             "model (--mix 0.5)", steps=200, general=True, mix=0.5),
+    # the same at a quarter of its weights, as its own recipe (vectors-general); its records so far are the runs
+    # above mixed at 0.25 (lab/domain_study/default_records.py)
+    Configuration("cselab-vectors-general", "`cselab adapt`: the teacher's whole vector of passages and of as many "
+                  "general sentences (cosine loss, 200 steps), a quarter of the adapted weights mixed with the "
+                  "untouched model's", teacher=True, adapt_recipe="vectors-general", general=True),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),
@@ -345,13 +353,21 @@ def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(path, DOMAIN_RECORD, what="domain results file")
 
 
-SUITE_AND_CHECK_FILES = ("domains.jsonl", "domains_check.jsonl")  # the suite's runs, then the kept-aside domain's
+# the suite's runs, then the kept-aside domain's, then the default's records made from kept runs (default_records.py)
+SUITE_AND_CHECK_FILES = ("domains.jsonl", "domains_check.jsonl", "domains_default.jsonl")
 
 
 def read_suite_and_check_records(results: Path) -> list[dict[str, Any]]:
-    """The records of the suite and of the domain kept outside it (:data:`SUITE_AND_CHECK_FILES` in ``results``),
-    as the recipe table sets them side by side."""
-    return [r for name in SUITE_AND_CHECK_FILES for r in read_domain_records(results / name)]
+    """The records of the suite and of the domain kept outside it (:data:`SUITE_AND_CHECK_FILES` in ``results``; a
+    file not made yet holds none), as the recipe table sets them side by side."""
+    return [r for name in SUITE_AND_CHECK_FILES if (results / name).exists()
+            for r in read_domain_records(results / name)]
+
+
+def read_suite_records(results: Path) -> list[dict[str, Any]]:
+    """The records of the suite's domains only (:func:`read_suite_and_check_records` without the domain kept outside
+    it): what the goals are held to."""
+    return [r for r in read_suite_and_check_records(results) if r["domain"] in DOMAINS]
 
 
 def _domain_order(name: str) -> tuple[int, str]:

@@ -294,49 +294,60 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
         read_domain_records(bad)
 
 
-def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(tiny_bert_dir, tmp_path, monkeypatch):
-    """The teacher named by its fetched name (cselab adapt's default) or given as its directory (the study) is one
-    teacher; a setting that differs from the default's is no default run."""
+@pytest.fixture
+def study_home(tiny_bert_dir, tmp_path, monkeypatch):
+    """A data home with the teacher fetched, a text of 240 lines, and the study's general sentences (900 lines of
+    upper-case words, unlike the text); the plan of a configuration on them (``plan(spec)``)."""
     import argparse
     import shutil
-
-    from cselab.adapt import plan_adapt
-    from lab.domain_study.study import CONFIGURATION, DEFAULT_CONFIGURATION
+    from types import SimpleNamespace
 
     home = tmp_path / "home"
     shutil.copytree(tiny_bert_dir, home / "models" / "all-mpnet-base-v2")
     monkeypatch.setenv("CSELAB_HOME", str(home))
-    text = tmp_path / "text.txt"
     rng = random.Random(0)
+    text = tmp_path / "text.txt"
     text.write_text("".join(f"{' '.join(rng.choice(WORDS) for _ in range(8))} {i}\n" for i in range(240)))
+    general = tmp_path / "general.txt"
+    general.write_text("".join(f"{' '.join(rng.choice(WORDS).upper() for _ in range(6))} G{i}\n" for i in range(900)))
     args = argparse.Namespace(steps=None, batch_size=None, max_length=None)
+
+    def plan(spec):  # as run_domains plans it: the general sentences for a configuration that trains on them
+        return run_domains.configuration_plan(
+            spec, text, tmp_path / "run", args, seed=1, model=str(tiny_bert_dir),
+            teacher=str(home / "models" / "all-mpnet-base-v2"), general=general if spec.general else None,
+            runtime=["train.threads=1", "train.device=cpu"])
+
+    return SimpleNamespace(home=home, text=text, general=general, args=args, plan=plan)
+
+
+def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(study_home):
+    """The teacher named by its fetched name (cselab adapt's default) or given as its directory (the study) is one
+    teacher, the study's general sentences stand for the fetched corpus; a setting that differs from the default's
+    is no default run."""
+    from dataclasses import replace
+
     config = CONFIGURATION[DEFAULT_CONFIGURATION]
 
-    def plan(*overrides: str, select: str | None = config.select):
-        return plan_adapt(text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" /
-                          "all-mpnet-base-v2"), select=select, units=config.units, max_length=config.max_length,
-                          overrides=[*config.overrides, "train.threads=1", "train.device=cpu", *overrides])
+    def flagged(*overrides: str, **options) -> bool:
+        spec = replace(config, overrides=(*config.overrides, *overrides), **options)
+        return run_domains.is_default(study_home.plan(spec), study_home.text, study_home.args)
 
-    assert run_domains.is_default(plan(), text, args)
-    assert not run_domains.is_default(plan("train.lr=3e-5"), text, args)
-    assert not run_domains.is_default(plan(select="fixed-budget"), text, args)
-    assert not run_domains.is_default(plan("model.max_length=128"), text, args)
-    # the default's settings with passages of similar lines: no config key differs, the plan does
-    assert not run_domains.is_default(plan_adapt(
-        text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
-        select=config.select, units=config.units, passages="similar", max_length=config.max_length,
-        overrides=[*config.overrides, "train.threads=1", "train.device=cpu"]), text, args)
-    assert not run_domains.is_default(plan("method_options.neighbours=7", "train.batch_size=8"), text, args)
-    # the default's settings with its weights mixed with the untouched model's: no config key differs, the plan does
-    assert not run_domains.is_default(plan_adapt(
-        text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
-        select=config.select, units=config.units, max_length=config.max_length, mix=0.5,
-        overrides=[*config.overrides, "train.threads=1", "train.device=cpu"]), text, args)
-    passages = CONFIGURATION["cselab-distill-sim-nb3-passages"]
-    assert not run_domains.is_default(plan_adapt(
-        text, tmp_path / "run", model=str(tiny_bert_dir), teacher=str(home / "models" / "all-mpnet-base-v2"),
-        select=passages.select, units=passages.units, max_length=passages.max_length,
-        overrides=[*passages.overrides, "train.threads=1", "train.device=cpu"]), text, args)
+    assert flagged()
+    assert not flagged("train.lr=3e-5")
+    assert not flagged(select="guarded-distillation-loss" if config.select == "fixed-budget" else "fixed-budget")
+    assert not flagged("model.max_length=128")
+    assert not flagged(passages="similar")  # no config key differs, the plan does
+    assert not flagged("train.batch_size=32")
+    assert not flagged(mix=0.5)  # no config key differs, the plan does
+    assert not flagged(steps=450)
+    # the passages recipe with the general recipe's budget, general sentences and mix
+    assert not flagged(adapt_recipe="vectors-passages", steps=200, mix=0.25)
+    for key in ("cselab-distill-sim-nb3-guarded-mixed", "cselab-distill-sim-nb3-passages",
+                "cselab-distill-pca-cos-general", "cselab-vectors-general"):
+        if key != DEFAULT_CONFIGURATION:
+            assert not run_domains.is_default(study_home.plan(CONFIGURATION[key]), study_home.text,
+                                              study_home.args), key
 
 
 def test_the_recipes_table_by_hand():
@@ -814,7 +825,7 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
     spec = CONFIGURATION[configuration]
     studied = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), steps=spec.steps,
                          max_length=spec.max_length, select=spec.select, units=spec.units, passages=spec.passages,
-                         overrides=list(spec.overrides))
+                         recipe=spec.adapt_recipe, overrides=list(spec.overrides))
     named = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), recipe=recipe)
     assert named.steps == studied.steps == steps
     assert (named.units, named.selection, named.passages) == (studied.units, studied.selection, studied.passages)
@@ -822,27 +833,67 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
         studied.config.model_dump(mode="json"))
 
 
-def test_a_restarted_run_keeps_its_teacher_passes_and_nothing_else(tmp_path):
-    from cselab.data.vector_store import VectorStore
+def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_home):
+    from cselab.adapt.plan import ADAPT_FILE, PLAN_FILE, plan_facts, read_text
+    from cselab.training.run_directory import RUN_MARKER
 
-    run_dir = tmp_path / "run"
-    store = VectorStore.create(run_dir / "teacher-passages", "k", rows=4, dim=2)
-    calls = []
+    plan = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
+    run_dir = plan.output_dir
+    assert not run_domains.resumable(plan)  # nothing there
+    run_dir.mkdir()
+    (run_dir / "teacher-passages").mkdir()
+    assert not run_domains.resumable(plan)  # files cselab did not write
+    (run_dir / RUN_MARKER).write_text("a cselab run directory\n")
+    assert not run_domains.resumable(plan)  # a cselab run, not an adaptation
+    facts = plan_facts(plan, read_text(plan.text))
+    (run_dir / PLAN_FILE).write_text(json.dumps({**facts, "steps": 100}))
+    assert not run_domains.resumable(plan)  # another adaptation
+    (run_dir / PLAN_FILE).write_text(json.dumps(facts))
+    assert run_domains.resumable(plan)  # this one, cut short
+    (run_dir / ADAPT_FILE).write_text("{}")
+    assert run_domains.resumable(plan)  # this one, finished but not recorded
 
-    def killed_after_one_chunk(indices):
-        calls.append(indices)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        return np.ones((len(indices), 2), dtype=np.float32)
 
-    with pytest.raises(KeyboardInterrupt):
-        store.fill(killed_after_one_chunk, chunk=2)
-    (run_dir / "teacher-broken").mkdir()
-    (run_dir / "teacher-broken" / "state.json").write_text("{not json")
-    (run_dir / "best").mkdir()
-    (run_dir / "best" / "model.safetensors").write_text("x")
-    (run_dir / "adapt-plan.json").write_text("{}")
-    kept = run_domains.clear_unfinished(run_dir)
-    assert kept == {"teacher-passages": 2}  # the one chunk filled before the kill
-    assert sorted(p.name for p in run_dir.iterdir()) == ["teacher-passages"]
-    assert run_domains.clear_unfinished(tmp_path / "absent") == {}
+def test_the_default_configuration_plans_what_its_derived_records_were_trained_as(study_home):
+    """cselab-vectors-general (the default's recipe) and cselab-distill-pca-cos-general (its runs, mixed at 0.25,
+    are the default's derived records) plan the same training; only the mix differs."""
+    default = study_home.plan(CONFIGURATION["cselab-vectors-general"])
+    source = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
+    paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
+    assert default.config.model_dump(exclude=paths) == source.config.model_dump(exclude=paths)
+    assert (default.train_units, default.general_units, default.held_out) == (
+        source.train_units, source.general_units, source.held_out)
+    assert len(default.general_units) == len(default.text_units) > 0 and default.steps == 200
+    assert set(default.general_units) <= set(study_home.general.read_text().splitlines())
+    assert (default.mix, source.mix) == (0.25, 1.0)
+
+
+def test_the_defaults_records_join_each_quarter_mix_with_its_runs_record():
+    from lab.domain_study.default_records import derived_records
+
+    runs = [{"domain": "stsb", "configuration": "cselab-distill-pca-cos-general", "seed": 1, "main_score": 82.35,
+             "stsb_test": 82.35, "wall_s": 1701.9, "steps": 200, "batch_size": 64, "provenance": {"git": "aaa"}},
+            {"domain": "stsb", "configuration": "cselab-distill-pca-cos-general", "seed": 2, "main_score": 82.0,
+             "stsb_test": 82.0, "wall_s": 900.0, "steps": 200, "provenance": {"git": "bbb"}},
+            {"domain": "stsb", "configuration": "cselab-distill-pca-cos", "seed": 1, "main_score": 80.0}]
+    interpolations = [
+        {"domain": "stsb", "run": "stsb/cselab-distill-pca-cos-general-s1", "seed": 1, "weight": 0.25,
+         "scores": {"sts": 82.25}, "main_score": 82.25, "stsb_test": 82.25, "command": "c1",
+         "provenance": {"git": "ccc"}},
+        {"domain": "stsb", "run": "stsb/cselab-distill-pca-cos-general-s1", "seed": 1, "weight": 0.5,
+         "scores": {"sts": 82.38}, "main_score": 82.38, "stsb_test": 82.38},
+        {"domain": "stsb", "run": "stsb/cselab-distill-pca-cos-general-s2", "seed": 2, "weight": 0.25,
+         "chosen_on": {}, "scores": {}, "main_score": 1.0, "stsb_test": 1.0},  # a chosen weight: not the default
+        {"domain": "stsb", "run": "stsb/cselab-distill-pca-cos-s1", "seed": 1, "weight": 0.25,
+         "scores": {}, "main_score": 2.0, "stsb_test": 2.0},  # another configuration's run
+        {"domain": "bbc-news", "run": "bbc-news/cselab-distill-pca-cos-general-s1", "seed": 1, "weight": 0.25,
+         "scores": {}, "main_score": 3.0, "stsb_test": 3.0},  # no record of its run
+    ]
+    (record,) = derived_records(interpolations, runs)
+    assert (record["configuration"], record["seed"], record["main_score"], record["stsb_test"]) == (
+        "cselab-vectors-general", 1, 82.25, 82.25)
+    assert (record["wall_s"], record["steps"], record["batch_size"], record["default"], record["mix"]) == (
+        1701.9, 200, 64, True, 0.25)
+    assert record["provenance"] == {"git": "aaa"} and record["derived_from"] == {
+        "run": "stsb/cselab-distill-pca-cos-general-s1", "run_commit": "aaa", "interpolation": "c1",
+        "interpolation_commit": "ccc"}

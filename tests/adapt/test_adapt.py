@@ -93,14 +93,16 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert extrapolate_seconds(simcse, bf16) == pytest.approx(556.8 + 0.8)
     fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
     assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
-    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                        recipe="distill", steps=100,
                         select="distillation-loss", units="lines", overrides=["train.eval_every=25"])
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
     # 100 x 2.2 x 1 row (one view) x 64 x 0.02 s = 281.6 s; 5 evaluations (step 0 and every 25) x 1 row x 20 x
     # 0.02 = 2 s; the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(281.6 + 2 + 24)
     # target pairs: each anchor brings one neighbour and one random partner, 3 rows: 100 x 2.2 x 3 x 16 x 0.02 s
-    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                       recipe="distill", steps=100,
                        units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
                                                  "method_options.neighbours=10"])
     # and the default selection, the guard: 5 evaluations x 2 views (lines, passages) x 20 x 0.02 = 4 s; the
@@ -110,13 +112,15 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s
-    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                       recipe="distill", steps=100,
                        select="fixed-budget", units="lines")
     assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
         ("fixed-budget", 100, False)
     assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(281.6 + 0.4 + 24)
     # passages: an example holds as many tokens as its lines, 220 lines in len(train_units) passages
-    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                          recipe="distill", steps=100,
                           select="fixed-budget", units="passages")
     lines = 220 / len(passages.train_units)
     assert lines > 1.5
@@ -124,7 +128,8 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # mixed: the lines, then the same passages (the same seed); the examples hold every line twice, so an example
     # holds 440 / len(train_units) lines; the teacher's pass reads the training lines twice and the held-out lines
     # twice (as lines and in passages): (440 + 20 x 2) x 0.1 = 48 s
-    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                       recipe="distill", steps=100,
                        select="fixed-budget", units="mixed")
     train_lines = mixed.train_units[:220]
     assert mixed.train_units == [*train_lines, *passages.train_units]
@@ -140,7 +145,8 @@ def test_the_time_estimate_loads_each_model_once(tmp_path, tiny_bert_dir, monkey
     from cselab.models import sentence_model
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=20,
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                      recipe="distill", steps=20,
                       units="lines")
     loads: list[str] = []
     load = sentence_model.load_model
@@ -184,8 +190,8 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
     args = ["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir), "--output", str(out),
-            "--steps", "4", "--batch-size", "8", "--max-length", "16", "--select", "teacher-agreement",
-            "train.eval_every=2"]
+            "--recipe", "distill", "--steps", "4", "--batch-size", "8", "--max-length", "16", "--select",
+            "teacher-agreement", "train.eval_every=2"]
     code, stdout, err = run_cli(args, capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
@@ -210,8 +216,8 @@ def test_a_teacher_run_keeps_the_last_step_with_a_fixed_budget(tiny_bert_dir, ti
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
     code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir),
-                            "--output", str(out), "--steps", "3", "--batch-size", "8", "--max-length", "16",
-                            "--select", "fixed-budget"], capsys)
+                            "--recipe", "distill", "--output", str(out), "--steps", "3", "--batch-size", "8",
+                            "--max-length", "16", "--select", "fixed-budget"], capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["selection"], summary["best_step"]) == ("fixed-budget", 3)
@@ -315,9 +321,11 @@ def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp
     text = tmp_path / "text.txt"
     topics = ["football goal match", "election vote party", "piano concert music", "river boat water"]
     text.write_text("".join(f"{topics[i % 4]} number{i}\n" for i in range(240)))
-    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                      recipe="distill", steps=10,
                       units="mixed", passages="similar")
-    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                          recipe="distill", steps=10,
                           units="mixed")
     assert (plan.passages, shuffled.passages) == ("similar", "shuffled")
     assert "passages of similar lines" in plan.describe() and "similar" not in shuffled.describe()

@@ -30,6 +30,19 @@ def write_text(path: Path, n: int = 240, seed: int = 0) -> Path:
     return path
 
 
+def write_general(path: Path, n: int, also: list[str] = ()) -> Path:
+    """``n`` distinct sentences of capitalised words (unlike the user's text, whose words are lower case), then
+    ``also``."""
+    import random
+
+    rng = random.Random(3)
+    words = [w.capitalize() for w in WORDS if w.isalpha()]
+    lines = sorted({" ".join(rng.choice(words) for _ in range(rng.randint(5, 9))) for _ in range(n * 2)})[:n]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([*lines, *also]) + "\n")
+    return path
+
+
 def _unit(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
@@ -49,16 +62,19 @@ def teacher_dir(tmp_path_factory):
 
 @pytest.fixture
 def home_with_teacher(tmp_path, monkeypatch, teacher_dir):
-    """A data home where the default teacher (all-mpnet-base-v2) is 'fetched': the tiny teacher under its name."""
+    """A data home where the default teacher (all-mpnet-base-v2) and the default corpus are 'fetched': the tiny
+    teacher under its name, 300 general sentences as the corpus."""
     home = tmp_path / "home"
     shutil.copytree(teacher_dir, home / "models" / "all-mpnet-base-v2")
+    write_general(home / "corpus" / "default.txt", 300)
     monkeypatch.setenv("CSELAB_HOME", str(home))
     return home
 
 
 def _args(text, student, out, *extra):
-    return ["adapt", str(text), "--model", str(student), "--output", str(out), "--batch-size", "8",
-            "--max-length", "16", "--steps", "4", "train.precision=fp32", *extra]
+    """``cselab adapt`` with the cosines recipe (``distill``, what this file tests) on a tiny budget."""
+    return ["adapt", str(text), "--model", str(student), "--output", str(out), "--recipe", "distill",
+            "--batch-size", "8", "--max-length", "16", "--steps", "4", "train.precision=fp32", *extra]
 
 
 def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_with_teacher, tiny_bert_dir, tmp_path):
@@ -67,6 +83,15 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
     assert (plan.teacher, plan.recipe, plan.config.method) == ("all-mpnet-base-v2", "distill", "distill")
+    simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
+    assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
+
+
+def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with_teacher, tiny_bert_dir, tmp_path):
+    from cselab.adapt import plan_adapt
+
+    text = write_text(tmp_path / "text.txt")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="distill")
     options = plan.config.method_options
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
         "similarities", "none", "mse", 3)
@@ -79,8 +104,55 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     # the recipe's budget: one pass over the examples (220 lines and their passages) in steps of 16, at least 100
     assert (plan.selection, plan.steps, plan.config.train.lr) == ("guarded-distillation-loss", 100, 1e-4)
     assert plan.config.train.eval_at_start and plan.config.train.eval_every == 12
-    simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
-    assert (simcse.teacher, simcse.recipe, simcse.config.method) == (None, "simcse", "simcse")
+    assert (plan.mix, plan.general_units) == (1.0, [])
+
+
+def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarter_mix(home_with_teacher,
+                                                                                      tiny_bert_dir, tmp_path):
+    from cselab.adapt import plan_adapt
+
+    text = write_text(tmp_path / "text.txt")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors-general")
+    assert (plan.teacher, plan.config.method) == ("all-mpnet-base-v2", "distill")
+    options = plan.config.method_options
+    assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
+        "vectors", "pca-rotation", "cosine", 0)
+    assert options["teacher_vectors"] == str(tmp_path / "a" / "teacher")
+    # passages of the 220 training lines (up to 256 tokens), then as many sentences of the fetched corpus
+    corpus = (home_with_teacher / "corpus" / "default.txt").read_text().splitlines()
+    assert plan.general == str(home_with_teacher / "corpus" / "default.txt")
+    assert len(plan.general_units) == len(plan.text_units) and set(plan.general_units) <= set(corpus)
+    assert sorted(" ".join(plan.text_units).split()) == sorted(" ".join(
+        set(text.read_text().splitlines()) - set(plan.held_out)).split())
+    assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("passages", 256, 64)
+    # 200 steps whatever the text, the last one kept, a quarter of its weights handed back in weight-mix
+    assert (plan.selection, plan.steps, plan.config.train.lr) == ("fixed-budget", 200, 1e-4)
+    assert (plan.mix, plan.model_dir) == (0.25, tmp_path / "a" / "weight-mix")
+    # the same recipe by its options, as the domain study ran it before it had a name
+    spelled = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), recipe="vectors-passages", steps=200,
+                         general=home_with_teacher / "corpus" / "default.txt", mix=0.25)
+    paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
+    assert spelled.config.model_dump(exclude=paths) == plan.config.model_dump(exclude=paths)
+    assert spelled.general_units == plan.general_units and spelled.train_units == plan.train_units
+
+
+def test_the_general_vector_recipe_without_the_corpus_says_how_to_fetch_it(home_with_teacher, tiny_bert_dir,
+                                                                          tmp_path, capsys):
+    (home_with_teacher / "corpus" / "default.txt").unlink()
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "out"
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--recipe",
+                            "vectors-general"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "cselab data fetch corpus" in err and "--general" in err, err
+    assert not out.exists()
+    # a file of the user's own general sentences serves instead
+    from cselab.adapt import plan_adapt
+
+    general = write_general(tmp_path / "general.txt", 50)
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe="vectors-general", general=general)
+    assert (plan.recipe, plan.general) == ("vectors-general", str(general))
+    assert len(plan.general_units) == len(plan.text_units) and set(plan.general_units) <= set(
+        general.read_text().splitlines())
 
 
 def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
@@ -146,8 +218,9 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
     from cselab.adapt import plan_adapt
     from cselab.methods import METHODS
 
+    # the run's own plan (planning writes nothing)
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                      units="mixed", select="distillation-loss")  # the run's own plan (planning writes nothing)
+                      units="mixed", select="distillation-loss", recipe="distill")
     units = plan.held_out_units
     assert plan.config.method_options["neighbour_blocks"] == [220]
     # the training groups the method builds from the run's text and teacher store: a line's neighbours are lines,
@@ -427,7 +500,7 @@ def test_the_guarded_selection_scores_lines_and_passages_against_the_start(home_
     from cselab.adapt import plan_adapt
 
     plan = plan_adapt(text, tmp_path / "again", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                      select="guarded-distillation-loss")
+                      select="guarded-distillation-loss", recipe="distill")
     held, passages = plan.guard_views["lines"], plan.guard_views["passages"]
     assert held == (out / "held-out.txt").read_text().splitlines()
     # the teacher's pass over both views is kept in the run; passages of up to 256 tokens, not the training's 16

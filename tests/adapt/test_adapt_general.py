@@ -8,15 +8,13 @@ Expected values are computed here from the files the test writes (sets, counts),
 from __future__ import annotations
 
 import json
-import random
 import shutil
-from pathlib import Path
 
 import pytest
 
 from cselab.errors import CselabError
-from tests.adapt.test_adapt_distill import write_text
-from tests.helpers import WORDS, build_tiny_model_dir, run_cli
+from tests.adapt.test_adapt_distill import write_general, write_text
+from tests.helpers import build_tiny_model_dir, run_cli
 
 
 @pytest.fixture
@@ -26,16 +24,6 @@ def home_with_teacher(tmp_path, monkeypatch, tmp_path_factory):
     shutil.copytree(teacher, home / "models" / "all-mpnet-base-v2")
     monkeypatch.setenv("CSELAB_HOME", str(home))
     return home
-
-
-def write_general(path: Path, n: int, also: list[str] = ()) -> Path:
-    """``n`` distinct sentences of capitalised words (unlike the user's text, whose words are lower case), then
-    ``also``."""
-    rng = random.Random(3)
-    words = [w.capitalize() for w in WORDS if w.isalpha()]
-    lines = sorted({" ".join(rng.choice(words) for _ in range(rng.randint(5, 9))) for _ in range(n * 2)})[:n]
-    path.write_text("\n".join([*lines, *also]) + "\n")
-    return path
 
 
 def test_draw_general_never_takes_the_users_sentences_and_is_seeded(tmp_path):
@@ -76,9 +64,9 @@ def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_bl
 
     text = write_text(tmp_path / "text.txt")
     general = write_general(tmp_path / "general.txt", 2000)
-    plain = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
-    plan = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), general=general)
-    own = plain.train_units  # the default: 220 lines, then their passages
+    plain = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="distill")
+    plan = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), recipe="distill", general=general)
+    own = plain.train_units  # the cosines recipe: 220 lines, then their passages
     assert plan.text_units == own
     assert plan.train_units[len(own):] == plan.general_units and len(plan.general_units) == len(own)
     assert set(plan.general_units) <= set(general.read_text().splitlines())

@@ -132,7 +132,8 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
 class Recipe:
     """How ``cselab adapt`` trains: the method and its options, the learning rate and dropout, its default budget
     (``passes`` over the training text, at least ``min_steps`` and at most ``max_steps`` steps of ``batch_size``
-    examples), what an example is, and how the adapted model is chosen (``select``)."""
+    examples), what an example is, how the adapted model is chosen (``select``), whether general sentences are
+    trained on beside the text (``general``) and how much of the adapted weights it hands back (``mix``)."""
 
     name: str
     description: str
@@ -148,6 +149,8 @@ class Recipe:
     max_length: int = 64  # tokens of a training example
     batch_size: int = 64  # training examples per step
     select: str = FIXED_BUDGET  # one of SELECTIONS
+    general: bool = False  # trains on as many general sentences beside the text (--general, else the fetched corpus)
+    mix: float = 1.0  # the adapted model's share of the weights handed back, mixed with the untouched model's
 
 
 _VECTOR_TARGET = {"target": "vectors", "projection": "pca-rotation", "vector_loss": "cosine", "neighbours": 0,
@@ -168,7 +171,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("vectors-passages", "the teacher's whole vector of each passage of lines distilled (its PCA rotated into "
            "the student, cosine loss)", "distill", _VECTOR_TARGET, lr=1e-4, dropout=0.1, passes=1, min_steps=100,
            max_steps=100, units="passages", max_length=256, batch_size=64, select=FIXED_BUDGET),
+    # the passages recipe with as many general sentences beside the passages, twice its steps so that each passage is
+    # seen as often, a quarter of its weights mixed with the untouched model's (the domain study's quarter mix)
+    Recipe("vectors-general", "the teacher's whole vector of each passage of lines and of as many general sentences "
+           "distilled (its PCA rotated into the student, cosine loss)", "distill", _VECTOR_TARGET, lr=1e-4,
+           dropout=0.1, passes=1, min_steps=200, max_steps=200, units="passages", max_length=256, batch_size=64,
+           select=FIXED_BUDGET, general=True, mix=0.25),
 )}
+DEFAULT_RECIPE, DEFAULT_TEACHER_RECIPE = "simcse", "distill"  # without a teacher, with one
 TEACHER_RECIPES = tuple(name for name, recipe in RECIPES.items() if recipe.method == "distill")
 # What a training example is: a line of the text, a passage of lines (lines grouped so that each passage holds up
 # to a length drawn uniformly from 1 to the recipe's max_length tokens: every line once a pass, most examples several
@@ -347,18 +357,20 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     """Validate the inputs and build the run configuration (nothing is written).
 
     With a teacher (``teacher``, or :data:`DEFAULT_TEACHER` when it is fetched, unless ``no_teacher``) the recipe is
-    ``distill``, else ``simcse`` (:data:`RECIPES`). ``select`` (default: the recipe's): the last step
-    (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with the teacher's
-    (``distillation-loss``, ``teacher-agreement``), or the step no further from the teacher than the untouched model
-    on the held-out lines and on passages of them (``guarded-distillation-loss``); the untouched model is then a
-    candidate. ``units``,
+    :data:`DEFAULT_TEACHER_RECIPE`, else :data:`DEFAULT_RECIPE` (:data:`RECIPES`). ``select`` (default: the
+    recipe's): the last step (``fixed-budget``), or with a teacher the step whose held-out cosines agree best with
+    the teacher's (``distillation-loss``, ``teacher-agreement``), or the step no further from the teacher than the
+    untouched model on the held-out lines and on passages of them (``guarded-distillation-loss``); the untouched
+    model is then a candidate. ``units``,
     ``max_length`` and ``batch_size`` (default: the recipe's): what a training example is (:data:`UNITS`), how many
     tokens it holds and how many make a step; ``passages`` (default: the recipe's): which lines a passage groups
     (:data:`PASSAGE_GROUPINGS`), in the training examples, the held-out text and the guard's view alike.
     ``recipe`` (a key of :data:`RECIPES`) chooses another recipe than the default; those of :data:`TEACHER_RECIPES`
     need a teacher, ``simcse`` trains without one. ``general`` (a text file) adds to the training examples as many
     of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
-    similarity while it learns the user's text; the budget's passes count them. ``mix`` (default 1) in (0, 1]: the
+    similarity while it learns the user's text; the budget's passes count them; a recipe that trains on general
+    sentences reads cselab's default corpus when none is given (:func:`general_text`). ``mix`` (default: the
+    recipe's, 1 but for ``vectors-general``) in (0, 1]: the
     model handed back is ``(1 - mix) * untouched + mix * selected`` of every weight (WiSE-FT,
     :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix`` beside ``best``; 1 hands back the
     selected model itself."""
@@ -401,7 +413,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                                                                        else fetch_teacher))
     if select not in (None, FIXED_BUDGET) and teacher_name is None:
         raise CselabError(f"--select {select} compares the model with a teacher: {fetch_teacher}")
-    chosen = RECIPES[recipe or ("distill" if teacher_name is not None else "simcse")]
+    chosen = RECIPES[recipe or (DEFAULT_TEACHER_RECIPE if teacher_name is not None else DEFAULT_RECIPE)]
+    if general is None and chosen.general:
+        general = general_text(chosen)
     select = select or chosen.select
     units = units or chosen.units
     passages = passages or chosen.passages
@@ -444,7 +458,19 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
                      config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages,
                      str(general) if general is not None else None, general_units,
-                     1.0 if mix is None else float(mix))
+                     chosen.mix if mix is None else float(mix))
+
+
+def general_text(recipe: Recipe) -> Path:
+    """The general sentences a recipe that trains on them reads when ``--general`` is not given: cselab's default
+    corpus (``cselab data fetch corpus``); refused in one line when it is not fetched."""
+    from cselab.data.training_data import NAMED_CORPORA, corpus_path
+
+    try:
+        return corpus_path("default")
+    except CselabError:
+        raise CselabError(f"the {recipe.name} recipe trains on general sentences beside your text: fetch them with "
+                          f"`{NAMED_CORPORA['default'][1]}`, give --general FILE, or choose another --recipe") from None
 
 
 def draw_general(path: str | Path, own: Sequence[str], count: int, seed: int = UNITS_SEED) -> list[str]:

@@ -1,0 +1,79 @@
+"""The domain table's records of ``cselab adapt``'s default (``cselab-vectors-general``), made from runs already kept.
+
+The default trains exactly as ``cselab-distill-pca-cos-general`` does (the teacher's whole vector of passages and of
+as many general sentences, 200 steps of 64; ``lab/tests/test_domain_study.py`` checks that the two plans agree) and
+hands back that run's weights mixed a quarter with the untouched model's, which is what
+``lab.domain_study.interpolate --weights 0.25`` scores (both call :func:`cselab.experiments.ensemble.mixed_weights`).
+So each interpolation record of such a run at weight 0.25 is a run of the default: this joins it with the run's own
+record (its budget, wall time and provenance: the run's, since the training is what they measure) into one record
+of ``cselab-vectors-general`` with ``"default": true`` and where it came from (``derived_from``), appended to
+``lab/results/domains_default.jsonl`` unless that (domain, seed) is there already. A run of the default made by
+``run_domains`` itself is a record like any other and needs none of this.
+
+    python -m lab.domain_study.default_records
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lab.record import RESULTS_DIR
+
+SOURCE_CONFIGURATION = "cselab-distill-pca-cos-general"
+DEFAULT_KEY = "cselab-vectors-general"
+MIX = 0.25
+RUN_FILES = ("domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")  # where the unmixed runs' records are
+OUTPUT = RESULTS_DIR / "domains_default.jsonl"
+# what the run's record says of the run, carried over (scores and selection are the mixed model's, from the
+# interpolation record)
+RUN_FIELDS = ("main_task", "model", "eval_max_length", "threads", "general_text", "steps", "batch_size", "max_length",
+              "teacher_s", "teacher_resumed", "training_text", "selection", "teacher", "recipe", "config", "trace",
+              "wall_s", "provenance")
+
+
+def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record of the default per interpolation record at weight :data:`MIX` (no chosen weight) of a
+    :data:`SOURCE_CONFIGURATION` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
+    interpolation of each run). Runs without a record are left out."""
+    run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == SOURCE_CONFIGURATION}
+    mixed = {r["run"]: r for r in interpolations if r.get("weight") == MIX and "chosen_on" not in r
+             and r["run"].split("/", 1)[-1].rsplit("-s", 1)[0] == SOURCE_CONFIGURATION}
+    out = []
+    for name, mix in mixed.items():
+        run = run_of.get((mix["domain"], int(mix["seed"])))
+        if run is None:
+            continue
+        out.append({"domain": mix["domain"], "configuration": DEFAULT_KEY, "seed": int(mix["seed"]),
+                    **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": MIX, "scores": mix["scores"],
+                    "main_score": mix["main_score"], "stsb_test": mix["stsb_test"], "default": True,
+                    "derived_from": {"run": name, "run_commit": run.get("provenance", {}).get("git"),
+                                     "interpolation": mix.get("command"),
+                                     "interpolation_commit": mix.get("provenance", {}).get("git")}})
+    return sorted(out, key=lambda r: (r["domain"], r["seed"]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the directory of the records")
+    args = parser.parse_args(argv)
+    from cselab.data.jsonl import append_jsonl, read_jsonl
+    from lab.domain_study.interpolate import INTERPOLATION_RECORD
+    from lab.domain_study.study import read_domain_records
+
+    interpolations = read_jsonl(args.results / "interpolation.jsonl", INTERPOLATION_RECORD)
+    runs = [r for name in RUN_FILES if (args.results / name).exists()
+            for r in read_domain_records(args.results / name)]
+    output = args.results / OUTPUT.name
+    have = {(r["domain"], int(r["seed"])) for r in read_domain_records(output)} if output.exists() else set()
+    for record in derived_records(interpolations, runs):
+        if (record["domain"], record["seed"]) in have:
+            continue
+        append_jsonl(output, {**record, "command": "python -m lab.domain_study.default_records"})
+        print(f"{record['domain']} seed {record['seed']}: {record['main_score']:.2f}, STS-B test "
+              f"{record['stsb_test']:.2f} (from {record['derived_from']['run']}) -> {output}")
+
+
+if __name__ == "__main__":
+    main()
