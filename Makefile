@@ -55,6 +55,7 @@ demo-setup: install-torch
 	$(PIP) install -e ".[mteb]"
 	$(PYTHON) -m cselab.cli data fetch models
 	$(PYTHON) -m cselab.cli data fetch models-mpnet
+	$(PYTHON) -m cselab.cli data fetch corpus
 	$(PYTHON) -m cselab.cli data fetch domains
 
 demo: demo-setup

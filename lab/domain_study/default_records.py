@@ -29,7 +29,7 @@ OUTPUT = RESULTS_DIR / "domains_default.jsonl"
 # what the run's record says of the run, carried over (scores and selection are the mixed model's, from the
 # interpolation record)
 RUN_FIELDS = ("main_task", "model", "eval_max_length", "threads", "general_text", "steps", "batch_size", "max_length",
-              "teacher_s", "teacher_resumed", "training_text", "selection", "teacher", "recipe", "config", "trace",
+              "teacher_s", "resumed", "training_text", "selection", "teacher", "recipe", "config", "trace",
               "wall_s", "provenance")
 
 

@@ -137,8 +137,8 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pca-cos-general-mix", label="`cselab adapt`: the teacher's PCA rotated into "
             "the student, cosine loss, on passages and as many general sentences, mixed half-way with the untouched "
             "model (--mix 0.5)", steps=200, general=True, mix=0.5),
-    # the same at a quarter of its weights, as its own recipe (vectors-general); its records so far are the runs
-    # above mixed at 0.25 (lab/domain_study/default_records.py)
+    # the same at a quarter of its weights, as its own recipe (vectors-general): cselab adapt's default since the
+    # quarter mix's study; its records so far are the runs above mixed at 0.25 (lab/domain_study/default_records.py)
     Configuration("cselab-vectors-general", "`cselab adapt`: the teacher's whole vector of passages and of as many "
                   "general sentences (cosine loss, 200 steps), a quarter of the adapted weights mixed with the "
                   "untouched model's", teacher=True, adapt_recipe="vectors-general", general=True),
@@ -226,7 +226,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-distill-sim-nb3-guarded-mixed"
+DEFAULT_CONFIGURATION = "cselab-vectors-general"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

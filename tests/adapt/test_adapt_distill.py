@@ -82,7 +82,8 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
 
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
-    assert (plan.teacher, plan.recipe, plan.config.method) == ("all-mpnet-base-v2", "distill", "distill")
+    assert (plan.teacher, plan.recipe, plan.config.method, plan.mix) == (
+        "all-mpnet-base-v2", "vectors-general", "distill", 0.25)
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
     assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
 
@@ -136,20 +137,19 @@ def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarte
     assert spelled.general_units == plan.general_units and spelled.train_units == plan.train_units
 
 
-def test_the_general_vector_recipe_without_the_corpus_says_how_to_fetch_it(home_with_teacher, tiny_bert_dir,
-                                                                          tmp_path, capsys):
+def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(home_with_teacher, tiny_bert_dir,
+                                                                                 tmp_path, capsys):
     (home_with_teacher / "corpus" / "default.txt").unlink()
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "out"
-    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--recipe",
-                            "vectors-general"], capsys)
+    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out)], capsys)
     assert code == 2 and err.count("\n") == 1 and "cselab data fetch corpus" in err and "--general" in err, err
     assert not out.exists()
     # a file of the user's own general sentences serves instead
     from cselab.adapt import plan_adapt
 
     general = write_general(tmp_path / "general.txt", 50)
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe="vectors-general", general=general)
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), general=general)
     assert (plan.recipe, plan.general) == ("vectors-general", str(general))
     assert len(plan.general_units) == len(plan.text_units) and set(plan.general_units) <= set(
         general.read_text().splitlines())

@@ -7,29 +7,28 @@ without labels, and the held-out scores), :mod:`.estimate` (the time estimate), 
 The recipes (:data:`cselab.adapt.plan.RECIPES`):
 
 * **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
-  fetched it): ``distill`` with ``target: similarities``. Each batch holds lines of the user's text with three
-  of their nearest neighbours by the teacher; the student's cosines of every pair in the batch regress onto the
-  teacher's (MSE). Width-free, no module added at inference. The teacher's vectors of the text are computed once and
-  kept in the run directory. The model kept (``guarded-distillation-loss``) is the step with the least distillation
-  loss on the held-out text among the steps no worse than the untouched model on the held-out lines and on
-  passages of them (256 tokens), the untouched model (step 0) included, so a run that only moves away from the
-  teacher hands back the model it began with.
+  fetched it): ``vectors-general``, ``distill`` with ``target: vectors``. The teacher's vectors of passages of the
+  user's lines (up to 256 tokens) and of as many general sentences (``--general``, by default cselab's corpus,
+  ``cselab data fetch corpus``) are reduced to the student's width (PCA) and rotated into its frame (orthogonal
+  Procrustes); the student's vector of each regresses onto them with a cosine loss, for 200 steps of 64. The
+  teacher's vectors are computed once and kept in the run directory. Nothing is added at inference. The model
+  handed back mixes a quarter of the adapted weights with three quarters of the untouched model's (``weight-mix``
+  beside ``best``): in the domain study it was the one recipe that scored below the untouched model on no seed of
+  any domain, with smaller gains than the others (docs/adapt.md).
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
-* **The teacher's whole vector** (``--recipe vectors``, ``--recipe vectors-passages``): ``distill`` with
-  ``target: vectors``. The teacher's vectors of the text are reduced to the student's width (PCA) and rotated into
-  its frame (orthogonal Procrustes), and the student's vector of each line (of 64 tokens) or each passage (of up to
-  256) regresses onto them with a cosine loss, on a fixed budget. Nothing is added at inference. It moves general
-  similarity more than the default does, which is why it is an option and not the default (docs/adapt.md).
-
-* **The teacher's whole vector with general sentences, a quarter kept** (``--recipe vectors-general``): as
-  ``vectors-passages`` with as many general sentences beside the passages (``--general``, by default cselab's corpus,
-  ``cselab data fetch corpus``), 200 steps of 64, and the adapted weights mixed a quarter with three quarters of the
-  untouched model's (``weight-mix`` beside ``best``): the domain study's quarter mix, which gained less than the
-  other recipes and scored below the untouched model on no seed it was scored on (docs/adapt.md).
+* **The teacher's cosines** (``--recipe distill``, the default before): ``distill`` with ``target: similarities``.
+  Each batch holds lines of the user's text with three of their nearest neighbours by the teacher; the student's
+  cosines of every pair in the batch regress onto the teacher's (MSE). The model kept
+  (``guarded-distillation-loss``) is the step with the least distillation loss on the held-out text among the steps
+  no worse than the untouched model on the held-out lines and on passages of them (256 tokens), the untouched model
+  (step 0) included. It gained more on short-text classification and search, and lost on news clustering.
+* **The teacher's whole vector, unmixed** (``--recipe vectors``, ``--recipe vectors-passages``): as the default
+  without general sentences and without the mix, of each line (of 64 tokens) or each passage (of up to 256); they
+  move general similarity more (docs/adapt.md).
 
 ``--mix W`` hands back the selected model's weights mixed with the untouched model's (``(1 - W) untouched + W
-selected``, in ``weight-mix`` beside ``best``); the recipe sets it when not given (0.25 for ``vectors-general``, 1
+selected``, in ``weight-mix`` beside ``best``); the recipe sets it when not given (0.25 for the default, 1
 otherwise).
 
 A held-out part of the text (5%, 20 to 500 sentences) is never trained on. How the defaults were chosen, and what

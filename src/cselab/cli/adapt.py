@@ -27,11 +27,11 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
               "untouched model is then a candidate [default: the recipe's]")
 @click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
 @click.option("--recipe", type=click.Choice(ADAPT_RECIPES),
-              help="how to train: simcse (the default without a teacher), distill (the teacher's cosines; the default "
-              "with one), vectors (the teacher's whole vector of each line: for classifying short texts), "
-              "vectors-passages (of each passage: for clustering long documents) or vectors-general (of passages "
-              "and of as many general sentences, a quarter of the adapted weights handed back); docs/adapt.md says "
-              "what each gained and what it costs")
+              help="how to train: simcse (the default without a teacher), vectors-general (the default with one: the "
+              "teacher's whole vector of passages of your lines and of as many general sentences, a quarter of the "
+              "adapted weights handed back), distill (the teacher's cosines), vectors (the teacher's whole vector of "
+              "each line: for classifying short texts) or vectors-passages (of each passage: for clustering long "
+              "documents); docs/adapt.md says what each gained and what it costs")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best, or "
               "OUTPUT/weight-mix when its weights are mixed (--mix)")
@@ -77,8 +77,9 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
                   device: str, overrides: tuple[str, ...]) -> None:
     """A better encoder for TEXT (your unlabelled sentences, one per line) in one command.
 
-    With a teacher (all-mpnet-base-v2 once fetched, or --teacher) it distils the teacher's embedding of your sentences
-    into MODEL; with --no-teacher (or no teacher at hand) it trains MODEL with SimCSE. A part of your text is held out
+    With a teacher (all-mpnet-base-v2 once fetched, or --teacher) it distils the teacher's embedding of your text and
+    of general sentences (`cselab data fetch corpus`) into MODEL and hands back a quarter of the change; with
+    --no-teacher (or no teacher at hand) it trains MODEL with SimCSE. A part of your text is held out
     and never trained on. No labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and
     after on your labelled data. Everything is checked before anything is written."""
     from cselab.adapt import plan_adapt
