@@ -183,9 +183,9 @@ def read_curve(run_dir: Path) -> list[dict[str, Any]]:
 def default_plan(text: Path, run_dir: Path, args: argparse.Namespace, *, seed: int, model: str,
                  general: Path | None, steps: int | None = None) -> Any:
     """What ``cselab adapt`` plans for ``text`` when no option says otherwise (but ``steps``, ``args.batch_size`` and
-    ``args.max_length`` when given), its general sentences (when its recipe
-    trains on them) drawn from ``general`` (the study's general text: which general sentences is the study's data,
-    as the text is) where it exists; ``None`` where the default cannot be planned here."""
+    ``args.max_length`` when given), its general sentences (when its recipe trains on them) drawn from ``general``
+    where that file exists (the study's general text: which general sentences, like which text, is the study's
+    data); ``None`` where the default cannot be planned here."""
     from cselab.adapt import plan_adapt
     from cselab.adapt.plan import DEFAULT_TEACHER_RECIPE, RECIPES
     from cselab.errors import CselabError
@@ -243,7 +243,7 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
 def resumable(plan: Any) -> bool:
     """Whether ``plan.output_dir`` holds this very adaptation (the same text and options), cut short or finished
     without a record: it is then resumed, its teacher passes and training going on where they stopped (a pass over
-    tweets' passages is over an hour on 2 cores), rather than started again."""
+    tweets' passages takes about an hour on 2 cores), rather than started again."""
     from cselab.adapt.plan import plan_facts, read_text
     from cselab.adapt.run import check_output
     from cselab.errors import CselabError
