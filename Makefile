@@ -1,6 +1,7 @@
 # cselab: the entry points of a fresh machine.
-#   make demo    installs, fetches the models and the domain suite, adapts all-MiniLM-L6-v2 to one domain's text with
-#                `cselab adapt` (about 10 minutes on 2 cores) and prints the domain's score before and after
+#   make demo    installs, fetches the models, the general sentences and the domain suite, adapts all-MiniLM-L6-v2 to
+#                one domain's text with `cselab adapt` (about 12 minutes on 2 cores) and prints the domain's score
+#                before and after
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
 #   make report  renders every table of the docs and the lab books again from lab/results/*.jsonl (python -m lab.render)
 #
@@ -26,7 +27,7 @@ TORCH_INDEX ?=
 DEMO_DIR ?= runs/demo-adapt
 DEMO_DOMAIN ?= linux-man
 DEMO_SENTENCES ?= 2000
-DEMO_STEPS ?= 150
+DEMO_STEPS ?= 80
 
 .PHONY: install install-dev install-torch demo-setup demo demo-timed test lint report
 .DEFAULT_GOAL := install
