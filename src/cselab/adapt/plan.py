@@ -173,7 +173,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            max_steps=100, units="passages", max_length=256, batch_size=64, select=FIXED_BUDGET),
     # the default with a teacher: the passages recipe with as many general sentences beside the passages, twice its
     # steps so that each passage is seen as often, a quarter of its weights mixed with the untouched model's (the
-    # domain study's quarter mix: the one recipe that scored below the untouched model on no seed of any domain)
+    # domain study's quarter mix; docs/adapt.md says why it is the default)
     Recipe("vectors-general", "the teacher's whole vector of each passage of lines and of as many general sentences "
            "distilled (its PCA rotated into the student, cosine loss)", "distill", _VECTOR_TARGET, lr=1e-4,
            dropout=0.1, passes=1, min_steps=200, max_steps=200, units="passages", max_length=256, batch_size=64,
@@ -371,10 +371,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
     similarity while it learns the user's text; the budget's passes count them; a recipe that trains on general
     sentences reads cselab's default corpus when none is given (:func:`general_text`). ``mix`` (default: the
-    recipe's, 1 but for ``vectors-general``) in (0, 1]: the
-    model handed back is ``(1 - mix) * untouched + mix * selected`` of every weight (WiSE-FT,
-    :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix`` beside ``best``; 1 hands back the
-    selected model itself."""
+    recipe's, 1 but for ``vectors-general``) in (0, 1]: the model handed back is ``(1 - mix) * untouched + mix *
+    selected`` of every weight (WiSE-FT, :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix``
+    beside ``best``; 1 hands back the selected model itself."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
