@@ -39,7 +39,7 @@ def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, A
     interpolation of each run). Runs without a record are left out."""
     run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == SOURCE_CONFIGURATION}
     mixed = {r["run"]: r for r in interpolations if r.get("weight") == MIX and "chosen_on" not in r
-             and r["run"].split("/", 1)[-1].rsplit("-s", 1)[0] == SOURCE_CONFIGURATION}
+             and r["run"] == f"{r['domain']}/{SOURCE_CONFIGURATION}-s{r['seed']}"}  # run_domains' run name
     out = []
     for name, mix in mixed.items():
         run = run_of.get((mix["domain"], int(mix["seed"])))

@@ -88,6 +88,33 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
 
 
+def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_a_quarter(home_with_teacher,
+                                                                                        tiny_bert_dir, tmp_path,
+                                                                                        capsys):
+    """`cselab adapt` with no recipe named, end to end: the fetched corpus's sentences trained on beside the user's
+    passages, the last step kept, and the model handed back 0.75 untouched + 0.25 adapted of every weight."""
+    from tests.adapt.test_adapt_mix import _assert_mixed
+
+    text = write_text(tmp_path / "text.txt")
+    out = tmp_path / "adapted"
+    code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps",
+                                 "3", "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "adapt.json").read_text())
+    assert (summary["recipe"], summary["selection"], summary["best_step"], summary["mix"]) == (
+        "vectors-general", "fixed-budget", 3, 0.25)
+    examples = (out / "train.txt").read_text().splitlines()
+    corpus = set((home_with_teacher / "corpus" / "default.txt").read_text().splitlines())
+    mine = set(text.read_text().splitlines())
+    general = summary["general_sentences"]
+    own, drawn = examples[:len(examples) - general], examples[len(examples) - general:]
+    assert 0 < general == len(own) and set(drawn) <= corpus and not set(drawn) & mine
+    assert sorted(" ".join(own).split()) == sorted(" ".join(mine - set(
+        (out / "held-out.txt").read_text().splitlines())).split())  # passages of the training lines
+    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.25)
+    assert f"model: {out / 'weight-mix'} " in stdout
+
+
 def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with_teacher, tiny_bert_dir, tmp_path):
     from cselab.adapt import plan_adapt
 
