@@ -211,15 +211,17 @@ def configuration_plan(spec: Any, text: str | Path, run_dir: Path, args: argpars
                       recipe=spec.adapt_recipe if spec.teacher else None, overrides=[*spec.overrides, *runtime])
 
 
-def is_default(plan: Any, text: Path, args: argparse.Namespace) -> bool:
+def is_default(plan: Any, text: Path, args: argparse.Namespace, default: Any = None) -> bool:
     """Whether ``plan`` runs what ``cselab adapt`` runs on ``text`` when no option says otherwise (the study's own
     runtime settings aside: threads, device, the run directory and the budget given by --steps; its general
-    sentences drawn from the plan's own file)."""
+    sentences drawn from the plan's own file). ``default``: that default's plan when the caller made it already
+    (:func:`default_plan` with the plan's general file and the budget of --steps), else it is made here."""
     from cselab.config.run_config import RUNTIME_KEYS, flatten_config
     from cselab.paths import resolve_model_path
 
-    default = default_plan(text, plan.output_dir, args, seed=plan.config.train.seed, model=plan.model,
-                           general=Path(plan.general) if plan.general else None, steps=args.steps)
+    if default is None:
+        default = default_plan(text, plan.output_dir, args, seed=plan.config.train.seed, model=plan.model,
+                               general=Path(plan.general) if plan.general else None, steps=args.steps)
     if default is None:
         return False
     ignore = set(RUNTIME_KEYS)
@@ -301,8 +303,12 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         if not resume:
             shutil.rmtree(run_dir)
     sentences = read_corpus(text).sentences
-    default = default_plan(text, run_dir, args, seed=seed, model=student, general=general or args.runs / GENERAL_FILE)
-    default = None if default is None else default.steps  # what cselab adapt runs on this text by default
+    default_run = default_plan(text, run_dir, args, seed=seed, model=student,
+                               general=general or args.runs / GENERAL_FILE)
+    default = None if default_run is None else default_run.steps  # what cselab adapt runs on this text by default
+    # the same plan is_default compares with, when this configuration trains on the study's general text at the
+    # default budget; otherwise is_default plans its own
+    same_default = default_run if args.steps is None and general is not None else None
     record: dict[str, Any] = {
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
         "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
@@ -374,7 +380,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["best_step"] = result.best_step
         record["teacher"] = plan.teacher
         record["recipe"] = plan.recipe
-        record["default"] = is_default(plan, Path(text), args)
+        record["default"] = is_default(plan, Path(text), args, default=same_default)
         config: RunConfig = plan.config
         record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir),
                             "overrides": list(spec_c.overrides), "select": spec_c.select}

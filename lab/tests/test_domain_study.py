@@ -331,9 +331,17 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(study_home)
 
     def flagged(*overrides: str, **options) -> bool:
         spec = replace(config, overrides=(*config.overrides, *overrides), **options)
-        return run_domains.is_default(study_home.plan(spec), study_home.text, study_home.args)
+        plan = study_home.plan(spec)
+        answer = run_domains.is_default(plan, study_home.text, study_home.args)
+        # run_one hands over the default it planned already (the study's general text, the default budget)
+        planned = run_domains.default_plan(study_home.text, plan.output_dir, study_home.args, seed=1,
+                                           model=plan.model, general=study_home.general)
+        assert run_domains.is_default(plan, study_home.text, study_home.args, default=planned) == answer
+        return answer
 
     assert flagged()
+    other = study_home.plan(replace(config, overrides=(*config.overrides, "train.lr=3e-5")))
+    assert not run_domains.is_default(study_home.plan(config), study_home.text, study_home.args, default=other)
     assert not flagged("train.lr=3e-5")
     selection = study_home.plan(config).selection
     assert not flagged(select="guarded-distillation-loss" if selection == "fixed-budget" else "fixed-budget")
@@ -499,6 +507,30 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
             and record["command"].startswith("python -m lab.domain_study.time_adapt"))
     assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
     assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
+    assert (record["teacher"], record["teacher_s"], record["teacher_passes_made"]) == (None, 0.0, 0)
+
+
+def test_time_adapt_records_the_teacher_pass_and_whether_the_cache_held_it(tmp_path, monkeypatch):
+    """With a teacher, the record carries the teacher pass's seconds (adapt.json's) and how many passes the command
+    added to the data home's cache: some in an empty home, none when the same command runs again."""
+    pytest.importorskip("mteb")
+    home = write_domain_home(tmp_path / "home")
+    (home / "corpus").mkdir()
+    (home / "corpus" / "default.txt").write_text("".join(f"a general sentence number {i}.\n" for i in range(300)))
+    student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
+    teacher = build_tiny_model_dir(tmp_path / "teacher", "bert", seed=7)
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    results, out = tmp_path / "time.jsonl", tmp_path / "run"
+    argv = ["--domain", "bbc-news", "--model", str(student), "--teacher", str(teacher), "--max-sentences", "200",
+            "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results),
+            "model.max_length=64", "train.batch_size=8"]  # tiny models: 128 positions; the recipe: 256 tokens
+    time_adapt.main(argv)
+    adapt_json = json.loads((out / "adapt.json").read_text())
+    time_adapt.main(argv)  # the output directory is replaced; the home's cache is not
+    first, again = [json.loads(line) for line in results.read_text().splitlines()]
+    assert first["teacher_s"] == adapt_json["teacher_s"] > 0 and again["teacher_s"] > 0
+    assert first["teacher_passes_made"] == len(list((home / "teacher-vectors").iterdir())) > 0
+    assert again["teacher_passes_made"] == 0
 
 
 def test_score_suite_scores_the_study_models_as_the_study_did(study, tmp_path, monkeypatch, capsys):
