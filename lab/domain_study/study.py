@@ -142,6 +142,10 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-head-cos-general", label="`cselab adapt`: a linear head onto the teacher's "
             "whole vector (dropped at inference), cosine loss, on passages and as many general sentences", steps=200,
             general=True, overrides=_changed(_PCA_COS.overrides, "method_options.projection=linear-head")),
+    # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
+    replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
+            "student, MSE, on passages and as many general sentences", steps=200, general=True,
+            overrides=_changed(_PCA_COS.overrides, "method_options.vector_loss=mse")),
     # the same at a quarter of its weights, as its own recipe (vectors-general): cselab adapt's default since the
     # quarter mix's study; its records so far are the runs above mixed at 0.25 (lab/domain_study/default_records.py)
     Configuration("cselab-vectors-general", "`cselab adapt`: the teacher's whole vector of passages and of as many "

@@ -901,20 +901,28 @@ def test_the_default_configuration_plans_what_its_derived_records_were_trained_a
     assert (default.mix, source.mix) == (0.25, 1.0)
 
 
-def test_the_linear_head_as_a_user_spells_it_plans_the_studys_head_configuration(study_home):
-    """`cselab adapt TEXT --mix 0.5 method_options.projection=linear-head` (as docs/adapt.md gives it) trains what the
-    study ran as cselab-distill-head-cos-general: the default's training with the head in place of the rotation."""
+@pytest.mark.parametrize(("configuration", "override", "mix"), [
+    ("cselab-distill-head-cos-general", "method_options.projection=linear-head", 0.5),
+    ("cselab-distill-pca-mse-general", "method_options.vector_loss=mse", 0.25),
+])
+def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home, configuration, override, mix):
+    """`cselab adapt TEXT --mix M KEY=VALUE` (as docs/adapt.md gives the variants) trains what the study ran as the
+    variant's configuration: the default's training with that one option changed."""
     from cselab.adapt import plan_adapt
 
-    study = study_home.plan(CONFIGURATION["cselab-distill-head-cos-general"])
+    study = study_home.plan(CONFIGURATION[configuration])
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
-                         general=study_home.general, mix=0.5,
-                         overrides=["method_options.projection=linear-head", "train.threads=1", "train.device=cpu"])
+                         general=study_home.general, mix=mix,
+                         overrides=[override, "train.threads=1", "train.device=cpu"])
+    default = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
-    assert spelled.config.method_options["projection"] == "linear-head" and spelled.steps == study.steps == 200
+    key, value = override.split("=")
+    assert study.config.method_options[key.split(".")[1]] == value
+    assert default.config.method_options[key.split(".")[1]] != value
+    assert spelled.steps == study.steps == 200
     assert (spelled.train_units, spelled.general_units) == (study.train_units, study.general_units)
-    assert (spelled.mix, study.mix) == (0.5, 1.0)
+    assert (spelled.mix, study.mix) == (mix, 1.0)
 
 
 def test_the_defaults_records_join_each_quarter_mix_with_its_runs_record():
