@@ -146,6 +146,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
             overrides=_changed(_PCA_COS.overrides, "method_options.vector_loss=mse")),
+    # the same training with bf16 autocast pinned: `precision: auto` chooses bf16 where the probe finds it faster
+    # (a CPU with AMX), and the configurations above ran where it chose fp32
+    replace(_PCA_COS, key="cselab-distill-pca-cos-general-bf16", label="`cselab adapt`: the teacher's PCA rotated "
+            "into the student, cosine loss, on passages and as many general sentences, trained in bf16", steps=200,
+            general=True, overrides=(*_PCA_COS.overrides, "train.precision=bf16")),
     # the same at a quarter of its weights, as its own recipe (vectors-general): cselab adapt's default since the
     # quarter mix's study; its records so far are the runs above mixed at 0.25 (lab/domain_study/default_records.py)
     Configuration("cselab-vectors-general", "`cselab adapt`: the teacher's whole vector of passages and of as many "

@@ -904,6 +904,7 @@ def test_the_default_configuration_plans_what_its_derived_records_were_trained_a
 @pytest.mark.parametrize(("configuration", "override", "mix"), [
     ("cselab-distill-head-cos-general", "method_options.projection=linear-head", 0.5),
     ("cselab-distill-pca-mse-general", "method_options.vector_loss=mse", 0.25),
+    ("cselab-distill-pca-cos-general-bf16", "train.precision=bf16", 0.25),
 ])
 def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home, configuration, override, mix):
     """`cselab adapt TEXT --mix M KEY=VALUE` (as docs/adapt.md gives the variants) trains what the study ran as the
@@ -917,9 +918,9 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     default = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
-    key, value = override.split("=")
-    assert study.config.method_options[key.split(".")[1]] == value
-    assert default.config.method_options[key.split(".")[1]] != value
+    section, key, value = *override.split("=")[0].split("."), override.split("=")[1]
+    assert study.config.model_dump()[section][key] == value
+    assert default.config.model_dump()[section][key] != value
     assert spelled.steps == study.steps == 200
     assert (spelled.train_units, spelled.general_units) == (study.train_units, study.general_units)
     assert (spelled.mix, study.mix) == (mix, 1.0)
