@@ -146,8 +146,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
             overrides=_changed(_PCA_COS.overrides, "method_options.vector_loss=mse")),
-    # the same training with bf16 autocast pinned: `precision: auto` chooses bf16 where the probe finds it faster
-    # (a CPU with AMX), and the configurations above ran where it chose fp32
+    # the same training with bf16 autocast pinned (`precision: auto` chose bf16 or fp32 by each machine's probe)
     replace(_PCA_COS, key="cselab-distill-pca-cos-general-bf16", label="`cselab adapt`: the teacher's PCA rotated "
             "into the student, cosine loss, on passages and as many general sentences, trained in bf16", steps=200,
             general=True, overrides=(*_PCA_COS.overrides, "train.precision=bf16")),
