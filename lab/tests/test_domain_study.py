@@ -918,7 +918,8 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     default = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
-    section, key, value = *override.split("=")[0].split("."), override.split("=")[1]
+    option, _, value = override.partition("=")
+    section, key = option.split(".")
     changed = default.config.model_dump(exclude=paths)
     assert changed[section][key] != value
     changed[section][key] = value
