@@ -142,6 +142,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-head-cos-general", label="`cselab adapt`: a linear head onto the teacher's "
             "whole vector (dropped at inference), cosine loss, on passages and as many general sentences", steps=200,
             general=True, overrides=_changed(_PCA_COS.overrides, "method_options.projection=linear-head")),
+    # the same with both: the student onto the rotated PCA and a head (dropped at inference) onto the whole vector,
+    # two cosine terms weighed 1 to 1
+    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general", label="`cselab adapt`: the teacher's PCA rotated into "
+            "the student and a linear head onto its whole vector (dropped at inference), two cosine terms, on passages "
+            "and as many general sentences", steps=200, general=True,
+            overrides=_changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head")),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,

@@ -903,6 +903,7 @@ def test_the_default_configuration_plans_what_its_derived_records_were_trained_a
 
 @pytest.mark.parametrize(("configuration", "override", "mix"), [
     ("cselab-distill-head-cos-general", "method_options.projection=linear-head", 0.5),
+    ("cselab-distill-pcahead-cos-general", "method_options.projection=pca-rotation+linear-head", 0.5),
     ("cselab-distill-pca-mse-general", "method_options.vector_loss=mse", 0.5),
     ("cselab-distill-pca-cos-general-bf16", "train.precision=bf16", 0.25),
 ])

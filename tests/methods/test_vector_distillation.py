@@ -234,3 +234,59 @@ def test_similarities_and_vectors_computes_both_terms_on_one_batch(wide_setup, t
     log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert sum("similarity_distillation_mse" in r and "distillation_cosine" in r for r in log) == 30
     assert load_model(tmp_path / "run" / "best", device="cpu").hidden_size == 32
+
+
+def test_rotation_and_head_computes_both_vector_terms_on_one_batch(wide_setup, tmp_path, sts_home):
+    """Projection ``pca-rotation+linear-head``: on one batch, the student's vector against the PCA rotated into its
+    frame (numpy's SVD, scipy's Procrustes) and the head's output against the teacher's own unit vector (the head
+    started at scikit-learn's ridge fit), each equal to a numpy computation, weighed by ``loss_weights``; a run trains
+    both and saves the student alone."""
+    from scipy.linalg import orthogonal_procrustes
+    from sklearn.linear_model import Ridge
+
+    from cselab.methods.base import StepContext
+    from cselab.training.trainer import Trainer
+
+    config = _config(wide_setup, tmp_path / "run", "method_options.projection=pca-rotation+linear-head",
+                     "method_options.vector_loss=cosine", "method_options.loss_weights={head_distillation_cosine: 0.5}")
+    trainer = Trainer(config)
+    method = trainer.method
+    assert method.weights == {"distillation_cosine": 1.0, "head_distillation_cosine": 0.5}
+    sentences = wide_setup[2].read_text().splitlines()
+    teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences).numpy())
+    start = Encoder.from_pretrained(wide_setup[1], pooler="mean").encode(sentences).numpy().astype(np.float64)
+    _, _, vt = np.linalg.svd(teacher, full_matrices=False)
+    reduced = teacher @ vt[:32].T
+    rotation, singular_sum = orthogonal_procrustes(reduced, start)  # the fit sees all 80 (< fit_sentences)
+    targets = singular_sum / (reduced ** 2).sum() * reduced @ rotation
+    centred = start - start.mean(0)
+    ridge = Ridge(alpha=1e-2 * np.trace(centred.T @ centred) / 32).fit(start, teacher)
+
+    rows = list(range(16))
+    batch = method.collate(rows)
+    method.eval()
+    with torch.no_grad():
+        terms = method.loss_terms(batch, StepContext(dist=trainer.dist, step=0, generator=torch.Generator()))
+    s = start[rows]
+    expected_rotation = np.mean(1 - (_unit(s) * _unit(targets[rows])).sum(1))
+    expected_head = np.mean(1 - (_unit(ridge.predict(s)) * teacher[rows]).sum(1))
+    assert terms["distillation_cosine"].item() == pytest.approx(expected_rotation, rel=1e-3, abs=1e-6)
+    assert terms["head_distillation_cosine"].item() == pytest.approx(expected_head, rel=1e-3, abs=1e-6)
+    assert method.weighted_loss(terms).item() == pytest.approx(expected_rotation + 0.5 * expected_head, rel=1e-3)
+    method.train()
+    assert trainer.run().steps == 30
+    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for term in ("distillation_cosine", "head_distillation_cosine"):
+        losses = [r[term] for r in log if term in r]
+        assert len(losses) == 30 and np.mean(losses[-5:]) < np.mean(losses[:5]), (term, losses)
+    assert load_model(tmp_path / "run" / "best", device="cpu").hidden_size == 32
+
+
+def test_rotation_and_head_is_refused_beside_the_similarities_in_one_line(wide_setup, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    with pytest.raises(CselabError, match="use pca-rotation or linear-head") as exc:
+        Trainer(_config(wide_setup, tmp_path / "r", "method_options.target=similarities_and_vectors",
+                        "method_options.projection=pca-rotation+linear-head", "method_options.neighbours=3",
+                        "train.batch_size=4"))
+    assert "\n" not in str(exc.value)

@@ -61,6 +61,11 @@ store; no teacher runs during the steps.
   student (LEAF), initialised by least squares from the untouched student's vectors of the same sentences, maps
   the student's vector onto the teacher's unit vector. The layer is dropped at inference: the user gets the
   student's own vectors, a plain model of the start's width.
+- ``projection: pca-rotation+linear-head`` (ours): both at once, as two terms on each batch. The student's own vector
+  meets the rotated PCA target (term ``distillation_cosine`` or ``distillation_mse``), so the teacher's geometry is
+  written into the student's frame, and the head's output meets the teacher's whole unit vector (term
+  ``head_distillation_cosine`` or ``head_distillation_mse``), so what the PCA drops still reaches the student.
+  ``loss_weights`` weighs the two; the head is dropped at inference.
 
 ``vector_loss`` says how a student vector meets its target: ``mse`` (term ``distillation_mse``, the direction and
 the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direction only).
@@ -112,9 +117,10 @@ class DistillOptions(MethodOptions):
                                         "where a new block starts; each example's neighbours come from its own block "
                                         "(cselab adapt --units mixed: lines among lines, passages among passages)")
     random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
-    projection: Literal["none", "pca-rotation", "linear-head"] = Field(
+    projection: Literal["none", "pca-rotation", "linear-head", "pca-rotation+linear-head"] = Field(
         "none", description="target vectors with a teacher of another width: none (equal widths); pca-rotation (the "
-        "teacher's PCA rotated into the student's frame); linear-head (a trained linear map, dropped at inference)")
+        "teacher's PCA rotated into the student's frame); linear-head (a trained linear map, dropped at inference); "
+        "pca-rotation+linear-head (both, as two terms: the student onto the rotated PCA, the head onto the teacher)")
     vector_loss: Literal["mse", "cosine"] = Field("mse", description="target vectors: mse (direction and length) or "
                                                   "cosine (1 - cos, the direction only)")
     teacher_vectors: str | None = Field(None, description="a finished teacher pass over the training text (cselab "
@@ -132,6 +138,9 @@ TARGET_TERMS = {"vectors": "distillation_mse", "similarities": "similarity_disti
 VECTOR_LOSSES = {"mse": distillation_mse, "cosine": distillation_cosine}
 VECTOR_LOSS_TERMS = {choice: loss.__name__ for choice, loss in VECTOR_LOSSES.items()}  # a term is named by its loss
 VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that match each sentence's vector
+HEAD_PROJECTIONS = ("linear-head", "pca-rotation+linear-head")  # the projections that train a head
+BOTH_PROJECTIONS = "pca-rotation+linear-head"
+HEAD_TERMS = {choice: f"head_{term}" for choice, term in VECTOR_LOSS_TERMS.items()}  # beside the rotation
 
 
 def sentences_per_example(options: DistillOptions) -> int:
@@ -156,13 +165,15 @@ def _freeze(model: nn.Module) -> nn.Module:
 @register_method
 class Distill(Method):
     name = "distill"
-    terms = (*TARGET_TERMS.values(), "distillation_cosine")  # a run computes its target's one (terms_of)
+    terms = (*TARGET_TERMS.values(), "distillation_cosine", *HEAD_TERMS.values())  # a run's own: terms_of
     Options = DistillOptions
 
     @classmethod
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
         assert isinstance(options, DistillOptions)
         if options.target == "vectors":
+            if options.projection == BOTH_PROJECTIONS:
+                return (VECTOR_LOSS_TERMS[options.vector_loss], HEAD_TERMS[options.vector_loss])
             return (VECTOR_LOSS_TERMS[options.vector_loss],)
         if options.target == "similarities_and_vectors":
             return (TARGET_TERMS["similarities"], VECTOR_LOSS_TERMS[options.vector_loss])
@@ -179,6 +190,9 @@ class Distill(Method):
         if options.projection != "none" and options.target not in VECTOR_TARGETS:
             raise CselabError(f"config: method_options.projection maps the student onto the teacher's vectors; "
                               f"target {options.target} compares similarities: leave projection at none")
+        if options.projection == BOTH_PROJECTIONS and options.target != "vectors":
+            raise CselabError(f"config: method_options.projection {BOTH_PROJECTIONS} is two vector terms of target "
+                              f"vectors; with target {options.target} use pca-rotation or linear-head")
         if options.vector_loss != "mse" and options.target not in VECTOR_TARGETS:
             raise CselabError("config: method_options.vector_loss applies to target vectors only")
         # the papers' targets run the teacher on each batch; the others read a finished pass over the text
@@ -192,7 +206,7 @@ class Distill(Method):
         self._neighbour_table: Tensor | None = None  # target pairs: [N, k] nearest sentences of each sentence
         # projection linear-head: the student's width to the teacher's (sized when the pass is read)
         self.head: nn.Linear | None = None
-        if options.projection == "linear-head":
+        if options.projection in HEAD_PROJECTIONS:
             self.head = nn.Linear(self.student.hidden_size, self._teacher_width())
         if self.options.target == "similarities_and_vectors" and options.projection == "none":
             self._check_widths(self._teacher_width(), self.student.hidden_size)
@@ -283,13 +297,13 @@ class Distill(Method):
         sample = sorted(np.random.default_rng(self.config.train.seed).choice(
             len(self._sentences), min(self.options.fit_sentences, len(self._sentences)), replace=False).tolist())
         student = self.student.encode([self._sentences[i] for i in sample], batch_size=64).double()
-        if self.options.projection == "linear-head":
-            assert self.head is not None
+        if self.head is not None:
             weight, bias = fit_linear_map(student, unit[sample].double())
             with torch.no_grad():
                 self.head.weight.copy_(weight.T.float())
                 self.head.bias.copy_(bias.float())
-            return unit
+            if self.options.projection == "linear-head":
+                return unit
         return pca_rotation(unit.double(), sample, student).float()
 
     def collate(self, examples: Sequence[str] | Sequence[tuple[str, ...]] | Sequence[int]) -> dict[str, Any]:
@@ -299,7 +313,7 @@ class Distill(Method):
             rows = [i for e in examples for i in e] if self.options.neighbours else [int(i) for i in examples]
             texts = [self._sentences[i] for i in rows]
             index = torch.tensor(rows)
-            if self.options.target == "similarities_and_vectors":  # the cosines from the teacher's own vectors
+            if self._two_targets:  # the teacher's own vectors beside the targets in the student's frame
                 assert self._teacher_unit is not None and self._targets is not None
                 rows_of = {"teacher_rows": self._teacher_unit[index], "target_rows": self._targets[index]}
             else:
@@ -348,7 +362,7 @@ class Distill(Method):
             return {"student": student, "pair_targets": batch["pair_targets"]}
         if self.reads_pass:
             teacher = batch["teacher_rows"].to(student.device)
-            if self.options.target == "similarities_and_vectors":
+            if self._two_targets:
                 projected = self.head(student) if self.head is not None else student
                 return {"student": student, "teacher": teacher, "projected": projected,
                         "target": batch["target_rows"].to(student.device)}
@@ -359,6 +373,11 @@ class Distill(Method):
         if self.options.target == "vectors":
             self._check_widths(teacher.shape[-1], student.shape[-1])
         return {"student": student, "teacher": teacher}
+
+    @property
+    def _two_targets(self) -> bool:
+        """Whether a batch carries the teacher's own unit vectors and the targets in the student's frame."""
+        return self.options.target == "similarities_and_vectors" or self.options.projection == BOTH_PROJECTIONS
 
     @property
     def length_grouping(self) -> bool:
@@ -382,6 +401,11 @@ class Distill(Method):
             firsts = anchors.repeat(1 + self.options.random_pairs, 1)
             return {"pair_similarity_mse": pair_similarity_mse(firsts, student[anchors.shape[0]:], targets)}
         student, teacher = embeddings["student"], embeddings["teacher"]
+        if self.options.projection == BOTH_PROJECTIONS:  # the student onto the rotation, the head onto the teacher
+            loss = VECTOR_LOSSES[self.options.vector_loss]
+            rotation_term, head_term = VECTOR_LOSS_TERMS[self.options.vector_loss], HEAD_TERMS[self.options.vector_loss]
+            return {**({rotation_term: loss(student, embeddings["target"])} if self.active(rotation_term) else {}),
+                    **({head_term: loss(embeddings["projected"], teacher)} if self.active(head_term) else {})}
         if self.options.target == "similarities_and_vectors":
             vector_term = VECTOR_LOSS_TERMS[self.options.vector_loss]
             terms = {}
