@@ -1,14 +1,15 @@
-"""The domain table's records of ``cselab adapt``'s default (``cselab-vectors-general``), made from runs already kept.
+"""The domain table's records of ``cselab adapt``'s defaults, made from runs already kept.
 
-The default trains exactly as ``cselab-distill-pca-cos-general`` does (the teacher's whole vector of passages and of
-as many general sentences, 200 steps of 64; ``lab/tests/test_domain_study.py`` checks that the two plans agree) and
-hands back that run's weights mixed a quarter with the untouched model's, which is what
-``lab.domain_study.interpolate --weights 0.25`` scores (both call :func:`cselab.experiments.ensemble.mixed_weights`).
-So each interpolation record of such a run at weight 0.25 is a run of the default: this joins it with the run's own
-record (its budget, wall time and provenance: the run's, since the training is what they measure) into one record
-of ``cselab-vectors-general`` with ``"default": true`` and where it came from (``derived_from``), appended to
-``lab/results/domains_default.jsonl`` unless that (domain, seed) is there already. A run of the default made by
-``run_domains`` itself is a record like any other and needs none of this.
+Each default trains exactly as a configuration of the study does and hands back that run's weights mixed with the
+untouched model's (:data:`DERIVED`: ``cselab-vectors-and-head``, the default, trains as
+``cselab-distill-pcahead-cos-general`` and keeps half; ``cselab-vectors-general``, the default before it, trains as
+``cselab-distill-pca-cos-general`` and keeps a quarter; ``lab/tests/test_domain_study.py`` checks that the plans
+agree), which is what ``lab.domain_study.interpolate --weights W`` scores (both call
+:func:`cselab.experiments.ensemble.mixed_weights`). So each interpolation record of such a run at its weight is a run
+of the default: this joins it with the run's own record (its budget, wall time and provenance: the run's, since the
+training is what they measure) into one record of the default with ``"default": true`` and where it came from
+(``derived_from``), appended to ``lab/results/domains_default.jsonl`` unless that (configuration, domain, seed) is
+there already. A run of the default made by ``run_domains`` itself is a record like any other and needs none of this.
 
     python -m lab.domain_study.default_records
 """
@@ -16,15 +17,26 @@ of ``cselab-vectors-general`` with ``"default": true`` and where it came from (`
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.record import RESULTS_DIR
 
-SOURCE_CONFIGURATION = "cselab-distill-pca-cos-general"
-DEFAULT_KEY = "cselab-vectors-general"
-MIX = 0.25
-RUN_FILES = ("domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")  # where the unmixed runs' records are
+
+@dataclass(frozen=True)
+class Derivation:
+    """A default's records: the runs of ``source`` mixed at ``mix``, recorded as ``key``."""
+
+    key: str
+    source: str
+    mix: float
+
+
+DERIVED = (Derivation("cselab-vectors-general", "cselab-distill-pca-cos-general", 0.25),
+           Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5))
+# where the unmixed runs' records are; a later file's record of a (configuration, domain, seed) wins
+RUN_FILES = ("domains_screen.jsonl", "domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")
 OUTPUT = RESULTS_DIR / "domains_default.jsonl"
 # what the run's record says of the run, carried over (scores and selection are the mixed model's, from the
 # interpolation record)
@@ -33,20 +45,22 @@ RUN_FIELDS = ("main_task", "model", "eval_max_length", "threads", "general_text"
               "wall_s", "provenance")
 
 
-def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record of the default per interpolation record at weight :data:`MIX` (no chosen weight) of a
-    :data:`SOURCE_CONFIGURATION` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
+def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, Any]],
+                    derivation: Derivation = DERIVED[0]) -> list[dict[str, Any]]:
+    """One record of ``derivation.key`` per interpolation record at weight ``derivation.mix`` (no chosen weight) of
+    a ``derivation.source`` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
     interpolation of each run). Runs without a record are left out."""
-    run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == SOURCE_CONFIGURATION}
-    mixed = {r["run"]: r for r in interpolations if r.get("weight") == MIX and "chosen_on" not in r
-             and r["run"] == f"{r['domain']}/{SOURCE_CONFIGURATION}-s{r['seed']}"}  # run_domains' run name
+    source, mix_weight = derivation.source, derivation.mix
+    run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == source}
+    mixed = {r["run"]: r for r in interpolations if r.get("weight") == mix_weight and "chosen_on" not in r
+             and r["run"] == f"{r['domain']}/{source}-s{r['seed']}"}  # run_domains' run name
     out = []
     for name, mix in mixed.items():
         run = run_of.get((mix["domain"], int(mix["seed"])))
         if run is None:
             continue
-        out.append({"domain": mix["domain"], "configuration": DEFAULT_KEY, "seed": int(mix["seed"]),
-                    **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": MIX, "scores": mix["scores"],
+        out.append({"domain": mix["domain"], "configuration": derivation.key, "seed": int(mix["seed"]),
+                    **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": mix_weight, "scores": mix["scores"],
                     "main_score": mix["main_score"], "stsb_test": mix["stsb_test"], "default": True,
                     "derived_from": {"run": name, "run_commit": run.get("provenance", {}).get("git"),
                                      "interpolation": mix.get("command"),
@@ -66,13 +80,14 @@ def main(argv: list[str] | None = None) -> None:
     runs = [r for name in RUN_FILES if (args.results / name).exists()
             for r in read_domain_records(args.results / name)]
     output = args.results / OUTPUT.name
-    have = {(r["domain"], int(r["seed"])) for r in read_domain_records(output)} if output.exists() else set()
-    for record in derived_records(interpolations, runs):
-        if (record["domain"], record["seed"]) in have:
+    have = {(r["configuration"], r["domain"], int(r["seed"])) for r in read_domain_records(output)} \
+        if output.exists() else set()
+    for record in (r for derivation in DERIVED for r in derived_records(interpolations, runs, derivation)):
+        if (record["configuration"], record["domain"], record["seed"]) in have:
             continue
         append_jsonl(output, {**record, "command": "python -m lab.domain_study.default_records"})
-        print(f"{record['domain']} seed {record['seed']}: {record['main_score']:.2f}, STS-B test "
-              f"{record['stsb_test']:.2f} (from {record['derived_from']['run']}) -> {output}")
+        print(f"{record['configuration']}, {record['domain']} seed {record['seed']}: {record['main_score']:.2f}, "
+              f"STS-B test {record['stsb_test']:.2f} (from {record['derived_from']['run']}) -> {output}")
 
 
 if __name__ == "__main__":

@@ -156,11 +156,18 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pca-cos-general-bf16", label="`cselab adapt`: the teacher's PCA rotated "
             "into the student, cosine loss, on passages and as many general sentences, trained in bf16", steps=200,
             general=True, overrides=(*_PCA_COS.overrides, "train.precision=bf16")),
-    # the same at a quarter of its weights, as its own recipe (vectors-general): cselab adapt's default since the
-    # quarter mix's study; its records so far are the runs above mixed at 0.25 (lab/domain_study/default_records.py)
+    # the same at a quarter of its weights, as its own recipe (vectors-general): cselab adapt's default from the
+    # quarter mix's study to the composition's; its records are the runs above mixed at 0.25
+    # (lab/domain_study/default_records.py)
     Configuration("cselab-vectors-general", "`cselab adapt`: the teacher's whole vector of passages and of as many "
                   "general sentences (cosine loss, 200 steps), a quarter of the adapted weights mixed with the "
                   "untouched model's", teacher=True, adapt_recipe="vectors-general", general=True),
+    # the rotation and the head together at half of its weights, as its own recipe (vectors-and-head): cselab adapt's
+    # default since the composition's study; its records are cselab-distill-pcahead-cos-general's runs mixed at 0.5
+    Configuration("cselab-vectors-and-head", "`cselab adapt`: the teacher's whole vector of passages and of as many "
+                  "general sentences, through its PCA rotated into the student and a linear head (cosine loss, 200 "
+                  "steps), half of the adapted weights mixed with the untouched model's", teacher=True,
+                  adapt_recipe="vectors-and-head", general=True),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),
@@ -245,7 +252,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-vectors-general"
+DEFAULT_CONFIGURATION = "cselab-vectors-and-head"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

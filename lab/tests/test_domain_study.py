@@ -17,6 +17,7 @@ import torch
 from cselab.adapt.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
 from lab.domain_study import bbc_train_articles, run_domains, score_suite, selected_model, time_adapt
+from lab.domain_study.default_records import DERIVED
 from lab.domain_study.study import (
     CONFIGURATION,
     CRITERIA,
@@ -348,12 +349,13 @@ def test_a_run_is_flagged_default_when_it_runs_the_defaults_settings(study_home)
     assert not flagged("model.max_length=128")
     assert not flagged(passages="similar")  # no config key differs, the plan does
     assert not flagged("train.batch_size=32")
-    assert not flagged(mix=0.5)  # no config key differs, the plan does
+    assert not flagged(mix=0.25)  # no config key differs, the plan does
     assert not flagged(steps=450)
     # the passages recipe with the general recipe's budget, general sentences and mix
     assert not flagged(adapt_recipe="vectors-passages", steps=200, mix=0.25)
     for key in ("cselab-distill-sim-nb3-guarded-mixed", "cselab-distill-sim-nb3-passages",
-                "cselab-distill-pca-cos-general", "cselab-vectors-general"):
+                "cselab-distill-pca-cos-general", "cselab-vectors-general", "cselab-distill-pcahead-cos-general",
+                "cselab-vectors-and-head"):
         if key != DEFAULT_CONFIGURATION:
             assert not run_domains.is_default(study_home.plan(CONFIGURATION[key]), study_home.text,
                                               study_home.args), key
@@ -887,18 +889,23 @@ def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_ho
     assert run_domains.resumable(plan)  # this one, finished but not recorded
 
 
-def test_the_default_configuration_plans_what_its_derived_records_were_trained_as(study_home):
-    """cselab-vectors-general (the default's recipe) and cselab-distill-pca-cos-general (its runs, mixed at 0.25,
-    are the default's derived records) plan the same training; only the mix differs."""
-    default = study_home.plan(CONFIGURATION["cselab-vectors-general"])
-    source = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
+@pytest.mark.parametrize("derivation", DERIVED, ids=lambda d: d.key)
+def test_each_default_configuration_plans_what_its_derived_records_were_trained_as(study_home, derivation):
+    """A default's configuration (cselab-vectors-and-head, cselab-vectors-general before it) and the configuration
+    whose runs, mixed at the default's weight, are its derived records plan the same training; only the mix differs."""
+    default = study_home.plan(CONFIGURATION[derivation.key])
+    source = study_home.plan(CONFIGURATION[derivation.source])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert default.config.model_dump(exclude=paths) == source.config.model_dump(exclude=paths)
     assert (default.train_units, default.general_units, default.held_out) == (
         source.train_units, source.general_units, source.held_out)
     assert len(default.general_units) == len(default.text_units) > 0 and default.steps == 200
     assert set(default.general_units) <= set(study_home.general.read_text().splitlines())
-    assert (default.mix, source.mix) == (0.25, 1.0)
+    assert (default.mix, source.mix) == (derivation.mix, 1.0)
+
+
+def test_the_default_configuration_is_the_last_derivation():
+    assert DERIVED[-1].key == DEFAULT_CONFIGURATION
 
 
 @pytest.mark.parametrize(("configuration", "override", "mix"), [
@@ -908,13 +915,13 @@ def test_the_default_configuration_plans_what_its_derived_records_were_trained_a
     ("cselab-distill-pca-cos-general-bf16", "train.precision=bf16", 0.25),
 ])
 def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home, configuration, override, mix):
-    """`cselab adapt TEXT --mix M KEY=VALUE` (as docs/adapt.md gives the variants) trains what the study ran as the
-    variant's configuration: the default's training with that one option changed."""
+    """`cselab adapt TEXT --recipe vectors-general --mix M KEY=VALUE` (as docs/adapt.md gives the variants) trains
+    what the study ran as the variant's configuration: vectors-general's training with that one option changed."""
     from cselab.adapt import plan_adapt
 
     study = study_home.plan(CONFIGURATION[configuration])
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
-                         general=study_home.general, mix=mix,
+                         general=study_home.general, mix=mix, recipe="vectors-general",
                          overrides=[override, "train.threads=1", "train.device=cpu"])
     default = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}

@@ -23,7 +23,8 @@ ENSEMBLE_COMBINES: tuple[str, ...] = (*COMBINE_MODES, "weights")
 ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",
                                      "guarded-distillation-loss")
 # how `cselab adapt` trains (cselab.adapt.plan.RECIPES; `cselab adapt --recipe`)
-ADAPT_RECIPES: tuple[str, ...] = ("simcse", "distill", "vectors", "vectors-passages", "vectors-general")
+ADAPT_RECIPES: tuple[str, ...] = ("simcse", "distill", "vectors", "vectors-passages", "vectors-general",
+                                   "vectors-and-head")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
 ADAPT_UNITS: tuple[str, ...] = ("lines", "passages", "mixed")
 # which lines a passage of `cselab adapt` groups (cselab.adapt.plan.make_passages; `cselab adapt --passages`)

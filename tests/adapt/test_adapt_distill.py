@@ -83,16 +83,16 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
     assert (plan.teacher, plan.recipe, plan.config.method, plan.mix) == (
-        "all-mpnet-base-v2", "vectors-general", "distill", 0.25)
+        "all-mpnet-base-v2", "vectors-and-head", "distill", 0.5)
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
     assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
 
 
-def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_a_quarter(home_with_teacher,
-                                                                                        tiny_bert_dir, tmp_path,
-                                                                                        capsys):
+def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_half(home_with_teacher, tiny_bert_dir,
+                                                                                   tmp_path, capsys):
     """`cselab adapt` with no recipe named, end to end: the fetched corpus's sentences trained on beside the user's
-    passages, the last step kept, and the model handed back 0.75 untouched + 0.25 adapted of every weight."""
+    passages, both vector terms trained, the last step kept, and the model handed back 0.5 untouched + 0.5 adapted of
+    every weight, of the student's width (the head dropped)."""
     from tests.adapt.test_adapt_mix import _assert_mixed
 
     text = write_text(tmp_path / "text.txt")
@@ -102,7 +102,10 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_a
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["recipe"], summary["selection"], summary["best_step"], summary["mix"]) == (
-        "vectors-general", "fixed-budget", 3, 0.25)
+        "vectors-and-head", "fixed-budget", 3, 0.5)
+    log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in log if "distillation_cosine" in r or "head_distillation_cosine" in r]
+    assert logged and all("distillation_cosine" in r and "head_distillation_cosine" in r for r in logged)
     examples = (out / "train.txt").read_text().splitlines()
     corpus = set((home_with_teacher / "corpus" / "default.txt").read_text().splitlines())
     mine = set(text.read_text().splitlines())
@@ -111,7 +114,7 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_a
     assert 0 < general == len(own) and set(drawn) <= corpus and not set(drawn) & mine
     assert sorted(" ".join(own).split()) == sorted(" ".join(mine - set(
         (out / "held-out.txt").read_text().splitlines())).split())  # passages of the training lines
-    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.25)
+    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.5)
     assert f"model: {out / 'weight-mix'} " in stdout
 
 
@@ -164,6 +167,25 @@ def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarte
     assert spelled.general_units == plan.general_units and spelled.train_units == plan.train_units
 
 
+def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotation_and_half_mixed(
+        home_with_teacher, tiny_bert_dir, tmp_path):
+    """vectors-and-head plans vectors-general's training with projection pca-rotation+linear-head and nothing else
+    changed, and hands back half of the adapted weights."""
+    from cselab.adapt import plan_adapt
+
+    text = write_text(tmp_path / "text.txt")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
+    general = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors-general")
+    assert plan.config.method_options["projection"] == "pca-rotation+linear-head"
+    changed = general.config.model_dump()
+    changed["method_options"]["projection"] = "pca-rotation+linear-head"
+    assert plan.config.model_dump() == changed
+    assert (plan.train_units, plan.general_units, plan.held_out) == (
+        general.train_units, general.general_units, general.held_out)
+    assert (plan.steps, plan.selection, plan.mix, general.mix) == (200, "fixed-budget", 0.5, 0.25)
+    assert plan.model_dir == tmp_path / "a" / "weight-mix"
+
+
 def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(home_with_teacher, tiny_bert_dir,
                                                                                  tmp_path, capsys):
     (home_with_teacher / "corpus" / "default.txt").unlink()
@@ -177,7 +199,7 @@ def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(
 
     general = write_general(tmp_path / "general.txt", 50)
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), general=general)
-    assert (plan.recipe, plan.general) == ("vectors-general", str(general))
+    assert (plan.recipe, plan.general) == ("vectors-and-head", str(general))
     assert len(plan.general_units) == len(plan.text_units) and set(plan.general_units) <= set(
         general.read_text().splitlines())
 

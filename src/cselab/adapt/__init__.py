@@ -7,14 +7,14 @@ without labels, and the held-out scores), :mod:`.estimate` (the time estimate), 
 The recipes (:data:`cselab.adapt.plan.RECIPES`):
 
 * **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
-  fetched it): ``vectors-general``, ``distill`` with ``target: vectors``. The teacher's vectors of passages of the
-  user's lines (up to 256 tokens) and of as many general sentences (``--general``, by default cselab's corpus,
-  ``cselab data fetch corpus``) are reduced to the student's width (PCA) and rotated into its frame (orthogonal
-  Procrustes); the student's vector of each regresses onto them with a cosine loss, for 200 steps of 64. The
-  teacher's vectors are computed once and kept in the run directory. Nothing is added at inference. The model
-  handed back mixes a quarter of the adapted weights with three quarters of the untouched model's (``weight-mix``
-  beside ``best``): in the domain study it was the one recipe that scored below the untouched model on no seed of
-  any domain, with smaller gains than the others (docs/adapt.md).
+  fetched it): ``vectors-and-head``, ``distill`` with ``target: vectors`` and ``projection:
+  pca-rotation+linear-head``. The teacher's vectors of passages of the user's lines (up to 256 tokens) and of as
+  many general sentences (``--general``, by default cselab's corpus, ``cselab data fetch corpus``) are learnt twice
+  with a cosine loss, for 200 steps of 64: the student's own vector regresses onto them reduced to its width (PCA)
+  and rotated into its frame (orthogonal Procrustes), and a linear head on the student regresses onto them whole.
+  The teacher's vectors are computed once and kept in the run directory. The head is dropped at inference. The model
+  handed back mixes half of the adapted weights with half of the untouched model's (``weight-mix`` beside
+  ``best``). ``vectors-general`` (the default before) is the same without the head, a quarter mixed.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
 * **The teacher's cosines** (``--recipe distill``, the default before): ``distill`` with ``target: similarities``.

@@ -27,17 +27,19 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
               "untouched model is then a candidate [default: the recipe's]")
 @click.option("--no-teacher", is_flag=True, help="no teacher: SimCSE on your text, on a fixed budget")
 @click.option("--recipe", type=click.Choice(ADAPT_RECIPES),
-              help="how to train: simcse (the default without a teacher), vectors-general (the default with one: the "
-              "teacher's whole vector of passages of your lines and of as many general sentences, a quarter of the "
-              "adapted weights handed back), distill (the teacher's cosines), vectors (the teacher's whole vector of "
-              "each line: for classifying short texts) or vectors-passages (of each passage: for clustering long "
-              "documents); docs/adapt.md says what each gained and what it costs")
+              help="how to train: simcse (the default without a teacher), vectors-and-head (the default with one: "
+              "the teacher's whole vector of passages of your lines and of as many general sentences, through its "
+              "PCA rotated into the student and a linear head, half of the adapted weights handed back), "
+              "vectors-general (the same without the head, a quarter handed back: the default before), distill "
+              "(the teacher's cosines), vectors (the teacher's whole vector of each line: for classifying short "
+              "texts) or vectors-passages (of each passage: for clustering long documents); docs/adapt.md says what "
+              "each gained and what it costs")
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               callback=_writable_dir("--output"), help="the run directory; the adapted model is OUTPUT/best, or "
               "OUTPUT/weight-mix when its weights are mixed (--mix)")
 @click.option("--steps", type=POSITIVE,
-              help="training steps [default: the recipe's: 200 for vectors-general; one pass over the text for the "
-              "other teacher recipes, three for SimCSE; 100 to 450]")
+              help="training steps [default: the recipe's: 200 for vectors-and-head and vectors-general; one pass "
+              "over the text for the other teacher recipes, three for SimCSE; 100 to 450]")
 @click.option("--batch-size", type=click.IntRange(min=2),
               help="training examples per step [default: the recipe's: 64; 16 for distill]")
 @click.option("--max-length", type=click.IntRange(min=8),
@@ -45,19 +47,19 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 @click.option("--units", type=click.Choice(ADAPT_UNITS),
               help="a training example: a line of TEXT, a passage of lines (shuffled, up to --max-length tokens), "
               "or mixed (every line once as itself and once in a passage) [default: the recipe's: passages for "
-              "vectors-general and vectors-passages, mixed for distill, lines otherwise]")
+              "the vectors-* recipes but vectors, mixed for distill, lines otherwise]")
 @click.option("--passages", type=click.Choice(PASSAGE_GROUPINGS),
               help="which lines a passage groups: lines drawn at random (shuffled) or a line and the lines most like "
               "it in words (similar) [default: the recipe's: shuffled]")
 @click.option("--general", type=click.Path(path_type=Path),
               help="a file of general sentences (one per line): as many as your text gives training examples are "
-              "trained on beside it, to keep general similarity [default: the recipe's: for vectors-general, the "
-              "corpus of `cselab data fetch corpus`; none otherwise]")
+              "trained on beside it, to keep general similarity [default: the recipe's: for vectors-and-head and "
+              "vectors-general, the corpus of `cselab data fetch corpus`; none otherwise]")
 @click.option("--mix", type=click.FloatRange(min=0.0, max=1.0, min_open=True), metavar="W",
               help="hand back the adapted model's weights mixed with the untouched model's, W of them the adapted "
               "model's (OUTPUT/weight-mix): keeps more of what the model did before, at one model's cost; 1 hands "
-              "back the adapted model itself (OUTPUT/best) [default: the recipe's: 0.25 for vectors-general, 1 "
-              "otherwise]")
+              "back the adapted model itself (OUTPUT/best) [default: the recipe's: 0.5 for vectors-and-head, 0.25 for "
+              "vectors-general, 1 otherwise]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
 @click.option("--labels", type=click.Path(path_type=Path), help="score before/after: text<TAB>label lines")
