@@ -379,9 +379,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     of its sentences as the user's text gives examples (:func:`draw_general`), so that the model keeps general
     similarity while it learns the user's text; the budget's passes count them; a recipe that trains on general
     sentences reads cselab's default corpus when none is given (:func:`general_text`). ``mix`` (default: the
-    recipe's, 1 but for ``vectors-general``) in (0, 1]: the model handed back is ``(1 - mix) * untouched + mix *
-    selected`` of every weight (WiSE-FT, :func:`cselab.experiments.ensemble.mixed_weights`), saved in ``weight-mix``
-    beside ``best``; 1 hands back the selected model itself."""
+    recipe's, 1 but for ``vectors-and-head`` and ``vectors-general``) in (0, 1]: the model handed back is ``(1 - mix)
+    * untouched + mix * selected`` of every weight (WiSE-FT, :func:`cselab.experiments.ensemble.mixed_weights`),
+    saved in ``weight-mix`` beside ``best``; 1 hands back the selected model itself."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
