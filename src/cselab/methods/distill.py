@@ -139,7 +139,7 @@ VECTOR_LOSSES = {"mse": distillation_mse, "cosine": distillation_cosine}
 VECTOR_LOSS_TERMS = {choice: loss.__name__ for choice, loss in VECTOR_LOSSES.items()}  # a term is named by its loss
 VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that match each sentence's vector
 HEAD_PROJECTIONS = ("linear-head", "pca-rotation+linear-head")  # the projections that train a head
-BOTH_PROJECTIONS = "pca-rotation+linear-head"
+ROTATION_AND_HEAD = "pca-rotation+linear-head"  # both projections, as two terms
 HEAD_TERMS = {choice: f"head_{term}" for choice, term in VECTOR_LOSS_TERMS.items()}  # beside the rotation
 
 
@@ -172,7 +172,7 @@ class Distill(Method):
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
         assert isinstance(options, DistillOptions)
         if options.target == "vectors":
-            if options.projection == BOTH_PROJECTIONS:
+            if options.projection == ROTATION_AND_HEAD:
                 return (VECTOR_LOSS_TERMS[options.vector_loss], HEAD_TERMS[options.vector_loss])
             return (VECTOR_LOSS_TERMS[options.vector_loss],)
         if options.target == "similarities_and_vectors":
@@ -190,8 +190,8 @@ class Distill(Method):
         if options.projection != "none" and options.target not in VECTOR_TARGETS:
             raise CselabError(f"config: method_options.projection maps the student onto the teacher's vectors; "
                               f"target {options.target} compares similarities: leave projection at none")
-        if options.projection == BOTH_PROJECTIONS and options.target != "vectors":
-            raise CselabError(f"config: method_options.projection {BOTH_PROJECTIONS} is two vector terms of target "
+        if options.projection == ROTATION_AND_HEAD and options.target != "vectors":
+            raise CselabError(f"config: method_options.projection {ROTATION_AND_HEAD} is two vector terms of target "
                               f"vectors; with target {options.target} use pca-rotation or linear-head")
         if options.vector_loss != "mse" and options.target not in VECTOR_TARGETS:
             raise CselabError("config: method_options.vector_loss applies to target vectors only")
@@ -377,7 +377,7 @@ class Distill(Method):
     @property
     def _two_targets(self) -> bool:
         """Whether a batch carries the teacher's own unit vectors and the targets in the student's frame."""
-        return self.options.target == "similarities_and_vectors" or self.options.projection == BOTH_PROJECTIONS
+        return self.options.target == "similarities_and_vectors" or self.options.projection == ROTATION_AND_HEAD
 
     @property
     def length_grouping(self) -> bool:
@@ -401,7 +401,7 @@ class Distill(Method):
             firsts = anchors.repeat(1 + self.options.random_pairs, 1)
             return {"pair_similarity_mse": pair_similarity_mse(firsts, student[anchors.shape[0]:], targets)}
         student, teacher = embeddings["student"], embeddings["teacher"]
-        if self.options.projection == BOTH_PROJECTIONS:  # the student onto the rotation, the head onto the teacher
+        if self.options.projection == ROTATION_AND_HEAD:  # the student onto the rotation, the head onto the teacher
             loss = VECTOR_LOSSES[self.options.vector_loss]
             rotation_term, head_term = VECTOR_LOSS_TERMS[self.options.vector_loss], HEAD_TERMS[self.options.vector_loss]
             return {**({rotation_term: loss(student, embeddings["target"])} if self.active(rotation_term) else {}),
