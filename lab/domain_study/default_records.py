@@ -46,7 +46,7 @@ RUN_FIELDS = ("main_task", "model", "eval_max_length", "threads", "general_text"
 
 
 def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, Any]],
-                    derivation: Derivation = DERIVED[0]) -> list[dict[str, Any]]:
+                    derivation: Derivation) -> list[dict[str, Any]]:
     """One record of ``derivation.key`` per interpolation record at weight ``derivation.mix`` (no chosen weight) of
     a ``derivation.source`` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
     interpolation of each run). Runs without a record are left out."""

@@ -915,8 +915,9 @@ def test_the_default_configuration_is_the_last_derivation():
     ("cselab-distill-pca-cos-general-bf16", "train.precision=bf16", 0.25),
 ])
 def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home, configuration, override, mix):
-    """`cselab adapt TEXT --recipe vectors-general --mix M KEY=VALUE` (as docs/adapt.md gives the variants) trains
-    what the study ran as the variant's configuration: vectors-general's training with that one option changed."""
+    """`cselab adapt TEXT --recipe vectors-general --mix M KEY=VALUE` (as lab/books/adapt_results.md gives the
+    variants) trains what the study ran as the variant's configuration: vectors-general's training with that one
+    option changed."""
     from cselab.adapt import plan_adapt
 
     study = study_home.plan(CONFIGURATION[configuration])
@@ -958,7 +959,7 @@ def test_the_defaults_records_join_each_quarter_mix_with_its_runs_record():
         {"domain": "bbc-news", "run": "bbc-news/cselab-distill-pca-cos-general-s1", "seed": 1, "weight": 0.25,
          "scores": {}, "main_score": 3.0, "stsb_test": 3.0},  # no record of its run
     ]
-    (record,) = derived_records(interpolations, runs)
+    (record,) = derived_records(interpolations, runs, DERIVED[0])
     assert (record["configuration"], record["seed"], record["main_score"], record["stsb_test"]) == (
         "cselab-vectors-general", 1, 82.25, 82.25)
     assert (record["wall_s"], record["steps"], record["batch_size"], record["default"], record["mix"]) == (
