@@ -148,6 +148,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
             "the student and a linear head onto its whole vector (dropped at inference), two cosine terms, on passages "
             "and as many general sentences", steps=200, general=True,
             overrides=_changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head")),
+    # the same with the rotation's term at half the head's weight (the head alone gained man-page search and lost news)
+    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-head2", label="`cselab adapt`: the teacher's PCA rotated "
+            "into the student and a linear head onto its whole vector (dropped at inference), two cosine terms weighed "
+            "1 to 2, on passages and as many general sentences", steps=200, general=True,
+            overrides=(*_changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head"),
+                       "method_options.loss_weights.distillation_cosine=0.5")),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
