@@ -1,6 +1,6 @@
 # cselab: the entry points of a fresh machine.
 #   make demo    installs, fetches the models, the general sentences and the domain suite, adapts all-MiniLM-L6-v2 to
-#                one domain's text with `cselab adapt` (about 5 minutes on 2 cores with AMX, 12 without) and prints
+#                one domain's text with `cselab adapt` (about 5 minutes on 2 cores with AMX; see the README) and prints
 #                the domain's score before and after
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
 #   make report  renders every table of the docs and the lab books again from lab/results/*.jsonl (python -m lab.render)

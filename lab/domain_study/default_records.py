@@ -7,9 +7,11 @@ untouched model's (:data:`DERIVED`: ``cselab-vectors-and-head``, the default, tr
 agree), which is what ``lab.domain_study.interpolate --weights W`` scores (both call
 :func:`cselab.experiments.ensemble.mixed_weights`). So each interpolation record of such a run at its weight is a run
 of the default: this joins it with the run's own record (its budget, wall time and provenance: the run's, since the
-training is what they measure) into one record of the default with ``"default": true`` and where it came from
-(``derived_from``), appended to ``lab/results/domains_default.jsonl`` unless that (configuration, domain, seed) is
-there already. A run of the default made by ``run_domains`` itself is a record like any other and needs none of this.
+training is what they measure) into one record of the default, with where it came from (``derived_from``) and
+``"default"``: whether its configuration is ``cselab adapt``'s default when the record is made (the records of the
+default before, made while it was, say so), appended to ``lab/results/domains_default.jsonl`` unless that
+(configuration, domain, seed) is there already. A run of the default made by ``run_domains`` itself is a record
+like any other and needs none of this.
 
     python -m lab.domain_study.default_records
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.domain_study.study import DEFAULT_CONFIGURATION, read_domain_records
 from lab.record import RESULTS_DIR
 
 
@@ -61,7 +64,8 @@ def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, A
             continue
         out.append({"domain": mix["domain"], "configuration": derivation.key, "seed": int(mix["seed"]),
                     **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": mix_weight, "scores": mix["scores"],
-                    "main_score": mix["main_score"], "stsb_test": mix["stsb_test"], "default": True,
+                    "main_score": mix["main_score"], "stsb_test": mix["stsb_test"],
+                    "default": derivation.key == DEFAULT_CONFIGURATION,
                     "derived_from": {"run": name, "run_commit": run.get("provenance", {}).get("git"),
                                      "interpolation": mix.get("command"),
                                      "interpolation_commit": mix.get("provenance", {}).get("git")}})
@@ -74,7 +78,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from cselab.data.jsonl import append_jsonl, read_jsonl
     from lab.domain_study.interpolate import INTERPOLATION_RECORD
-    from lab.domain_study.study import read_domain_records
 
     interpolations = read_jsonl(args.results / "interpolation.jsonl", INTERPOLATION_RECORD)
     runs = [r for name in RUN_FILES if (args.results / name).exists()

@@ -76,7 +76,6 @@ def _changed(overrides: tuple[str, ...], *changes: str) -> tuple[str, ...]:
         raise ValueError(f"no override to change for {sorted(new)}")
     return tuple(f"{key}={new.get(key, value)}" for key, value in (o.split("=", 1) for o in overrides))
 
-
 # the mixed recipe with the PCA-rotated vector term beside the cosines (target similarities_and_vectors)
 _SIMVEC = _changed(_MIXED, "method_options.target=similarities_and_vectors", "method_options.projection=pca-rotation",
                    "method_options.vector_loss=cosine")
@@ -98,6 +97,8 @@ _PCA_COS = Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher'
                          overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                     "method_options.vector_loss=cosine", "method_options.neighbours=0",
                                     "train.batch_size=64"))
+# the rotation and the head as two terms (cselab adapt's default training since the composition's study)
+_PCA_HEAD_OVERRIDES = _changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head")
 # the default with as many general sentences (the study's general text) beside the user's lines and passages; its
 # budget, one pass over all of them, meets the same 450-step cap
 _DEFAULT_GENERAL = Configuration("cselab-distill-sim-nb3-guarded-mixed-general", "`cselab adapt`'s default recipe "
@@ -147,13 +148,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_COS, key="cselab-distill-pcahead-cos-general", label="`cselab adapt`: the teacher's PCA rotated into "
             "the student and a linear head onto its whole vector (dropped at inference), two cosine terms, on passages "
             "and as many general sentences", steps=200, general=True,
-            overrides=_changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head")),
+            overrides=_PCA_HEAD_OVERRIDES),
     # the same with the rotation's term at half the head's weight (the head alone gained man-page search and lost news)
     replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-head2", label="`cselab adapt`: the teacher's PCA rotated "
             "into the student and a linear head onto its whole vector (dropped at inference), two cosine terms weighed "
             "1 to 2, on passages and as many general sentences", steps=200, general=True,
-            overrides=(*_changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head"),
-                       "method_options.loss_weights.distillation_cosine=0.5")),
+            overrides=(*_PCA_HEAD_OVERRIDES, "method_options.loss_weights.distillation_cosine=0.5")),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,

@@ -17,7 +17,7 @@ import torch
 from cselab.adapt.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
 from lab.domain_study import bbc_train_articles, run_domains, score_suite, selected_model, time_adapt
-from lab.domain_study.default_records import DERIVED
+from lab.domain_study.default_records import DERIVED, Derivation
 from lab.domain_study.study import (
     CONFIGURATION,
     CRITERIA,
@@ -938,7 +938,7 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     assert (spelled.mix, study.mix) == (mix, 1.0)
 
 
-def test_the_defaults_records_join_each_quarter_mix_with_its_runs_record():
+def test_the_defaults_records_join_each_mix_at_the_derivations_weight_with_its_runs_record():
     from lab.domain_study.default_records import derived_records
 
     runs = [{"domain": "stsb", "configuration": "cselab-distill-pca-cos-general", "seed": 1, "main_score": 82.35,
@@ -962,8 +962,14 @@ def test_the_defaults_records_join_each_quarter_mix_with_its_runs_record():
     (record,) = derived_records(interpolations, runs, DERIVED[0])
     assert (record["configuration"], record["seed"], record["main_score"], record["stsb_test"]) == (
         "cselab-vectors-general", 1, 82.25, 82.25)
+    # vectors-general is no longer cselab adapt's default: its records made now do not say it is
     assert (record["wall_s"], record["steps"], record["batch_size"], record["default"], record["mix"]) == (
-        1701.9, 200, 64, True, 0.25)
+        1701.9, 200, 64, False, 0.25)
     assert record["provenance"] == {"git": "aaa"} and record["derived_from"] == {
         "run": "stsb/cselab-distill-pca-cos-general-s1", "run_commit": "aaa", "interpolation": "c1",
         "interpolation_commit": "ccc"}
+    # the same runs derived as the default at half: the mix at 0.5 is read, and the record says it is the default
+    (half,) = derived_records(interpolations, runs, Derivation(DEFAULT_CONFIGURATION, "cselab-distill-pca-cos-general",
+                                                               0.5))
+    assert (half["configuration"], half["main_score"], half["mix"], half["default"]) == (
+        DEFAULT_CONFIGURATION, 82.38, 0.5, True)
