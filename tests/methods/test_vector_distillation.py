@@ -290,3 +290,74 @@ def test_rotation_and_head_is_refused_beside_the_similarities_in_one_line(wide_s
                         "method_options.projection=pca-rotation+linear-head", "method_options.neighbours=3",
                         "train.batch_size=4"))
     assert "\n" not in str(exc.value)
+
+
+def _info_nce_loop(a: np.ndarray, b: np.ndarray, temperature: float) -> float:
+    """SimCSE's loss by hand: for each row i, -log of the softmax of cos(a_i, b_j) / tau at j = i."""
+    a, b = _unit(a.astype(np.float64)), _unit(b.astype(np.float64))
+    losses = []
+    for i in range(len(a)):
+        logits = [float(a[i] @ b[j]) / temperature for j in range(len(b))]
+        top = max(logits)
+        losses.append(-(logits[i] - top - np.log(sum(np.exp(x - top) for x in logits))))
+    return float(np.mean(losses))
+
+
+def test_contrastive_adds_simcses_term_between_two_dropout_views(wide_setup, tmp_path, sts_home):
+    """``contrastive: true``: beside the rotation's and the head's terms, ``info_nce`` between two dropout views of the
+    batch (each equal to a per-row loop over the views' cosines), weighed by ``loss_weights``; the distillation terms
+    read the first view; dropout off makes both views the untouched student's vectors; a run logs and lowers it."""
+    from cselab.methods.base import StepContext
+    from cselab.training.trainer import Trainer
+
+    config = _config(wide_setup, tmp_path / "run", "model.dropout=0.1", "method_options.contrastive=true",
+                     "method_options.projection=pca-rotation+linear-head", "method_options.vector_loss=cosine",
+                     "method_options.temperature=0.2", "method_options.loss_weights={info_nce: 0.5}")
+    trainer = Trainer(config)
+    method = trainer.method
+    assert method.weights == {"distillation_cosine": 1.0, "head_distillation_cosine": 1.0, "info_nce": 0.5}
+    sentences = wide_setup[2].read_text().splitlines()
+    ctx = StepContext(dist=trainer.dist, step=0, generator=torch.Generator())
+    batch = method.collate(list(range(16)))
+
+    method.eval()  # no dropout: both views are the untouched student's vectors
+    with torch.no_grad():
+        terms = method.loss_terms(batch, ctx)
+    start = Encoder.from_pretrained(wide_setup[1], pooler="mean").encode(sentences[:16]).numpy()
+    assert terms["info_nce"].item() == pytest.approx(_info_nce_loop(start, start, 0.2), rel=1e-4)
+    assert terms["distillation_cosine"].item() == pytest.approx(
+        np.mean(1 - (_unit(start) * _unit(method._targets[:16].numpy())).sum(1)), rel=1e-3, abs=1e-6)
+
+    method.train()  # dropout: two different views, the loss between them, the distillation on the first
+    torch.manual_seed(0)
+    with torch.no_grad():
+        views = method.embed(batch)
+        terms = method.loss_from_embeddings(views, ctx)
+    first, second = views["view_1"].numpy(), views["view_2"].numpy()
+    assert np.abs(first - second).max() > 1e-3
+    assert np.array_equal(views["student"].numpy(), first)
+    assert terms["info_nce"].item() == pytest.approx(_info_nce_loop(first, second, 0.2), rel=1e-4)
+    assert terms["distillation_cosine"].item() == pytest.approx(
+        np.mean(1 - (_unit(first) * _unit(method._targets[:16].numpy())).sum(1)), rel=1e-3, abs=1e-6)
+    expected = terms["distillation_cosine"] + terms["head_distillation_cosine"] + 0.5 * terms["info_nce"]
+    assert method.weighted_loss(terms).item() == pytest.approx(expected.item(), rel=1e-5)
+
+    assert trainer.run().steps == 30
+    log = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["info_nce"] for r in log if "info_nce" in r]
+    assert len(losses) == 30 and np.mean(losses[-5:]) < np.mean(losses[:5]), losses
+    assert load_model(tmp_path / "run" / "best", device="cpu").hidden_size == 32
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("model.dropout=0.0",), "model.dropout=0.0 makes them equal"),
+    (("model.dropout=0.1", "method_options.target=pairs", "method_options.neighbours=3",
+      "method_options.projection=none"), "target pairs batches anchors with their partners"),
+])
+def test_contrastive_settings_that_contradict_are_refused_in_one_line(wide_setup, tmp_path, sts_home, extra, message):
+    from cselab.training.trainer import Trainer
+
+    with pytest.raises(CselabError, match=message) as exc:
+        Trainer(_config(wide_setup, tmp_path / "r", "method_options.contrastive=true",
+                        "method_options.projection=pca-rotation", *extra))
+    assert "\n" not in str(exc.value)

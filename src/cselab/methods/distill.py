@@ -70,6 +70,12 @@ store; no teacher runs during the steps.
 ``vector_loss`` says how a student vector meets its target: ``mse`` (term ``distillation_mse``, the direction and
 the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direction only).
 
+``contrastive: true`` (ours; the issue of a teacher that knows the domain's topics but not its words) adds SimCSE's
+term to any target but ``pairs``: the student runs on each batch twice, under two dropout masks, and ``info_nce``
+(in-batch negatives, at ``temperature``) pulls each sentence's two vectors together; the first view is the one the
+distillation terms read. ``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the
+checkpoint's own) and doubles the student's work on each batch.
+
 ``length_groups: G`` (ours) runs the student on a batch as G sub-batches of similar length
 (``Encoder.forward_by_length``): batches made by meaning (``neighbours``) cannot be grouped by length, and where lines
 and passages are trained together one passage would pad a whole batch to its length.
@@ -92,11 +98,13 @@ from cselab.errors import CselabError
 from cselab.losses import (
     distillation_cosine,
     distillation_mse,
+    info_nce,
     pair_similarity_mse,
     similarity_distillation_kl,
     similarity_distillation_mse,
 )
 from cselab.methods.base import Method, MethodOptions, StepContext, register_method
+from cselab.methods.simcse import duplicate
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model
 
@@ -129,6 +137,9 @@ class DistillOptions(MethodOptions):
     length_groups: int = Field(1, ge=1, description="run the student on each batch as this many sub-batches of "
                                "similar length (Encoder.forward_by_length): less padding where a batch mixes lines "
                                "and passages; 1 runs the batch whole")
+    contrastive: bool = Field(False, description="also SimCSE's term: InfoNCE between two dropout views of each "
+                              "batch's student vectors (term info_nce, at method_options.temperature); any target "
+                              "but pairs; doubles the student's work a step")
     fit_sentences: int = Field(4096, ge=16, description="projection: the training sentences the untouched student "
                                "encodes to fit the rotation or the head's start")
 
@@ -141,6 +152,7 @@ VECTOR_TARGETS = ("vectors", "similarities_and_vectors")  # the targets that mat
 HEAD_PROJECTIONS = ("linear-head", "pca-rotation+linear-head")  # the projections that train a head
 ROTATION_AND_HEAD = "pca-rotation+linear-head"  # both projections, as two terms
 HEAD_TERMS = {choice: f"head_{term}" for choice, term in VECTOR_LOSS_TERMS.items()}  # beside the rotation
+CONTRASTIVE_TERM = info_nce.__name__  # SimCSE's term between two dropout views (option contrastive)
 
 
 def sentences_per_example(options: DistillOptions) -> int:
@@ -165,12 +177,16 @@ def _freeze(model: nn.Module) -> nn.Module:
 @register_method
 class Distill(Method):
     name = "distill"
-    terms = (*TARGET_TERMS.values(), "distillation_cosine", *HEAD_TERMS.values())  # a run's own: terms_of
+    terms = (*TARGET_TERMS.values(), "distillation_cosine", *HEAD_TERMS.values(), CONTRASTIVE_TERM)  # terms_of
     Options = DistillOptions
 
     @classmethod
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
         assert isinstance(options, DistillOptions)
+        return cls._distillation_terms_of(options) + ((CONTRASTIVE_TERM,) if options.contrastive else ())
+
+    @staticmethod
+    def _distillation_terms_of(options: DistillOptions) -> tuple[str, ...]:
         if options.target == "vectors":
             if options.projection == ROTATION_AND_HEAD:
                 return (VECTOR_LOSS_TERMS[options.vector_loss], HEAD_TERMS[options.vector_loss])
@@ -195,6 +211,12 @@ class Distill(Method):
                               f"vectors; with target {options.target} use pca-rotation or linear-head")
         if options.vector_loss != "mse" and options.target not in VECTOR_TARGETS:
             raise CselabError("config: method_options.vector_loss applies to target vectors only")
+        if options.contrastive and options.target == "pairs":
+            raise CselabError("config: method_options.contrastive compares each batch's sentences with each other; "
+                              "target pairs batches anchors with their partners: use another target")
+        if options.contrastive and model.dropout == 0.0:
+            raise CselabError("config: method_options.contrastive contrasts two dropout views of each sentence; "
+                              "model.dropout=0.0 makes them equal: set it above 0 (e.g. 0.1) or leave it unset")
         # the papers' targets run the teacher on each batch; the others read a finished pass over the text
         self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours
                                or options.target == "similarities_and_vectors")
@@ -357,7 +379,15 @@ class Distill(Method):
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         features = {k: v for k, v in batch.items()
                     if k not in ("texts", "pair_targets", "teacher_rows", "target_rows")}
-        student = self.student.forward_by_length(features, groups=self.options.length_groups)
+        if self.options.contrastive:  # both dropout views in one pass of 2B rows; the first is the distilled one
+            student, second = self.student.forward_by_length(duplicate(features),
+                                                             groups=self.options.length_groups).chunk(2)
+            return {**self._distillation_embeddings(batch, student), "view_1": student, "view_2": second}
+        return self._distillation_embeddings(
+            batch, self.student.forward_by_length(features, groups=self.options.length_groups))
+
+    def _distillation_embeddings(self, batch: dict[str, Any], student: Tensor) -> dict[str, Tensor]:
+        """What the distillation terms read, from the student's vectors of the batch."""
         if self.options.target == "pairs":  # the targets came with the batch: no teacher runs here
             return {"student": student, "pair_targets": batch["pair_targets"]}
         if self.reads_pass:
@@ -394,6 +424,12 @@ class Distill(Method):
         return frozenset({"student", "pair_targets"}) if self.options.target == "pairs" else frozenset()
 
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
+        terms = self._distillation_terms(embeddings)
+        if self.options.contrastive and self.active(CONTRASTIVE_TERM):
+            terms[CONTRASTIVE_TERM] = info_nce(embeddings["view_1"], embeddings["view_2"], self.options.temperature)
+        return terms
+
+    def _distillation_terms(self, embeddings: dict[str, Tensor]) -> dict[str, Tensor]:
         if self.options.target == "pairs":
             # rows: the B anchors, then their B neighbours, then random_pairs rounds of B random partners
             student, targets = embeddings["student"], embeddings["pair_targets"]
