@@ -938,6 +938,27 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     assert (spelled.mix, study.mix) == (mix, 1.0)
 
 
+def test_simcses_term_beside_the_default_plans_the_defaults_training_with_the_term_added(study_home):
+    """`cselab adapt TEXT KEY=VALUE...` with the two options of SimCSE's term (the default recipe otherwise) trains
+    what the study ran as cselab-distill-pcahead-cos-general-simcse: the default's training, those two changed."""
+    from cselab.adapt import plan_adapt
+
+    study = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general-simcse"])
+    default = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general"])
+    spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
+                         general=study_home.general, mix=0.5,
+                         overrides=["method_options.contrastive=true", "method_options.temperature=0.2",
+                                    "train.threads=1", "train.device=cpu"])
+    paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
+    assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
+    changed = default.config.model_dump(exclude=paths)
+    assert not {"contrastive", "temperature"} & set(changed["method_options"])  # the method's defaults: off, 0.05
+    changed["method_options"].update(contrastive=True, temperature=0.2)
+    assert study.config.model_dump(exclude=paths) == changed
+    assert spelled.steps == study.steps == 200 and (spelled.mix, study.mix) == (0.5, 1.0)
+    assert (spelled.train_units, spelled.general_units) == (study.train_units, study.general_units)
+
+
 def test_the_defaults_records_join_each_mix_at_the_derivations_weight_with_its_runs_record():
     from lab.domain_study.default_records import derived_records
 
