@@ -162,6 +162,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
             "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
             "terms, and SimCSE's term between two dropout views, on passages and as many general sentences",
             steps=200, general=True, overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE)),
+    # the same with SimCSE's term at a fifth of the distillation terms' weight
+    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-simcse02", label="`cselab adapt`: the teacher's PCA "
+            "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
+            "terms, and SimCSE's term between two dropout views at a fifth of their weight, on passages and as many "
+            "general sentences", steps=200, general=True,
+            overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE, "method_options.loss_weights.info_nce=0.2")),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
