@@ -702,3 +702,24 @@ def test_half_precision_inputs_give_float32_outputs(dtype):
 def test_invalid_inputs_raise_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_info_nce_leaves_out_the_negatives_a_mask_drops_as_a_per_row_loop_does():
+    """``negatives[i, j]`` False drops b_j from a_i's sum (the positive b_i is always kept); a loop over the rows."""
+    generator = torch.Generator().manual_seed(5)
+    a, b = torch.randn(5, 4, generator=generator), torch.randn(5, 4, generator=generator)
+    negatives = torch.rand(5, 5, generator=generator) > 0.4
+    negatives[0, 0] = False  # the diagonal is kept whatever the mask says
+    tau = 0.1
+    a_n = a.double() / a.double().norm(dim=1, keepdim=True)
+    b_n = b.double() / b.double().norm(dim=1, keepdim=True)
+    losses = []
+    for i in range(5):
+        kept = [j for j in range(5) if j == i or bool(negatives[i, j])]
+        logits = [float(a_n[i] @ b_n[j]) / tau for j in kept]
+        losses.append(-(float(a_n[i] @ b_n[i]) / tau - math.log(sum(math.exp(x) for x in logits))))
+    assert info_nce(a, b, tau, negatives=negatives).item() == pytest.approx(sum(losses) / 5, rel=1e-5)
+    assert info_nce(a, b, tau, negatives=torch.ones(5, 5, dtype=torch.bool)).item() == pytest.approx(
+        info_nce(a, b, tau).item(), rel=1e-6)
+    with pytest.raises(ValueError, match="boolean matrix of shape"):
+        info_nce(a, b, tau, negatives=torch.ones(5, 4, dtype=torch.bool))

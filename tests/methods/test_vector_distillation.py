@@ -361,3 +361,56 @@ def test_contrastive_settings_that_contradict_are_refused_in_one_line(wide_setup
         Trainer(_config(wide_setup, tmp_path / "r", "method_options.contrastive=true",
                         "method_options.projection=pca-rotation", *extra))
     assert "\n" not in str(exc.value)
+
+
+def _info_nce_loop_without(a: np.ndarray, b: np.ndarray, temperature: float, related: np.ndarray) -> float:
+    """SimCSE's loss by hand with row j left out of row i's sum where ``related[i, j]`` (never i itself)."""
+    a, b = _unit(a.astype(np.float64)), _unit(b.astype(np.float64))
+    losses = []
+    for i in range(len(a)):
+        kept = [j for j in range(len(b)) if j == i or not related[i, j]]
+        total = sum(np.exp(float(a[i] @ b[j]) / temperature) for j in kept)
+        losses.append(-(float(a[i] @ b[i]) / temperature - np.log(total)))
+    return float(np.mean(losses))
+
+
+def test_related_cosine_leaves_the_teachers_related_sentences_out_of_the_negatives(wide_setup, tmp_path, sts_home):
+    """``related_cosine: c``: each sentence's negatives lose the batch's sentences whose teacher cosine to it (the
+    teacher's own encoding, computed here) is at least c; the term equals a per-row loop that drops them, and
+    differs from the unmasked term when some pair is dropped."""
+    from cselab.methods.base import StepContext
+    from cselab.training.trainer import Trainer
+
+    sentences = wide_setup[2].read_text().splitlines()
+    teacher = _unit(load_model(wide_setup[0], device="cpu").encode(sentences[:16]).numpy().astype(np.float64))
+    cosines = teacher @ teacher.T
+    values = np.sort(cosines[np.triu_indices(16, 1)])
+    k = int(0.8 * len(values))  # a fifth of the pairs related; the threshold half-way between two cosines
+    threshold = float(values[k - 1] + values[k]) / 2
+    assert values[k] - values[k - 1] > 1e-5  # far from both, so float32 rounding cannot move a pair across it
+    related = (cosines >= threshold) & ~np.eye(16, dtype=bool)
+    assert 0 < related.sum() < 16 * 15
+    config = _config(wide_setup, tmp_path / "run", "model.dropout=0.1", "method_options.contrastive=true",
+                     "method_options.projection=pca-rotation", "method_options.vector_loss=cosine",
+                     f"method_options.related_cosine={threshold}")
+    trainer = Trainer(config)
+    method = trainer.method
+    ctx = StepContext(dist=trainer.dist, step=0, generator=torch.Generator())
+    batch = method.collate(list(range(16)))
+    method.train()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        views = method.embed(batch)
+        term = method.loss_from_embeddings(views, ctx)["info_nce"].item()
+    first, second = views["view_1"].numpy(), views["view_2"].numpy()
+    assert term == pytest.approx(_info_nce_loop_without(first, second, 0.05, related), rel=1e-4)
+    assert term != pytest.approx(_info_nce_loop(first, second, 0.05), rel=1e-3)
+
+
+def test_related_cosine_without_the_contrastive_term_is_refused_in_one_line(wide_setup, tmp_path, sts_home):
+    from cselab.training.trainer import Trainer
+
+    with pytest.raises(CselabError, match="it needs method_options.contrastive=true") as exc:
+        Trainer(_config(wide_setup, tmp_path / "r", "method_options.projection=pca-rotation",
+                        "method_options.related_cosine=0.5"))
+    assert "\n" not in str(exc.value)

@@ -41,7 +41,8 @@ def rowwise_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a_n * b_n).sum(dim=-1)
 
 
-def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
+             negatives: torch.Tensor | None = None) -> torch.Tensor:
     """InfoNCE with in-batch negatives (SimCSE; TNCSE Eq. 4; JTCSE Eq. 11; IFCL Eq. 7).
 
     ``L = mean_i -log( exp(cos(a_i, b_i)/tau) / sum_j exp(cos(a_i, b_j)/tau) )``, i.e. cross-entropy
@@ -51,6 +52,9 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
         anchors: ``[B, d]`` (any float dtype; computed in float32).
         positives: ``[B, d]``; row ``i`` is the positive of anchor ``i``, the other rows its negatives.
         temperature: tau > 0.
+        negatives: optional boolean ``[B, B]``: ``negatives[i, j]`` says whether ``b_j`` counts as a negative of
+            ``a_i`` (the sum over ``j`` keeps only those and ``i`` itself; ours, to leave out pairs known to be
+            related). None: every other row is a negative.
 
     Returns:
         float32 scalar.
@@ -59,6 +63,12 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     check_same_shape(("anchors", "positives"), (anchors, positives))
     check_positive("temperature", temperature)
     logits = cosine_similarity_matrix(anchors, positives) / temperature
+    if negatives is not None:
+        if negatives.shape != logits.shape or negatives.dtype != torch.bool:
+            raise ValueError(f"negatives must be a boolean matrix of shape {tuple(logits.shape)}, got "
+                             f"{negatives.dtype} {tuple(negatives.shape)}")
+        kept = negatives | torch.eye(logits.shape[0], dtype=torch.bool, device=logits.device)
+        logits = logits.masked_fill(~kept.to(logits.device), float("-inf"))
     labels = torch.arange(logits.shape[0], device=logits.device)
     return F.cross_entropy(logits, labels)
 

@@ -74,7 +74,9 @@ the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direct
 term to any target but ``pairs``: the student runs on each batch twice, under two dropout masks, and ``info_nce``
 (in-batch negatives, at ``temperature``) pulls each sentence's two vectors together; the first view is the one the
 distillation terms read. ``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the
-checkpoint's own) and doubles the student's work on each batch.
+checkpoint's own) and doubles the student's work on each batch. In-batch negatives push apart sentences of one topic,
+which topic clustering needs together; ``related_cosine: c`` leaves out of each sentence's negatives the sentences
+of the batch whose teacher's cosine to it is at least ``c`` (targets that read a finished pass).
 
 ``length_groups: G`` (ours) runs the student on a batch as G sub-batches of similar length
 (``Encoder.forward_by_length``): batches made by meaning (``neighbours``) cannot be grouped by length, and where lines
@@ -140,6 +142,9 @@ class DistillOptions(MethodOptions):
     contrastive: bool = Field(False, description="also SimCSE's term: InfoNCE between two dropout views of each "
                               "batch's student vectors (term info_nce, at method_options.temperature); any target "
                               "but pairs; doubles the student's work a step")
+    related_cosine: float | None = Field(None, ge=-1.0, le=1.0, description="contrastive: sentences of a batch whose "
+                                         "teacher's cosine to a sentence is at least this are left out of its "
+                                         "negatives (read from the teacher's pass); null keeps every other sentence")
     fit_sentences: int = Field(4096, ge=16, description="projection: the training sentences the untouched student "
                                "encodes to fit the rotation or the head's start")
 
@@ -220,6 +225,10 @@ class Distill(Method):
         # the papers' targets run the teacher on each batch; the others read a finished pass over the text
         self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours
                                or options.target == "similarities_and_vectors")
+        if options.related_cosine is not None and not (options.contrastive and self.reads_pass):
+            raise CselabError("config: method_options.related_cosine leaves the teacher's related sentences out of "
+                              "SimCSE's negatives: it needs method_options.contrastive=true and a target that reads "
+                              "the teacher's pass (e.g. target vectors with a projection)")
         # object.__setattr__ keeps the frozen teacher out of parameters(), state_dict() and checkpoints
         teacher = None if self.reads_pass else _freeze(load_model(options.teacher))
         object.__setattr__(self, "teacher", teacher)
@@ -341,6 +350,9 @@ class Distill(Method):
             else:
                 targets = self._targets if self._targets is not None else self._teacher_unit
                 rows_of = {"teacher_rows": targets[index]}
+            if self.options.related_cosine is not None:  # the teacher's own unit vectors, to find related pairs
+                assert self._teacher_unit is not None
+                rows_of["related_rows"] = self._teacher_unit[index]
             return {"texts": texts, **rows_of,
                     **self.student.tokenize(texts, max_length=self.config.model.max_length)}
         texts = list(examples)
@@ -378,11 +390,14 @@ class Distill(Method):
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         features = {k: v for k, v in batch.items()
-                    if k not in ("texts", "pair_targets", "teacher_rows", "target_rows")}
+                    if k not in ("texts", "pair_targets", "teacher_rows", "target_rows", "related_rows")}
         if self.options.contrastive:  # both dropout views in one pass of 2B rows; the first is the distilled one
             student, second = self.student.forward_by_length(duplicate(features),
                                                              groups=self.options.length_groups).chunk(2)
-            return {**self._distillation_embeddings(batch, student), "view_1": student, "view_2": second}
+            views = {"view_1": student, "view_2": second}
+            if "related_rows" in batch:
+                views["related_teacher"] = batch["related_rows"].to(student.device)
+            return {**self._distillation_embeddings(batch, student), **views}
         return self._distillation_embeddings(
             batch, self.student.forward_by_length(features, groups=self.options.length_groups))
 
@@ -426,7 +441,10 @@ class Distill(Method):
     def loss_from_embeddings(self, embeddings: dict[str, Tensor], ctx: StepContext) -> dict[str, Tensor]:
         terms = self._distillation_terms(embeddings)
         if self.options.contrastive and self.active(CONTRASTIVE_TERM):
-            terms[CONTRASTIVE_TERM] = info_nce(embeddings["view_1"], embeddings["view_2"], self.options.temperature)
+            related = embeddings.get("related_teacher")
+            negatives = None if related is None else related @ related.T < self.options.related_cosine
+            terms[CONTRASTIVE_TERM] = info_nce(embeddings["view_1"], embeddings["view_2"], self.options.temperature,
+                                               negatives=negatives)
         return terms
 
     def _distillation_terms(self, embeddings: dict[str, Tensor]) -> dict[str, Tensor]:
