@@ -168,6 +168,13 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
             "terms, and SimCSE's term between two dropout views at a fifth of their weight, on passages and as many "
             "general sentences", steps=200, general=True,
             overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE, "method_options.loss_weights.info_nce=0.2")),
+    # the same with the teacher's related sentences (cosine at least 0.3) left out of SimCSE's negatives
+    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-simcse02-related", label="`cselab adapt`: the "
+            "teacher's PCA rotated into the student and a linear head onto its whole vector (dropped at inference), "
+            "two cosine terms, and SimCSE's term at a fifth of their weight without the teacher's related sentences "
+            "as negatives, on passages and as many general sentences", steps=200, general=True,
+            overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE, "method_options.loss_weights.info_nce=0.2",
+                       "method_options.related_cosine=0.3")),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
