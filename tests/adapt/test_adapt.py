@@ -109,6 +109,11 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # teacher's pass also over both views of the held-out text: (220 + 20 x 3) x 0.1 = 28 s
     assert pairs.selection == "guarded-distillation-loss"
     assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 4 + 28)
+    # SimCSE's term beside the distillation: each example encoded twice, 100 x 2.2 x 2 x 64 x 0.02 s = 563.2 s
+    contrastive = plan_adapt(text, tmp_path / "b2", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+                             recipe="distill", steps=100, select="distillation-loss", units="lines",
+                             overrides=["train.eval_every=25", "method_options.contrastive=true"])
+    assert extrapolate_seconds(contrastive, student, teacher) == pytest.approx(563.2 + 2 + 24)
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s

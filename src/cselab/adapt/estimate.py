@@ -69,7 +69,8 @@ def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardC
     already kept).
 
     A distillation batch encodes each example once with its ``neighbours`` (``target: pairs``: with one neighbour
-    and its ``random_pairs``), SimCSE twice (two dropout views); an example of passages holds
+    and its ``random_pairs``), SimCSE twice (two dropout views), a distillation with SimCSE's term beside it
+    (``contrastive``) twice too; an example of passages holds
     as many tokens as its lines; a training step of n tokens costs about ``TRAIN_STEP_PER_FORWARD[precision]``
     inference passes over n tokens. An evaluation encodes each held-out sentence once with a teacher (the
     distillation loss), twice with the guard (as lines and in passages) and twice without a teacher (the sentence and
@@ -97,7 +98,8 @@ def _rows_per_example(plan: AdaptPlan) -> int:
         return 2  # SimCSE: two dropout views
     from cselab.methods.distill import DistillOptions, sentences_per_example
 
-    return sentences_per_example(DistillOptions.model_validate(plan.config.method_options))
+    options = DistillOptions.model_validate(plan.config.method_options)
+    return sentences_per_example(options) * (2 if options.contrastive else 1)  # SimCSE's term: two dropout views
 
 
 MAX_ESTIMATE_DAYS = 30  # a budget estimated to train longer than this is refused as a mistake
