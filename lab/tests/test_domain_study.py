@@ -938,22 +938,29 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     assert (spelled.mix, study.mix) == (mix, 1.0)
 
 
-def test_simcses_term_beside_the_default_plans_the_defaults_training_with_the_term_added(study_home):
-    """`cselab adapt TEXT KEY=VALUE...` with the two options of SimCSE's term (the default recipe otherwise) trains
-    what the study ran as cselab-distill-pcahead-cos-general-simcse: the default's training, those two changed."""
+@pytest.mark.parametrize(("configuration", "weight"), [
+    ("cselab-distill-pcahead-cos-general-simcse", None), ("cselab-distill-pcahead-cos-general-simcse02", 0.2)])
+def test_simcses_term_beside_the_default_plans_the_defaults_training_with_the_term_added(study_home, configuration,
+                                                                                        weight):
+    """`cselab adapt TEXT KEY=VALUE...` with the options of SimCSE's term (the default recipe otherwise) trains what
+    the study ran as the configuration: the default's training, those options changed."""
     from cselab.adapt import plan_adapt
 
-    study = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general-simcse"])
+    study = study_home.plan(CONFIGURATION[configuration])
     default = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general"])
+    weighed = [] if weight is None else [f"method_options.loss_weights.info_nce={weight}"]
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
                          general=study_home.general, mix=0.5,
-                         overrides=["method_options.contrastive=true", "method_options.temperature=0.2",
+                         overrides=["method_options.contrastive=true", "method_options.temperature=0.2", *weighed,
                                     "train.threads=1", "train.device=cpu"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
     changed = default.config.model_dump(exclude=paths)
     assert not {"contrastive", "temperature"} & set(changed["method_options"])  # the method's defaults: off, 0.05
     changed["method_options"].update(contrastive=True, temperature=0.2)
+    if weight is not None:
+        assert "loss_weights" not in changed["method_options"]
+        changed["method_options"]["loss_weights"] = {"info_nce": weight}
     assert study.config.model_dump(exclude=paths) == changed
     assert spelled.steps == study.steps == 200 and (spelled.mix, study.mix) == (0.5, 1.0)
     assert (spelled.train_units, spelled.general_units) == (study.train_units, study.general_units)
