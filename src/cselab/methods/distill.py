@@ -70,10 +70,11 @@ store; no teacher runs during the steps.
 ``vector_loss`` says how a student vector meets its target: ``mse`` (term ``distillation_mse``, the direction and
 the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direction only).
 
-``contrastive: true`` (ours; the issue of a teacher that knows the domain's topics but not its words) adds SimCSE's
-term to any target but ``pairs``: the student runs on each batch twice, under two dropout masks, and ``info_nce``
-(in-batch negatives, at ``temperature``) pulls each sentence's two vectors together; the first view is the one the
-distillation terms read. ``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the
+``contrastive: true`` (ours) adds SimCSE's term to any target but ``pairs``: the student runs on each batch twice,
+under two dropout masks, and ``info_nce`` (in-batch negatives, at ``temperature``, the one temperature of the method
+options) pulls each sentence's two vectors together; the first view is the one the distillation terms read. Why: the
+teacher's vectors carry its geometry, SimCSE's term learns from the user's own text what the teacher does not know.
+``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the
 checkpoint's own) and doubles the student's work on each batch. In-batch negatives push apart sentences of one topic,
 which topic clustering needs together; ``related_cosine: c`` leaves out of each sentence's negatives the sentences
 of the batch whose teacher's cosine to it is at least ``c`` (targets that read a finished pass).
