@@ -76,6 +76,7 @@ def _changed(overrides: tuple[str, ...], *changes: str) -> tuple[str, ...]:
         raise ValueError(f"no override to change for {sorted(new)}")
     return tuple(f"{key}={new.get(key, value)}" for key, value in (o.split("=", 1) for o in overrides))
 
+
 # the mixed recipe with the PCA-rotated vector term beside the cosines (target similarities_and_vectors)
 _SIMVEC = _changed(_MIXED, "method_options.target=similarities_and_vectors", "method_options.projection=pca-rotation",
                    "method_options.vector_loss=cosine")
@@ -100,7 +101,19 @@ _PCA_COS = Configuration("cselab-distill-pca-cos", "`cselab adapt`: the teacher'
 # the rotation and the head as two terms (cselab adapt's default training since the composition's study)
 _PCA_HEAD_OVERRIDES = _changed(_PCA_COS.overrides, "method_options.projection=pca-rotation+linear-head")
 # SimCSE's term beside the distillation, at cselab adapt's SimCSE temperature (mean pooling)
-SIMCSE_BESIDE = ("method_options.contrastive=true", "method_options.temperature=0.2")
+_SIMCSE_BESIDE = ("method_options.contrastive=true", "method_options.temperature=0.2")
+
+
+def _with_simcse(suffix: str, how: str, *overrides: str) -> Configuration:
+    """The default's training (the rotation and the head) with SimCSE's term beside its two, ``how`` said in the
+    label and set by ``overrides``."""
+    return replace(_PCA_COS, key=f"cselab-distill-pcahead-cos-general-simcse{suffix}", label="`cselab adapt`: the "
+                   "teacher's PCA rotated into the student and a linear head onto its whole vector (dropped at "
+                   f"inference), two cosine terms, and SimCSE's term between two dropout views{how}, on passages and "
+                   "as many general sentences", steps=200, general=True,
+                   overrides=(*_PCA_HEAD_OVERRIDES, *_SIMCSE_BESIDE, *overrides))
+
+
 # the default with as many general sentences (the study's general text) beside the user's lines and passages; its
 # budget, one pass over all of them, meets the same 450-step cap
 _DEFAULT_GENERAL = Configuration("cselab-distill-sim-nb3-guarded-mixed-general", "`cselab adapt`'s default recipe "
@@ -158,23 +171,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
             overrides=(*_PCA_HEAD_OVERRIDES, "method_options.loss_weights.distillation_cosine=0.5")),
     # the same with SimCSE's term beside the two distillation terms (two dropout views of each batch, at cselab adapt's
     # SimCSE temperature), weighed 1 to 1 to 1: SimCSE alone gains man-page search and STS where the default gains least
-    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-simcse", label="`cselab adapt`: the teacher's PCA "
-            "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
-            "terms, and SimCSE's term between two dropout views, on passages and as many general sentences",
-            steps=200, general=True, overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE)),
+    _with_simcse("", ""),
     # the same with SimCSE's term at a fifth of the distillation terms' weight
-    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-simcse02", label="`cselab adapt`: the teacher's PCA "
-            "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
-            "terms, and SimCSE's term between two dropout views at a fifth of their weight, on passages and as many "
-            "general sentences", steps=200, general=True,
-            overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE, "method_options.loss_weights.info_nce=0.2")),
+    _with_simcse("02", " at a fifth of their weight", "method_options.loss_weights.info_nce=0.2"),
     # the same with the teacher's related sentences (cosine at least 0.3) left out of SimCSE's negatives
-    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-simcse02-related", label="`cselab adapt`: the "
-            "teacher's PCA rotated into the student and a linear head onto its whole vector (dropped at inference), "
-            "two cosine terms, and SimCSE's term at a fifth of their weight without the teacher's related sentences "
-            "as negatives, on passages and as many general sentences", steps=200, general=True,
-            overrides=(*_PCA_HEAD_OVERRIDES, *SIMCSE_BESIDE, "method_options.loss_weights.info_nce=0.2",
-                       "method_options.related_cosine=0.3")),
+    _with_simcse("02-related", " at a fifth of their weight, without the teacher's related sentences as negatives",
+                 "method_options.loss_weights.info_nce=0.2", "method_options.related_cosine=0.3"),
     # the same with the MSE loss (direction and length) in place of the cosine loss (direction only)
     replace(_PCA_COS, key="cselab-distill-pca-mse-general", label="`cselab adapt`: the teacher's PCA rotated into the "
             "student, MSE, on passages and as many general sentences", steps=200, general=True,
