@@ -350,7 +350,7 @@ def test_contrastive_adds_simcses_term_between_two_dropout_views(wide_setup, tmp
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (("model.dropout=0.0",), "model.dropout=0.0 makes them equal"),
+    (("model.dropout=0.0",), "the student has no dropout"),
     (("model.dropout=0.1", "method_options.target=pairs", "method_options.neighbours=3",
       "method_options.projection=none"), "target pairs batches anchors with their partners"),
 ])
@@ -361,6 +361,24 @@ def test_contrastive_settings_that_contradict_are_refused_in_one_line(wide_setup
         Trainer(_config(wide_setup, tmp_path / "r", "method_options.contrastive=true",
                         "method_options.projection=pca-rotation", *extra))
     assert "\n" not in str(exc.value)
+
+
+def test_contrastive_is_refused_for_a_checkpoint_saved_without_dropout(wide_setup, tmp_path, sts_home):
+    """``model.dropout`` unset keeps the checkpoint's dropout; a checkpoint saved with none gives two equal views."""
+    from cselab.training.trainer import Trainer
+
+    teacher_dir, student_dir, corpus = wide_setup
+    config_path = student_dir / "config.json"
+    hf_config = json.loads(config_path.read_text())
+    hf_config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config_path.write_text(json.dumps(hf_config))
+    with pytest.raises(CselabError, match="the student has no dropout") as exc:
+        Trainer(_config(wide_setup, tmp_path / "r", "model.dropout=null", "method_options.contrastive=true",
+                        "method_options.projection=pca-rotation"))
+    assert "\n" not in str(exc.value)
+    # the same checkpoint with dropout asked for trains two different views
+    Trainer(_config(wide_setup, tmp_path / "r2", "model.dropout=0.1", "method_options.contrastive=true",
+                    "method_options.projection=pca-rotation"))
 
 
 def _info_nce_loop_without(a: np.ndarray, b: np.ndarray, temperature: float, related: np.ndarray) -> float:

@@ -74,10 +74,10 @@ the length) or ``cosine`` (term ``distillation_cosine``, ``1 - cos``, the direct
 under two dropout masks, and ``info_nce`` (in-batch negatives, at ``temperature``, the one temperature of the method
 options) pulls each sentence's two vectors together; the first view is the one the distillation terms read. Why: the
 teacher's vectors carry its geometry, SimCSE's term learns from the user's own text what the teacher does not know.
-``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the
-checkpoint's own) and doubles the student's work on each batch. In-batch negatives push apart sentences of one topic,
-which topic clustering needs together; ``related_cosine: c`` leaves out of each sentence's negatives the sentences
-of the batch whose teacher's cosine to it is at least ``c`` (targets that read a finished pass).
+``loss_weights.info_nce`` weighs it. It needs dropout (``model.dropout`` above 0 or the checkpoint's own; a student
+without any is refused) and doubles the student's work on each batch. In-batch negatives push apart sentences of one
+topic, which topic clustering needs together; ``related_cosine: c`` leaves out of each sentence's negatives the
+sentences of the batch whose teacher's cosine to it is at least ``c`` (targets that read a finished pass).
 
 ``length_groups: G`` (ours) runs the student on a batch as G sub-batches of similar length
 (``Encoder.forward_by_length``): batches made by meaning (``neighbours``) cannot be grouped by length, and where lines
@@ -174,6 +174,11 @@ MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pa
              "similarities_and_vectors": 2}
 
 
+def _has_dropout(model: nn.Module) -> bool:
+    """Whether any dropout of ``model`` draws a mask (two passes in training mode can differ)."""
+    return any(isinstance(module, nn.Dropout) and module.p > 0 for module in model.modules())
+
+
 def _freeze(model: nn.Module) -> nn.Module:
     for parameter in model.parameters():
         parameter.requires_grad_(False)
@@ -220,9 +225,11 @@ class Distill(Method):
         if options.contrastive and options.target == "pairs":
             raise CselabError("config: method_options.contrastive compares each batch's sentences with each other; "
                               "target pairs batches anchors with their partners: use another target")
-        if options.contrastive and model.dropout == 0.0:
+        if options.contrastive and not _has_dropout(self.student):
+            # model.dropout=0.0, or a checkpoint saved without dropout and model.dropout unset: equal views
             raise CselabError("config: method_options.contrastive contrasts two dropout views of each sentence; "
-                              "model.dropout=0.0 makes them equal: set it above 0 (e.g. 0.1) or leave it unset")
+                              "the student has no dropout (model.dropout=0.0, or a checkpoint saved without it), so "
+                              "they would be equal: set model.dropout above 0 (e.g. 0.1)")
         # the papers' targets run the teacher on each batch; the others read a finished pass over the text
         self.reads_pass = bool(options.teacher_vectors or options.projection != "none" or options.neighbours
                                or options.target == "similarities_and_vectors")
