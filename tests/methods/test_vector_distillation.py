@@ -376,7 +376,7 @@ def test_contrastive_is_refused_for_a_checkpoint_saved_without_dropout(wide_setu
         Trainer(_config(wide_setup, tmp_path / "r", "model.dropout=null", "method_options.contrastive=true",
                         "method_options.projection=pca-rotation"))
     assert "\n" not in str(exc.value)
-    # the same checkpoint with dropout asked for trains two different views
+    # the same checkpoint with dropout asked for is accepted
     Trainer(_config(wide_setup, tmp_path / "r2", "model.dropout=0.1", "method_options.contrastive=true",
                     "method_options.projection=pca-rotation"))
 

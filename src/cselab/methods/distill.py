@@ -108,6 +108,7 @@ from cselab.losses import (
 )
 from cselab.methods.base import Method, MethodOptions, StepContext, register_method
 from cselab.methods.simcse import duplicate
+from cselab.models.dropout import has_dropout
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model
 
@@ -174,11 +175,6 @@ MIN_BATCH = {"vectors": 1, "similarities": 2, "similarity_distributions": 3, "pa
              "similarities_and_vectors": 2}
 
 
-def _has_dropout(model: nn.Module) -> bool:
-    """Whether any dropout of ``model`` draws a mask (two passes in training mode can differ)."""
-    return any(isinstance(module, nn.Dropout) and module.p > 0 for module in model.modules())
-
-
 def _freeze(model: nn.Module) -> nn.Module:
     for parameter in model.parameters():
         parameter.requires_grad_(False)
@@ -225,7 +221,7 @@ class Distill(Method):
         if options.contrastive and options.target == "pairs":
             raise CselabError("config: method_options.contrastive compares each batch's sentences with each other; "
                               "target pairs batches anchors with their partners: use another target")
-        if options.contrastive and not _has_dropout(self.student):
+        if options.contrastive and not has_dropout(self.student):
             # model.dropout=0.0, or a checkpoint saved without dropout and model.dropout unset: equal views
             raise CselabError("config: method_options.contrastive contrasts two dropout views of each sentence; "
                               "the student has no dropout (model.dropout=0.0, or a checkpoint saved without it), so "

@@ -44,6 +44,24 @@ def dropout_disabled(module: nn.Module) -> Iterator[nn.Module]:
             m.training = was_training
 
 
+# HF attention layers that keep their dropout probability as a float (NomicBERT, ModernBERT) name it so
+_FLOAT_DROPOUT_ATTRIBUTES = ("attention_dropout", "dropout")
+
+
+def has_dropout(module: nn.Module) -> bool:
+    """Whether training mode draws any dropout mask in ``module``: an ``nn.Dropout`` with ``p > 0``, or an
+    attention layer's float dropout probability above 0 (read only while training, as above)."""
+    for m in module.modules():
+        if isinstance(m, nn.Dropout):
+            if m.p > 0:
+                return True
+            continue
+        probabilities = (getattr(m, name, None) for name in _FLOAT_DROPOUT_ATTRIBUTES)
+        if any(isinstance(p, float) and p > 0 for p in probabilities):
+            return True
+    return False
+
+
 # -- cheaper dropout masks (model.dropout_masks: bits) ---------------------------------------------------
 # torch's dropout draws a float per element (``bernoulli_``): 14% of a MiniLM SimCSE step on a CPU. One
 # 64-bit random word gives FOUR 15-bit lanes instead (4x fewer draws), and a lane below
