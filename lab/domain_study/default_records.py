@@ -1,8 +1,9 @@
 """The domain table's records of ``cselab adapt``'s defaults, made from runs already kept.
 
 Each default trains exactly as a configuration of the study does and hands back that run's weights mixed with the
-untouched model's (:data:`DERIVED`: ``cselab-vectors-and-head``, the default, trains as
-``cselab-distill-pcahead-cos-general`` and keeps half; ``cselab-vectors-general``, the default before it, trains as
+untouched model's (:data:`DERIVED`: ``cselab-vectors-and-head-mix075``, the default, trains as
+``cselab-distill-pcahead-cos-general`` and keeps three quarters; ``cselab-vectors-and-head``, the default before it,
+the same runs at half; ``cselab-vectors-general``, the default before that, trains as
 ``cselab-distill-pca-cos-general`` and keeps a quarter; ``lab/tests/test_domain_study.py`` checks that the plans
 agree), which is what ``lab.domain_study.interpolate --weights W`` scores (both call
 :func:`cselab.experiments.ensemble.mixed_weights`). So each interpolation record of such a run at its weight is a run
@@ -37,7 +38,8 @@ class Derivation:
 
 
 DERIVED = (Derivation("cselab-vectors-general", "cselab-distill-pca-cos-general", 0.25),
-           Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5))
+           Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5),
+           Derivation("cselab-vectors-and-head-mix075", "cselab-distill-pcahead-cos-general", 0.75))
 # where the unmixed runs' records are; a later file's record of a (configuration, domain, seed) wins
 RUN_FILES = ("domains_screen.jsonl", "domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")
 OUTPUT = RESULTS_DIR / "domains_default.jsonl"

@@ -192,11 +192,18 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "general sentences (cosine loss, 200 steps), a quarter of the adapted weights mixed with the "
                   "untouched model's", teacher=True, adapt_recipe="vectors-general", general=True),
     # the rotation and the head together at half of its weights, as its own recipe (vectors-and-head): cselab adapt's
-    # default since the composition's study; its records are cselab-distill-pcahead-cos-general's runs mixed at 0.5
+    # default from the composition's study to the three-quarter mix's; its records are
+    # cselab-distill-pcahead-cos-general's runs mixed at 0.5
     Configuration("cselab-vectors-and-head", "`cselab adapt`: the teacher's whole vector of passages and of as many "
                   "general sentences, through its PCA rotated into the student and a linear head (cosine loss, 200 "
                   "steps), half of the adapted weights mixed with the untouched model's", teacher=True,
-                  adapt_recipe="vectors-and-head", general=True),
+                  adapt_recipe="vectors-and-head", general=True, mix=0.5),
+    # the same at three quarters of its weights: cselab adapt's default since the three-quarter mix's study; its
+    # records are the same runs mixed at 0.75
+    Configuration("cselab-vectors-and-head-mix075", "`cselab adapt`: the teacher's whole vector of passages and of as "
+                  "many general sentences, through its PCA rotated into the student and a linear head (cosine loss, "
+                  "200 steps), three quarters of the adapted weights mixed with a quarter of the untouched model's",
+                  teacher=True, adapt_recipe="vectors-and-head", general=True, mix=0.75),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),
@@ -281,7 +288,7 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # the configuration that runs `cselab adapt`'s default recipe (lab/tests/test_domain_study.py checks it against
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
-DEFAULT_CONFIGURATION = "cselab-vectors-and-head"
+DEFAULT_CONFIGURATION = "cselab-vectors-and-head-mix075"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:

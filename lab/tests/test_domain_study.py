@@ -891,8 +891,9 @@ def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_ho
 
 @pytest.mark.parametrize("derivation", DERIVED, ids=lambda d: d.key)
 def test_each_default_configuration_plans_what_its_derived_records_were_trained_as(study_home, derivation):
-    """A default's configuration (cselab-vectors-and-head, cselab-vectors-general before it) and the configuration
-    whose runs, mixed at the default's weight, are its derived records plan the same training; only the mix differs."""
+    """A default's configuration (cselab-vectors-and-head-mix075; cselab-vectors-and-head and cselab-vectors-general
+    before it) and the configuration whose runs, mixed at the default's weight, are its derived records plan the same
+    training; only the mix differs."""
     default = study_home.plan(CONFIGURATION[derivation.key])
     source = study_home.plan(CONFIGURATION[derivation.source])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}

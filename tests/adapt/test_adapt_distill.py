@@ -83,16 +83,16 @@ def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_wi
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
     assert (plan.teacher, plan.recipe, plan.config.method, plan.mix) == (
-        "all-mpnet-base-v2", "vectors-and-head", "distill", 0.5)
+        "all-mpnet-base-v2", "vectors-and-head", "distill", 0.75)
     simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
     assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
 
 
-def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_half(home_with_teacher, tiny_bert_dir,
-                                                                                   tmp_path, capsys):
+def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_three_quarters(
+        home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     """`cselab adapt` with no recipe named, end to end: the fetched corpus's sentences trained on beside the user's
-    passages, both vector terms trained, the last step kept, and the model handed back 0.5 untouched + 0.5 adapted of
-    every weight, of the student's width (the head dropped)."""
+    passages, both vector terms trained, the last step kept, and the model handed back 0.25 untouched + 0.75 adapted
+    of every weight, of the student's width (the head dropped)."""
     from tests.adapt.test_adapt_mix import _assert_mixed
 
     text = write_text(tmp_path / "text.txt")
@@ -102,7 +102,7 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_h
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["recipe"], summary["selection"], summary["best_step"], summary["mix"]) == (
-        "vectors-and-head", "fixed-budget", 3, 0.5)
+        "vectors-and-head", "fixed-budget", 3, 0.75)
     log = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in log if "distillation_cosine" in r or "head_distillation_cosine" in r]
     assert logged and all("distillation_cosine" in r and "head_distillation_cosine" in r for r in logged)
@@ -114,7 +114,7 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_h
     assert 0 < general == len(own) and set(drawn) <= corpus and not set(drawn) & mine
     assert sorted(" ".join(own).split()) == sorted(" ".join(mine - set(
         (out / "held-out.txt").read_text().splitlines())).split())  # passages of the training lines
-    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.5)
+    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.75)
     assert f"model: {out / 'weight-mix'} " in stdout
 
 
@@ -167,10 +167,10 @@ def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarte
     assert spelled.general_units == plan.general_units and spelled.train_units == plan.train_units
 
 
-def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotation_and_half_mixed(
+def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotation_and_three_quarters_mixed(
         home_with_teacher, tiny_bert_dir, tmp_path):
     """vectors-and-head plans vectors-general's training with projection pca-rotation+linear-head and nothing else
-    changed, and hands back half of the adapted weights."""
+    changed, and hands back three quarters of the adapted weights."""
     from cselab.adapt import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
@@ -182,7 +182,7 @@ def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotat
     assert plan.config.model_dump() == changed
     assert (plan.train_units, plan.general_units, plan.held_out) == (
         general.train_units, general.general_units, general.held_out)
-    assert (plan.steps, plan.selection, plan.mix, general.mix) == (200, "fixed-budget", 0.5, 0.25)
+    assert (plan.steps, plan.selection, plan.mix, general.mix) == (200, "fixed-budget", 0.75, 0.25)
     assert plan.model_dir == tmp_path / "a" / "weight-mix"
 
 

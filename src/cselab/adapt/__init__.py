@@ -13,8 +13,8 @@ The recipes (:data:`cselab.adapt.plan.RECIPES`):
   with a cosine loss, for 200 steps of 64: the student's own vector regresses onto them reduced to its width (PCA)
   and rotated into its frame (orthogonal Procrustes), and a linear head on the student regresses onto them whole.
   The teacher's vectors are computed once and kept in the run directory. The head is dropped at inference. The model
-  handed back mixes half of the adapted weights with half of the untouched model's (``weight-mix`` beside
-  ``best``). ``vectors-general`` (the default before) is the same without the head, a quarter mixed.
+  handed back mixes three quarters of the adapted weights with a quarter of the untouched model's (``weight-mix``
+  beside ``best``). ``vectors-general`` (the default before) is the same without the head, a quarter mixed.
 * **Without one** (``--no-teacher``, or no teacher fetched): SimCSE with mean pooling at temperature 0.2, lr 1e-5,
   on a fixed budget (the last step is the result).
 * **The teacher's cosines** (``--recipe distill``, the default before): ``distill`` with ``target: similarities``.
@@ -28,8 +28,8 @@ The recipes (:data:`cselab.adapt.plan.RECIPES`):
   move general similarity more (docs/adapt.md).
 
 ``--mix W`` hands back the selected model's weights mixed with the untouched model's (``(1 - W) untouched + W
-selected``, in ``weight-mix`` beside ``best``); the recipe sets it when not given (0.25 for the default, 1
-otherwise).
+selected``, in ``weight-mix`` beside ``best``); the recipe sets it when not given (0.75 for the default, 0.25 for
+``vectors-general``, 1 otherwise).
 
 A held-out part of the text (5%, 20 to 500 sentences) is never trained on. How the defaults were chosen, and what
 they gave on each domain of the suite, is in docs/adapt.md.

@@ -179,13 +179,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            dropout=0.1, passes=1, min_steps=200, max_steps=200, units="passages", max_length=256, batch_size=64,
            select=FIXED_BUDGET, general=True, mix=0.25),
     # the default with a teacher: vectors-general with a linear head onto the teacher's whole vector (dropped at
-    # inference) trained beside the rotation, half of its weights mixed with the untouched model's (the domain study's
-    # composition; docs/adapt.md says why it is the default)
+    # inference) trained beside the rotation, three quarters of its weights mixed with a quarter of the untouched
+    # model's (the domain study's composition and its mix; docs/adapt.md says why it is the default)
     Recipe("vectors-and-head", "the teacher's whole vector of each passage of lines and of as many general sentences "
            "distilled twice (its PCA rotated into the student, and through a linear head dropped at inference; cosine "
            "loss)", "distill", {**_VECTOR_TARGET, "projection": "pca-rotation+linear-head"}, lr=1e-4, dropout=0.1,
            passes=1, min_steps=200, max_steps=200, units="passages", max_length=256, batch_size=64,
-           select=FIXED_BUDGET, general=True, mix=0.5),
+           select=FIXED_BUDGET, general=True, mix=0.75),
 )}
 DEFAULT_RECIPE, DEFAULT_TEACHER_RECIPE = "simcse", "vectors-and-head"  # without a teacher, with one
 TEACHER_RECIPES = tuple(name for name, recipe in RECIPES.items() if recipe.method == "distill")

@@ -29,7 +29,7 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 @click.option("--recipe", type=click.Choice(ADAPT_RECIPES),
               help="how to train: simcse (the default without a teacher), vectors-and-head (the default with one: "
               "the teacher's whole vector of passages of your lines and of as many general sentences, through its "
-              "PCA rotated into the student and a linear head, half of the adapted weights handed back), "
+              "PCA rotated into the student and a linear head, three quarters of the adapted weights handed back), "
               "vectors-general (the same without the head, a quarter handed back: the default before), distill "
               "(the teacher's cosines), vectors (the teacher's whole vector of each line: for classifying short "
               "texts) or vectors-passages (of each passage: for clustering long documents); docs/adapt.md says what "
@@ -58,7 +58,7 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
 @click.option("--mix", type=click.FloatRange(min=0.0, max=1.0, min_open=True), metavar="W",
               help="hand back the adapted model's weights mixed with the untouched model's, W of them the adapted "
               "model's (OUTPUT/weight-mix): keeps more of what the model did before, at one model's cost; 1 hands "
-              "back the adapted model itself (OUTPUT/best) [default: the recipe's: 0.5 for vectors-and-head, 0.25 for "
+              "back the adapted model itself (OUTPUT/best) [default: the recipe's: 0.75 for vectors-and-head, 0.25 for "
               "vectors-general, 1 otherwise]")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--max-sentences", type=click.IntRange(min=1), help="use only the first N distinct sentences of TEXT")
