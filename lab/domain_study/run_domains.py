@@ -115,6 +115,19 @@ def model_path(name: str) -> str:
     return str(fetched) if fetched.is_dir() else name
 
 
+def teacher_of(spec: Any, domain: str, seed: int, args: argparse.Namespace) -> str:
+    """The teacher of configuration ``spec`` on ``domain`` at ``seed``: the model kept by its ``teacher_run``'s run of
+    the same domain and seed (which must have run first), else the study's teacher (``--teacher``)."""
+    if spec.teacher_run is None:
+        return model_path(args.teacher)
+    kept = args.runs / domain / f"{spec.teacher_run}-s{seed}" / "best"
+    if not (kept / "config.json").is_file():
+        raise SystemExit(f"{spec.key} is taught by {spec.teacher_run}'s run on {domain} at seed {seed}, and {kept} "
+                         f"holds no model: run --configurations {spec.teacher_run} --domains {domain} --seeds {seed} "
+                         "first")
+    return str(kept)
+
+
 class Clock:
     """Seconds spent inside the observer (left out of a run's wall time)."""
 
@@ -281,11 +294,12 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
             raise SystemExit(f"--text trains the cselab-* configurations on another text, not {configuration}")
         text = args.text
     inputs = load_inputs(domain=domain)
-    student, teacher = model_path(args.model), model_path(args.teacher)
     run_dir = args.runs / domain / f"{configuration}-s{seed}"
+    spec_c = CONFIGURATION[configuration]
+    student_name = spec_c.model or args.model
+    student, teacher = model_path(student_name), teacher_of(spec_c, domain, seed, args)
     runtime = [f"train.threads={args.threads}"] if args.threads else []
     runtime.append("train.device=cpu" if not torch.cuda.is_available() else "train.device=cuda")
-    spec_c = CONFIGURATION[configuration]
     general = args.runs / GENERAL_FILE if spec_c.general else None
     if general is not None and not general.is_file():
         raise SystemExit(f"{configuration} trains on the study's general text, {general}: build it first "
@@ -311,7 +325,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     same_default = default_run if args.steps is None and general is not None else None
     record: dict[str, Any] = {
         "domain": domain, "configuration": configuration, "seed": seed, "main_task": spec.main_task,
-        "model": args.model, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
+        "model": student_name, "eval_max_length": args.eval_max_length, "threads": torch.get_num_threads(),
     }
     if general is not None:
         record["general_text"] = {"file": str(general), "sha256": hashlib.sha256(general.read_bytes()).hexdigest(),

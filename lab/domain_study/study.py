@@ -56,6 +56,10 @@ class Configuration:
     general: bool = False
     # cselab adapt --mix: the adapted model's share of the weights mixed with the untouched model's (None: the recipe's)
     mix: float | None = None
+    model: str | None = None  # cselab adapt --model: the model adapted (None: the study's, run_domains --model)
+    # the teacher: the model kept by this configuration's run of the same domain and seed (None: the study's teacher,
+    # run_domains --teacher)
+    teacher_run: str | None = None
 
 
 LARGER_MODEL = "all-mpnet-base-v2"
@@ -121,6 +125,11 @@ _DEFAULT_GENERAL = Configuration("cselab-distill-sim-nb3-guarded-mixed-general",
                                  select="guarded-distillation-loss", units="mixed", max_length=256, general=True,
                                  overrides=_MIXED)
 
+
+# the teacher adapted first: all-mpnet-base-v2 trained with cselab adapt's SimCSE on the domain's text, at the study's
+# SimCSE budget (100 steps)
+_TEACHER_SIMCSE = Configuration("mpnet-simcse", f"{LARGER_MODEL} adapted with `cselab adapt --no-teacher` (SimCSE, "
+                                "100 steps)", model=LARGER_MODEL, steps=100)
 
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
@@ -204,6 +213,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
                   "many general sentences, through its PCA rotated into the student and a linear head (cosine loss, "
                   "200 steps), three quarters of the adapted weights mixed with a quarter of the untouched model's",
                   teacher=True, adapt_recipe="vectors-and-head", general=True, mix=0.75),
+    _TEACHER_SIMCSE,
+    # the default's training with that adapted teacher in place of the untouched one
+    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-tsimcse", label="`cselab adapt`: the teacher's PCA "
+            "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
+            f"terms, on passages and as many general sentences, the teacher {LARGER_MODEL} adapted first with SimCSE "
+            "on the text", steps=200, general=True, overrides=_PCA_HEAD_OVERRIDES, teacher_run=_TEACHER_SIMCSE.key),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),

@@ -1002,3 +1002,37 @@ def test_the_defaults_records_join_each_mix_at_the_derivations_weight_with_its_r
                                                                0.5))
     assert (half["configuration"], half["main_score"], half["mix"], half["default"]) == (
         DEFAULT_CONFIGURATION, 82.38, 0.5, True)
+
+
+def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records_its_teacher(study, tmp_path,
+                                                                                            monkeypatch):
+    """The teacher adapted first: ``mpnet-simcse`` adapts the larger model itself (its record names it), and
+    ``cselab-distill-pcahead-cos-general-tsimcse`` is taught by the model that run kept on the same domain and seed;
+    without that run it stops in one line, recording nothing."""
+    import shutil
+
+    runs = tmp_path / "runs"
+    results = tmp_path / "domains.jsonl"
+    home = tmp_path / "home"
+    shutil.copytree(study["home"], home)
+    shutil.copytree(study["teacher"], home / "models" / "all-mpnet-base-v2")  # the study's larger model, by name
+    (runs / "bbc-news").mkdir(parents=True)
+    (runs / "general.txt").write_text("".join(f"General sentence number {i} about {WORDS[i % 20]}.\n"
+                                              for i in range(500)))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    argv = ["--domains", "bbc-news", "--steps", "2", "--budget-note", "a test", "--batch-size", "8", "--max-length",
+            "16", "--eval-max-length", "24", "--observe-every", "0", "--model", str(study["student"]), "--teacher",
+            str(study["teacher"]), "--results", str(results), "--runs", str(runs), "--quiet", "--configurations"]
+    taught = "cselab-distill-pcahead-cos-general-tsimcse"
+    with pytest.raises(SystemExit, match=r"taught by mpnet-simcse's run on bbc-news at seed 1, .* holds no model: "
+                                         r"run --configurations mpnet-simcse --domains bbc-news --seeds 1 first"):
+        run_domains.main([*argv, taught])
+    assert not results.exists()
+    run_domains.main([*argv, f"mpnet-simcse,{taught}"])
+    adapted, distilled = [json.loads(line) for line in results.read_text().splitlines()]
+    assert (adapted["configuration"], adapted["model"], adapted["teacher"]) == (
+        "mpnet-simcse", "all-mpnet-base-v2", None)
+    kept = runs / "bbc-news" / "mpnet-simcse-s1" / "best"
+    assert (distilled["configuration"], distilled["model"], distilled["teacher"]) == (
+        taught, str(study["student"]), str(kept))
+    assert distilled["default"] is False
