@@ -8,8 +8,12 @@ Configurations (lab/books/domain_study.md; ``lab.domain_study.study.CONFIGURATIO
 * ``st-tsdae``, ``st-ct``, ``st-mnrl``, ``st-distill``: sentence-transformers' own recipes through its trainer
   (``lab/domain_study/domain_peers.py``), on the domain's whole ``train.txt``;
 * ``cselab-simcse``: ``cselab adapt --no-teacher`` (SimCSE, fixed budget);
-* ``cselab-distill-*``: ``cselab adapt`` with the teacher, each naming the settings that tell it apart;
-  ``cselab-distill-sim-nb3`` is the default since the distillation study;
+* ``cselab-distill-*``: ``cselab adapt`` with the teacher, each naming the settings that tell it apart (the
+  default, ``cselab-vectors-and-head-mix075``, is ``cselab-distill-pcahead-cos-general``'s runs mixed at 0.75:
+  ``lab/domain_study/default_records.py``);
+* ``mpnet-simcse``: all-mpnet-base-v2 itself adapted with ``cselab adapt --no-teacher``; a configuration with a
+  ``teacher_run`` (``cselab-distill-pcahead-cos-general-tsimcse``) is taught by the model that run kept on the same
+  domain and seed, which must have run first;
 * ``cselab-adapt``: the teacher recipe before the distillation study (neighbour-pair cosines, selection by
   agreement with the teacher);
 * ``cselab-simcse-transductive``: SimCSE on ``train-transductive.txt``, the text WITH the test items' text
