@@ -126,10 +126,23 @@ _DEFAULT_GENERAL = Configuration("cselab-distill-sim-nb3-guarded-mixed-general",
                                  overrides=_MIXED)
 
 
+# the default's training: the rotation and the head (its runs, mixed, are the default's records)
+_PCA_HEAD_GENERAL = replace(_PCA_COS, key="cselab-distill-pcahead-cos-general", label="`cselab adapt`: the teacher's "
+                            "PCA rotated into the student and a linear head onto its whole vector (dropped at "
+                            "inference), two cosine terms, on passages and as many general sentences", steps=200,
+                            general=True, overrides=_PCA_HEAD_OVERRIDES)
 # the teacher adapted first: all-mpnet-base-v2 trained with cselab adapt's SimCSE on the domain's text, at the study's
-# SimCSE budget (100 steps)
+# SimCSE budget
+_TEACHER_SIMCSE_STEPS = 100
 _TEACHER_SIMCSE = Configuration("mpnet-simcse", f"{LARGER_MODEL} adapted with `cselab adapt --no-teacher` (SimCSE, "
-                                "100 steps)", model=LARGER_MODEL, steps=100)
+                                f"{_TEACHER_SIMCSE_STEPS} steps)", model=LARGER_MODEL, steps=_TEACHER_SIMCSE_STEPS)
+
+
+def _vectors_and_head(key: str, mix: float, kept: str) -> Configuration:
+    """The default's recipe (vectors-and-head) handing back ``mix`` of the adapted weights, ``kept`` saying so."""
+    return Configuration(key, "`cselab adapt`: the teacher's whole vector of passages and of as many general "
+                         "sentences, through its PCA rotated into the student and a linear head (cosine loss, 200 "
+                         f"steps), {kept}", teacher=True, adapt_recipe="vectors-and-head", general=True, mix=mix)
 
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
@@ -169,10 +182,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
             general=True, overrides=_changed(_PCA_COS.overrides, "method_options.projection=linear-head")),
     # the same with both: the student onto the rotated PCA and a head (dropped at inference) onto the whole vector,
     # two cosine terms weighed 1 to 1
-    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general", label="`cselab adapt`: the teacher's PCA rotated into "
-            "the student and a linear head onto its whole vector (dropped at inference), two cosine terms, on passages "
-            "and as many general sentences", steps=200, general=True,
-            overrides=_PCA_HEAD_OVERRIDES),
+    _PCA_HEAD_GENERAL,
     # the same with the rotation's term at half the head's weight (the head alone gained man-page search and lost news)
     replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-head2", label="`cselab adapt`: the teacher's PCA rotated "
             "into the student and a linear head onto its whole vector (dropped at inference), two cosine terms weighed "
@@ -203,22 +213,15 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # the rotation and the head together at half of its weights, as its own recipe (vectors-and-head): cselab adapt's
     # default from the composition's study to the three-quarter mix's; its records are
     # cselab-distill-pcahead-cos-general's runs mixed at 0.5
-    Configuration("cselab-vectors-and-head", "`cselab adapt`: the teacher's whole vector of passages and of as many "
-                  "general sentences, through its PCA rotated into the student and a linear head (cosine loss, 200 "
-                  "steps), half of the adapted weights mixed with the untouched model's", teacher=True,
-                  adapt_recipe="vectors-and-head", general=True, mix=0.5),
+    _vectors_and_head("cselab-vectors-and-head", 0.5, "half of the adapted weights mixed with the untouched model's"),
     # the same at three quarters of its weights: cselab adapt's default since the three-quarter mix's study; its
     # records are the same runs mixed at 0.75
-    Configuration("cselab-vectors-and-head-mix075", "`cselab adapt`: the teacher's whole vector of passages and of as "
-                  "many general sentences, through its PCA rotated into the student and a linear head (cosine loss, "
-                  "200 steps), three quarters of the adapted weights mixed with a quarter of the untouched model's",
-                  teacher=True, adapt_recipe="vectors-and-head", general=True, mix=0.75),
+    _vectors_and_head("cselab-vectors-and-head-mix075", 0.75, "three quarters of the adapted weights mixed with a "
+                      "quarter of the untouched model's"),
     _TEACHER_SIMCSE,
     # the default's training with that adapted teacher in place of the untouched one
-    replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-tsimcse", label="`cselab adapt`: the teacher's PCA "
-            "rotated into the student and a linear head onto its whole vector (dropped at inference), two cosine "
-            f"terms, on passages and as many general sentences, the teacher {LARGER_MODEL} adapted first with SimCSE "
-            "on the text", steps=200, general=True, overrides=_PCA_HEAD_OVERRIDES, teacher_run=_TEACHER_SIMCSE.key),
+    replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse", label=f"{_PCA_HEAD_GENERAL.label}, "
+            f"the teacher {LARGER_MODEL} adapted first with SimCSE on the text", teacher_run=_TEACHER_SIMCSE.key),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),

@@ -1035,6 +1035,7 @@ def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records
     kept = runs / "bbc-news" / "mpnet-simcse-s1" / "best"
     assert (distilled["configuration"], distilled["model"], distilled["teacher"]) == (
         taught, str(study["student"]), str(kept))
+    assert distilled["config"]["effective"]["method_options"]["teacher"] == str(kept)  # what it trained against
     assert distilled["default"] is False
 
 
