@@ -4,10 +4,10 @@ import pytest
 import torch
 from torch import nn
 
+from cselab.models.dropout import dropout_disabled
 from cselab.models.encoder import Encoder
 from cselab.models.fusion import (
     FraternalEmbeddings,
-    dropout_off,
     embedding_output,
     forward_from_embedding_output,
     fuse,
@@ -90,7 +90,7 @@ def test_embedding_output_has_no_dropout_and_restores_modes(tiny_bert_dir):
     raw = (emb.word_embeddings(ids) + emb.position_embeddings(positions)
            + emb.token_type_embeddings(torch.zeros_like(ids)))
     assert torch.allclose(a, emb.LayerNorm(raw), atol=1e-6)
-    with dropout_off(emb):
+    with dropout_disabled(emb):
         assert not emb.dropout.training
     assert emb.dropout.training
 

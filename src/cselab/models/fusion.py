@@ -53,6 +53,7 @@ from torch import Tensor, nn
 
 from cselab.errors import CselabError
 from cselab.models.backbone import load_backbone
+from cselab.models.dropout import dropout_disabled
 from cselab.models.encoder import Encoder
 from cselab.models.standalone_embeddings import is_standalone_embeddings, load_standalone_embeddings
 from cselab.paths import resolve_model_path
@@ -78,23 +79,9 @@ def embedding_dropout(backbone: nn.Module) -> nn.Module:
     return module
 
 
-@contextlib.contextmanager
-def dropout_off(module: nn.Module) -> Iterator[None]:
-    """Switch every dropout inside ``module`` off for the block (gradients unaffected), then restore."""
-    dropouts = [m for m in module.modules() if isinstance(m, nn.Dropout)]
-    modes = [m.training for m in dropouts]
-    try:
-        for m in dropouts:
-            m.eval()
-        yield
-    finally:
-        for m, mode in zip(dropouts, modes, strict=True):
-            m.train(mode)
-
-
 def embedding_output(embeddings: nn.Module, input_ids: Tensor) -> Tensor:
     """``BEL(x)``: the embedding module's output before its dropout, ``[B, T, d]`` (IFCL Eq. 2)."""
-    with dropout_off(embeddings):
+    with dropout_disabled(embeddings):
         return embeddings(input_ids=input_ids)
 
 
