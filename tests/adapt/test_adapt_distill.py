@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
-from tests.helpers import WORDS, build_tiny_model_dir, run_cli
+from tests.helpers import WORDS, run_cli
 
 
 def write_text(path: Path, n: int = 240, seed: int = 0) -> Path:
@@ -52,23 +51,6 @@ def snapshot(root: Path) -> dict[str, str]:
     """Every file under ``root`` (the lock aside) and the sha256 of its bytes."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and ".cselab.lock" not in p.name}
-
-
-@pytest.fixture(scope="module")
-def teacher_dir(tmp_path_factory):
-    """A 48-wide teacher: wider than the 32-wide student, as all-mpnet-base-v2 is than all-MiniLM-L6-v2."""
-    return build_tiny_model_dir(tmp_path_factory.mktemp("teacher"), "bert", seed=7, hidden_size=48)
-
-
-@pytest.fixture
-def home_with_teacher(tmp_path, monkeypatch, teacher_dir):
-    """A data home where the default teacher (all-mpnet-base-v2) and the default corpus are 'fetched': the tiny
-    teacher under its name, 300 general sentences as the corpus."""
-    home = tmp_path / "home"
-    shutil.copytree(teacher_dir, home / "models" / "all-mpnet-base-v2")
-    write_general(home / "corpus" / "default.txt", 300)
-    monkeypatch.setenv("CSELAB_HOME", str(home))
-    return home
 
 
 def _args(text, student, out, *extra):

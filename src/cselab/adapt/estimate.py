@@ -30,8 +30,9 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     through the student (and the teacher), in the precision the run will use (``auto``: bf16 where the probe says
     it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
     :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
-    for the text's."""
-    from cselab.adapt.plan import TEACHER_DIR
+    for the text's. With ``--adapt-teacher`` the teacher's own adaptation is added (unless it is finished), and the
+    pass through the model it will keep is timed on the untouched teacher, which has its shape."""
+    from cselab.adapt.plan import ADAPT_FILE, TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
     from cselab.teacher_pass import BATCH, load_teacher, pass_is_kept
@@ -54,13 +55,17 @@ def estimate_seconds(plan: AdaptPlan) -> float:
 
     student = forward_cost(load_model(plan.model, pooler="mean", max_length=plan.config.model.max_length),
                            planned_precision(plan.config).precision, 64)
-    teacher = None
-    if plan.teacher is not None:
+    teacher, first = None, 0.0
+    inner = plan.teacher_plan
+    if inner is not None and not (inner.output_dir / ADAPT_FILE).is_file():
+        first = estimate_seconds(inner)
+        teacher = forward_cost(load_teacher(inner.model), None, BATCH)
+    elif plan.teacher is not None:
         teacher_model = load_teacher(plan.teacher)  # loaded once: for the pass's key and, when not kept, its cost
         if not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out_units], plan.output_dir / TEACHER_DIR,
                             teacher_model):
             teacher = forward_cost(teacher_model, None, BATCH)  # torch: an export the pass may pick runs faster
-    return extrapolate_seconds(plan, student, teacher)
+    return first + extrapolate_seconds(plan, student, teacher)
 
 
 def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardCost | None = None) -> float:

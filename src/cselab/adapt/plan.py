@@ -66,6 +66,9 @@ class AdaptPlan:
     general_units: list[str] = field(default_factory=list, repr=False)
     # the adapted model's share of the weights it hands back, mixed with the untouched model's (--mix; 1: unmixed)
     mix: float = 1.0
+    # --adapt-teacher: the teacher's own SimCSE adaptation to the text, run first in the run directory; ``teacher`` is
+    # then the model it keeps
+    teacher_plan: AdaptPlan | None = field(default=None, repr=False)
 
     @property
     def model_dir(self) -> Path:
@@ -94,6 +97,8 @@ class AdaptPlan:
                 "passages": [*own[lines:], *self.held_out_units[held:]], **general}
 
     def describe(self) -> str:
+        first = "" if self.teacher_plan is None else (
+            f"{self.teacher_plan.describe()}, first, into {self.teacher_plan.output_dir}; then\n")
         what = RECIPES[self.recipe].description
         recipe = f"{what}, {self.teacher} into {self.model}" if self.teacher else f"{what} on {self.model}"
         grouped = "" if self.passages == "shuffled" else f" of {self.passages} lines"
@@ -102,9 +107,9 @@ class AdaptPlan:
                  }[self.units]
         if self.general_units:
             units += f", and {len(self.general_units)} general sentences of {self.general}"
-        return (f"adapt: {recipe}; {self.train_sentences} sentences to train on{units}, {len(self.held_out)} held "
-                f"out; {self.steps} steps of {self.config.train.batch_size}; selection: {self.selection}"
-                f"{mixed_phrase(self.mix)}")
+        return (f"{first}adapt: {recipe}; {self.train_sentences} sentences to train on{units}, "
+                f"{len(self.held_out)} held out; {self.steps} steps of {self.config.train.batch_size}; selection: "
+                f"{self.selection}{mixed_phrase(self.mix)}")
 
 
 def read_text(path: str | Path, max_sentences: int | None = None) -> list[str]:
@@ -125,7 +130,9 @@ def plan_facts(plan: AdaptPlan, sentences: Sequence[str]) -> dict[str, Any]:
             "max_length": plan.config.model.max_length,
             **({} if plan.passages == "shuffled" else {"passages": plan.passages}),
             **({"general_sha256": content_key("adapt-general/1", plan.general_units)} if plan.general_units else {}),
-            **({"mix": plan.mix} if plan.mix < 1.0 else {})}
+            **({"mix": plan.mix} if plan.mix < 1.0 else {}),
+            **({"adapted_teacher": plan.teacher_plan.model, "adapted_teacher_steps": plan.teacher_plan.steps}
+               if plan.teacher_plan is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,11 @@ SIMILAR_CANDIDATES = 32  # the nearest lines in words a similar passage may take
 NEIGHBOUR_BLOCK_CELLS = 50_000_000  # cosines held at once while finding them (400 MB)
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
+ADAPTED_TEACHER_DIR = "teacher-adapted"  # --adapt-teacher: the teacher's own adaptation, in the run directory
+# --adapt-teacher's SimCSE budget for the teacher: the domain study's (docs/adapt.md, "The teacher adapted first")
+ADAPTED_TEACHER_STEPS = 100
+# the overrides the teacher's own adaptation takes from the student's: where and how it computes, not what it trains
+RUNTIME_OVERRIDES = ("train.device", "train.threads", "train.precision")
 
 
 def nearest_in_words(sentences: Sequence[str], k: int = SIMILAR_CANDIDATES) -> list[list[int]]:
@@ -362,6 +374,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
                max_length: int | None = None, seed: int = 1, max_sentences: int | None = None,
                select: str | None = None, units: str | None = None, passages: str | None = None,
                recipe: str | None = None, general: str | Path | None = None, mix: float | None = None,
+               adapt_teacher: bool = False, adapted_teacher_steps: int = ADAPTED_TEACHER_STEPS,
                overrides: Sequence[str] = ()) -> AdaptPlan:
     """Validate the inputs and build the run configuration (nothing is written).
 
@@ -381,7 +394,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     sentences reads cselab's default corpus when none is given (:func:`general_text`). ``mix`` (default: the
     recipe's, 1 but for ``vectors-and-head`` and ``vectors-general``) in (0, 1]: the model handed back is ``(1 - mix)
     * untouched + mix * selected`` of every weight (WiSE-FT, :func:`cselab.experiments.ensemble.mixed_weights`),
-    saved in ``weight-mix`` beside ``best``; 1 hands back the selected model itself."""
+    saved in ``weight-mix`` beside ``best``; 1 hands back the selected model itself. ``adapt_teacher`` first adapts
+    the teacher itself to the text with SimCSE (``adapted_teacher_steps`` steps, the same held-out part never trained
+    on), in :data:`ADAPTED_TEACHER_DIR` inside ``output_dir``, and distils the model that keeps (``teacher_plan``)."""
     from cselab.config.run_config import apply_overrides
 
     if no_teacher and teacher is not None:
@@ -422,6 +437,20 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     if select not in (None, FIXED_BUDGET) and teacher_name is None:
         raise CselabError(f"--select {select} compares the model with a teacher: {fetch_teacher}")
     chosen = RECIPES[recipe or (DEFAULT_TEACHER_RECIPE if teacher_name is not None else DEFAULT_RECIPE)]
+    output_dir = Path(output_dir)
+    teacher_plan = None
+    if adapt_teacher:
+        if recipe == "simcse" or no_teacher:
+            raise CselabError("--adapt-teacher distils the teacher it adapts: drop "
+                              + ("--recipe simcse" if recipe == "simcse" else "--no-teacher"))
+        if teacher_name is None:
+            raise CselabError(f"--adapt-teacher adapts the teacher first: {fetch_teacher}")
+        _check_model(teacher_name, "the teacher")
+        runtime = [o for o in overrides if o.split("=", 1)[0].strip() in RUNTIME_OVERRIDES]
+        teacher_plan = plan_adapt(text, output_dir / ADAPTED_TEACHER_DIR, model=teacher_name, no_teacher=True,
+                                  steps=adapted_teacher_steps, seed=seed, max_sentences=max_sentences,
+                                  overrides=runtime)
+        teacher_name = str(teacher_plan.model_dir)
     if general is None and chosen.general:
         general = general_text(chosen)
     select = select or chosen.select
@@ -438,7 +467,6 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     if select == GUARDED_DISTILLATION_LOSS:
         guard_views = {"lines": list(held),
                        "passages": training_units(model, held, "passages", GUARD_MAX_LENGTH, passages)}
-    output_dir = Path(output_dir)
     n_steps = steps if steps is not None else default_steps(len(examples), batch_size, chosen)
     raw: dict[str, Any] = {
         "protocol": "adapt-domain", "method": chosen.method,
@@ -466,7 +494,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, model: str = DEFAULT
     return AdaptPlan(str(text), model, teacher_name, output_dir, len(sentences), len(train), held, n_steps, select,
                      config, max_sentences, chosen.name, units, examples, held_units, guard_views, passages,
                      str(general) if general is not None else None, general_units,
-                     chosen.mix if mix is None else float(mix))
+                     chosen.mix if mix is None else float(mix), teacher_plan)
 
 
 def general_text(recipe: Recipe) -> Path:

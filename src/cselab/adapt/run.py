@@ -207,6 +207,13 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             write_json_atomic(plan.output_dir / PLAN_FILE, facts)
         if not _texts_in_place(plan):
             write_texts(plan)
+        adapted_teacher = None
+        if plan.teacher_plan is not None:  # --adapt-teacher: the teacher's own adaptation first (a resume skips it)
+            inner = plan.teacher_plan
+            report().say(f"adapt: first {inner.model}, adapted to the text ({inner.steps} steps of SimCSE)")
+            kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file())
+            adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
+                               "wall_s": round(kept.wall_s, 3)}
         teacher_s = 0.0
         teacher_held = None
         teacher_views: dict[str, Any] = {}
@@ -250,7 +257,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
-                      if plan.general_units else {})}
+                      if plan.general_units else {}),
+                   **({"adapted_teacher": adapted_teacher} if adapted_teacher is not None else {})}
         annotate_model(model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
