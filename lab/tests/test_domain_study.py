@@ -1040,16 +1040,16 @@ def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records
 
 
 def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs(study_home):
-    """`cselab adapt TEXT --model all-mpnet-base-v2 --no-teacher --steps 100 --output T`, then `cselab adapt TEXT
-    --teacher T/best --output DIR` train what the study ran as ``mpnet-simcse`` and
-    ``cselab-distill-pcahead-cos-general-tsimcse``; the second hands back the default's mix."""
+    """`cselab adapt TEXT --adapt-teacher --output DIR` trains what the study ran as ``mpnet-simcse`` (in
+    DIR/teacher-adapted) and ``cselab-distill-pcahead-cos-general-tsimcse`` (taught by the model the first keeps);
+    the student's model is handed back at the default's mix."""
     import shutil
 
     from cselab.adapt import plan_adapt
 
     larger = str(study_home.home / "models" / "all-mpnet-base-v2")  # what run_domains' model_path finds by name
     runtime = ["train.threads=1", "train.device=cpu"]
-    paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
+    paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors", "teacher"}}
 
     def study(key, model, teacher):
         return run_domains.configuration_plan(CONFIGURATION[key], study_home.text, study_home.text.parent / key,
@@ -1058,18 +1058,20 @@ def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs
                                               runtime=runtime)
 
     adapted = study("mpnet-simcse", larger, larger)
-    spelled = plan_adapt(study_home.text, adapted.output_dir, model=larger, no_teacher=True, steps=100, seed=1,
-                         overrides=runtime)
-    assert adapted.teacher is None and adapted.recipe == spelled.recipe == "simcse"
-    assert spelled.config.model_dump(exclude=paths) == adapted.config.model_dump(exclude=paths)
-    assert (spelled.steps, spelled.mix) == (adapted.steps, adapted.mix) == (100, 1.0)
     kept = str(adapted.output_dir / "best")
-    shutil.copytree(larger, kept)  # as if the first run had finished
+    shutil.copytree(larger, kept)  # as if the study's first run had finished
     student = larger  # any model: the study's student is all-MiniLM-L6-v2
     taught = study("cselab-distill-pcahead-cos-general-tsimcse", student, kept)
-    spelled = plan_adapt(study_home.text, taught.output_dir, model=student, teacher=kept, seed=1,
-                         general=study_home.general, overrides=runtime)
+    output = study_home.text.parent / "mine"
+    spelled = plan_adapt(study_home.text, output, model=student, teacher=larger, seed=1, general=study_home.general,
+                         adapt_teacher=True, overrides=runtime)
+    first = spelled.teacher_plan
+    assert adapted.teacher is None and adapted.recipe == first.recipe == "simcse"
+    assert first.config.model_dump(exclude=paths) == adapted.config.model_dump(exclude=paths)
+    assert (first.steps, first.mix, first.held_out) == (adapted.steps, adapted.mix, adapted.held_out) == (
+        100, 1.0, adapted.held_out)
     assert spelled.config.model_dump(exclude=paths) == taught.config.model_dump(exclude=paths)
-    assert spelled.config.method_options["teacher"] == taught.config.method_options["teacher"] == kept
+    assert spelled.config.method_options["teacher"] == str(output / "teacher-adapted" / "best")
+    assert taught.config.method_options["teacher"] == kept
     assert (spelled.train_units, spelled.general_units) == (taught.train_units, taught.general_units)
     assert (spelled.steps, spelled.mix, taught.mix) == (200, 0.75, 1.0)
