@@ -23,7 +23,7 @@ def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
     file = model_dir / "cselab.json"
     description = json.loads(file.read_text())
     description["adaptation"] = {k: summary[k] for k in ("text", "sentences", "teacher", "selection", "best_step",
-                                                        "mix", "before", "after") if k in summary}
+                                                        "mix", "adapted_teacher", "before", "after") if k in summary}
     write_json_atomic(file, description)
     write_atomic(model_dir / CARD_FILE, model_card(description))
 
@@ -54,7 +54,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
              f"{summary['held_out']} held out)", f"- model: {summary['model']}",
              f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
-                                                             else ""),
+                                                             else "") + _adapted_first(summary),
              f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}"
              + mixed_phrase(float(summary.get("mix", 1.0))),
              f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
@@ -74,11 +74,19 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     return output_dir / REPORT_FILE
 
 
+def _adapted_first(summary: dict[str, Any]) -> str:
+    first = summary.get("adapted_teacher")
+    return "" if not first else f": {first['model']} adapted to the text first ({first['steps']} steps of SimCSE)"
+
+
 def _time_split(summary: dict[str, Any]) -> str:
     if "train_s" not in summary:  # written before the split was recorded
         return ""
+    first = summary.get("adapted_teacher")
+    adapting = f"{first['wall_s']:.0f} s adapting the teacher, " if first else ""
     teacher = f"{summary['teacher_s']:.0f} s the teacher's pass, " if summary.get("teacher_s") else ""
-    return f" ({teacher}{summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring before/after)"
+    return (f" ({adapting}{teacher}{summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring "
+            "before/after)")
 
 
 def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],

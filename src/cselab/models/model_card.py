@@ -61,9 +61,11 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
         lines.append("")
     adaptation = description.get("adaptation")
     if adaptation:
+        first = adaptation.get("adapted_teacher")
+        adapted = f" ({first.get('model')} adapted to the text first)" if isinstance(first, dict) else ""
         lines += ["## Adaptation (`cselab adapt`)", "",
                   f"- text: {adaptation.get('text')} ({adaptation.get('sentences')} sentences)",
-                  f"- teacher: {adaptation.get('teacher') or 'none'}; selection without labels: "
+                  f"- teacher: {adaptation.get('teacher') or 'none'}{adapted}; selection without labels: "
                   f"{adaptation.get('selection')}, step {adaptation.get('best_step')}", ""]
         before, after = adaptation.get("before") or {}, adaptation.get("after") or {}
         if before:
