@@ -111,7 +111,7 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
     adaptation = json.loads((result.model_dir / "cselab.json").read_text())["adaptation"]
     assert adaptation["adapted_teacher"] == summary["adapted_teacher"]
     card = (result.model_dir / "README.md").read_text()
-    assert f"- teacher: {inner_dir / 'best'} ({teacher_dir} adapted to the text first);" in card
+    assert f"- teacher: {inner_dir / 'best'} ({teacher_dir} adapted to the text first (3 steps of SimCSE));" in card
     # the student's targets are the ADAPTED teacher's unit vectors, which SimCSE moved away from the untouched one's
     held = plan().held_out_units
     stored = read_teacher_vectors(out / "teacher", held)

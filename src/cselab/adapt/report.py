@@ -13,6 +13,7 @@ import numpy as np
 from cselab.adapt.plan import PLOT_FILE, REPORT_FILE, mixed_phrase
 from cselab.data.jsonl import read_log
 from cselab.fileio import write_atomic, write_json_atomic
+from cselab.models.model_card import adapted_teacher_phrase
 from cselab.reporting.plots import new_figure, save_figure
 
 
@@ -76,7 +77,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
 
 def _adapted_first(summary: dict[str, Any]) -> str:
     first = summary.get("adapted_teacher")
-    return "" if not first else f": {first['model']} adapted to the text first ({first['steps']} steps of SimCSE)"
+    return "" if not first else f": {adapted_teacher_phrase(first)}"
 
 
 def _time_split(summary: dict[str, Any]) -> str:

@@ -23,6 +23,11 @@ def needs_cselab_module(description: dict[str, Any]) -> bool:
     return True if kind is None else bool(kind.needs_cselab_module(description))
 
 
+def adapted_teacher_phrase(first: dict[str, Any]) -> str:
+    """How the model card and ``cselab adapt``'s report say that the teacher was adapted first (``--adapt-teacher``)."""
+    return f"{first.get('model')} adapted to the text first ({first.get('steps')} steps of SimCSE)"
+
+
 def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
     """Markdown text of the card."""
     kind = description.get("kind", "?")
@@ -62,7 +67,7 @@ def model_card(description: dict[str, Any], *, model_type: str = "") -> str:
     adaptation = description.get("adaptation")
     if adaptation:
         first = adaptation.get("adapted_teacher")
-        adapted = f" ({first.get('model')} adapted to the text first)" if isinstance(first, dict) else ""
+        adapted = f" ({adapted_teacher_phrase(first)})" if isinstance(first, dict) else ""
         lines += ["## Adaptation (`cselab adapt`)", "",
                   f"- text: {adaptation.get('text')} ({adaptation.get('sentences')} sentences)",
                   f"- teacher: {adaptation.get('teacher') or 'none'}{adapted}; selection without labels: "
