@@ -30,16 +30,22 @@ from lab.record import RESULTS_DIR
 
 @dataclass(frozen=True)
 class Derivation:
-    """A default's records: the runs of ``source`` mixed at ``mix``, recorded as ``key``."""
+    """A recipe's records: the runs of ``source`` mixed at ``mix``, recorded as ``key``. ``first``: the configuration
+    whose run of the same domain and seed the recipe runs before ``source``'s (the teacher it adapts first), whose
+    wall time is the recipe's too."""
 
     key: str
     source: str
     mix: float
+    first: str | None = None
 
 
+# the defaults, oldest first, and cselab adapt --adapt-teacher (the default's recipe taught by the teacher adapted
+# first)
 DERIVED = (Derivation("cselab-vectors-general", "cselab-distill-pca-cos-general", 0.25),
            Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5),
-           Derivation("cselab-vectors-and-head-mix075", "cselab-distill-pcahead-cos-general", 0.75))
+           Derivation("cselab-vectors-and-head-mix075", "cselab-distill-pcahead-cos-general", 0.75),
+           Derivation("cselab-adapt-teacher", "cselab-distill-pcahead-cos-general-tsimcse", 0.75, first="mpnet-simcse"))
 # where the unmixed runs' records are; a later file's record of a (configuration, domain, seed) wins
 RUN_FILES = ("domains_screen.jsonl", "domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")
 OUTPUT = RESULTS_DIR / "domains_default.jsonl"
@@ -54,23 +60,33 @@ def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, A
                     derivation: Derivation) -> list[dict[str, Any]]:
     """One record of ``derivation.key`` per interpolation record at weight ``derivation.mix`` (no chosen weight) of
     a ``derivation.source`` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
-    interpolation of each run). Runs without a record are left out."""
+    interpolation of each run). Runs without a record are left out, and so are those without a record of
+    ``derivation.first``'s run where there is one: its wall time is added to the run's, its steps kept as
+    ``first_steps``."""
     source, mix_weight = derivation.source, derivation.mix
     run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == source}
+    first_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == derivation.first}
     mixed = {r["run"]: r for r in interpolations if r.get("weight") == mix_weight and "chosen_on" not in r
              and r["run"] == f"{r['domain']}/{source}-s{r['seed']}"}  # run_domains' run name
     out = []
     for name, mix in mixed.items():
         run = run_of.get((mix["domain"], int(mix["seed"])))
-        if run is None:
+        first = first_of.get((mix["domain"], int(mix["seed"])))
+        if run is None or (derivation.first is not None and first is None):
             continue
-        out.append({"domain": mix["domain"], "configuration": derivation.key, "seed": int(mix["seed"]),
-                    **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": mix_weight, "scores": mix["scores"],
-                    "main_score": mix["main_score"], "stsb_test": mix["stsb_test"],
-                    "default": derivation.key == DEFAULT_CONFIGURATION,
-                    "derived_from": {"run": name, "run_commit": run.get("provenance", {}).get("git"),
-                                     "interpolation": mix.get("command"),
-                                     "interpolation_commit": mix.get("provenance", {}).get("git")}})
+        derived_from = {"run": name, "run_commit": run.get("provenance", {}).get("git"),
+                        "interpolation": mix.get("command"),
+                        "interpolation_commit": mix.get("provenance", {}).get("git")}
+        record = {"domain": mix["domain"], "configuration": derivation.key, "seed": int(mix["seed"]),
+                  **{k: run[k] for k in RUN_FIELDS if k in run}, "mix": mix_weight, "scores": mix["scores"],
+                  "main_score": mix["main_score"], "stsb_test": mix["stsb_test"],
+                  "default": derivation.key == DEFAULT_CONFIGURATION, "derived_from": derived_from}
+        if first is not None:
+            record["wall_s"] = run["wall_s"] + first["wall_s"]
+            record["first_steps"] = first["steps"]
+            derived_from.update(first_run=f"{mix['domain']}/{derivation.first}-s{mix['seed']}",
+                                first_run_commit=first.get("provenance", {}).get("git"))
+        out.append(record)
     return sorted(out, key=lambda r: (r["domain"], r["seed"]))
 
 

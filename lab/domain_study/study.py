@@ -222,6 +222,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # the default's training with that adapted teacher in place of the untouched one
     replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse", label=f"{_PCA_HEAD_GENERAL.label}, "
             f"the teacher {LARGER_MODEL} adapted first with SimCSE on the text", teacher_run=_TEACHER_SIMCSE.key),
+    # the two as one command (cselab adapt --adapt-teacher); its records are the runs above mixed at 0.75, their wall
+    # times added (lab/domain_study/default_records.py)
+    replace(_vectors_and_head("cselab-adapt-teacher", 0.75, ""), teacher_run=_TEACHER_SIMCSE.key,
+            label=f"`cselab adapt --adapt-teacher`: the default's recipe taught by {LARGER_MODEL} adapted first with "
+            f"SimCSE on the text ({_TEACHER_SIMCSE_STEPS} steps)"),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",
                   teacher=True, units="passages", overrides=(*_DISTILL, "method_options.projection=pca-rotation",
                                                              "method_options.vector_loss=mse")),

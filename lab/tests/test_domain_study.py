@@ -905,8 +905,8 @@ def test_each_default_configuration_plans_what_its_derived_records_were_trained_
     assert (default.mix, source.mix) == (derivation.mix, 1.0)
 
 
-def test_the_default_configuration_is_the_last_derivation():
-    assert DERIVED[-1].key == DEFAULT_CONFIGURATION
+def test_the_default_configuration_is_one_derivation():
+    assert [d.key for d in DERIVED].count(DEFAULT_CONFIGURATION) == 1
 
 
 @pytest.mark.parametrize(("configuration", "override", "mix"), [
@@ -1002,6 +1002,30 @@ def test_the_defaults_records_join_each_mix_at_the_derivations_weight_with_its_r
                                                                0.5))
     assert (half["configuration"], half["main_score"], half["mix"], half["default"]) == (
         DEFAULT_CONFIGURATION, 82.38, 0.5, True)
+
+
+def test_a_derivation_run_after_another_adds_that_runs_wall_time_and_needs_its_record():
+    """cselab adapt --adapt-teacher's records: the taught run mixed at 0.75, its time the teacher's adaptation's
+    plus its own; a seed whose teacher's run has no record is left out."""
+    from lab.domain_study.default_records import derived_records
+
+    taught, first = "cselab-distill-pcahead-cos-general-tsimcse", "mpnet-simcse"
+    runs = [{"domain": "stsb", "configuration": taught, "seed": 1, "main_score": 83.0, "stsb_test": 83.0,
+             "wall_s": 700.0, "steps": 200, "provenance": {"git": "aaa"}},
+            {"domain": "stsb", "configuration": taught, "seed": 2, "main_score": 83.1, "stsb_test": 83.1,
+             "wall_s": 710.0, "steps": 200, "provenance": {"git": "aaa"}},
+            {"domain": "stsb", "configuration": first, "seed": 1, "main_score": 85.7, "stsb_test": 85.7,
+             "wall_s": 550.5, "steps": 100, "provenance": {"git": "bbb"}}]
+    interpolations = [{"domain": "stsb", "run": f"stsb/{taught}-s{seed}", "seed": seed, "weight": 0.75,
+                       "scores": {"sts": score}, "main_score": score, "stsb_test": score, "command": "c",
+                       "provenance": {"git": "ccc"}} for seed, score in ((1, 83.37), (2, 83.29))]
+    (derivation,) = [d for d in DERIVED if d.key == "cselab-adapt-teacher"]
+    (record,) = derived_records(interpolations, runs, derivation)  # seed 2's teacher has no record
+    assert (record["seed"], record["main_score"], record["mix"], record["default"]) == (1, 83.37, 0.75, False)
+    assert (record["wall_s"], record["steps"], record["first_steps"]) == (1250.5, 200, 100)
+    assert record["provenance"] == {"git": "aaa"}
+    assert (record["derived_from"]["first_run"], record["derived_from"]["first_run_commit"]) == (
+        "stsb/mpnet-simcse-s1", "bbb")
 
 
 def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records_its_teacher(study, tmp_path,
