@@ -8,6 +8,7 @@ Whether the teacher's vectors of the text were already in the data home's cache 
 record also counts the teacher passes the command added to the cache (0: every pass was read from it).
 
     python -m lab.domain_study.time_adapt --domain stsb --max-sentences 10000            # the 10k goal, default budget
+    python -m lab.domain_study.time_adapt --domain stsb --max-sentences 10000 --adapt-teacher  # the teacher first
     make demo-timed    # what `make demo` runs, with the Makefile's DEMO_* values
 """
 
@@ -34,6 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="the budget (default: cselab adapt's, from the text's size)")
     parser.add_argument("--model", help="cselab adapt --model (default: cselab adapt's)")
     parser.add_argument("--teacher", help="cselab adapt --teacher")
+    parser.add_argument("--adapt-teacher", action="store_true", help="cselab adapt --adapt-teacher")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads in training (0: torch's default)")
     parser.add_argument("--output", type=Path, default=RUNS_DIR / "time-adapt", help="the run directory (replaced)")
@@ -49,6 +51,8 @@ def adapt_command(args: argparse.Namespace, text: Path) -> list[str]:
                           ("--model", args.model), ("--teacher", args.teacher)):
         if value is not None:
             command += [option, str(value)]
+    if args.adapt_teacher:
+        command.append("--adapt-teacher")
     if args.threads:
         command.append(f"train.threads={args.threads}")
     return command + list(args.overrides)
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         "cpu_count": os.cpu_count(),
         "command_s": round(command_s, 1), "adapt_wall_s": summary["wall_s"], "teacher_s": summary["teacher_s"],
         "teacher_passes_made": passes_made, "train_s": summary["train_s"], "evaluate_s": summary["evaluate_s"],
-        "estimate_s": summary.get("estimate_s"),
+        "estimate_s": summary.get("estimate_s"), "adapted_teacher": summary.get("adapted_teacher"),
         "before": summary["before"], "after": summary["after"], "adapt_command": " ".join(command[1:]),
     }
     print(f"{args.domain}: {summary['sentences']} sentences, {summary['steps']} steps: the command took "

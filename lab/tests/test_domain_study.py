@@ -512,6 +512,16 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
     assert (record["teacher"], record["teacher_s"], record["teacher_passes_made"]) == (None, 0.0, 0)
 
 
+def test_time_adapt_passes_adapt_teacher_on_to_the_command():
+    args = time_adapt.parse_args(["--domain", "stsb", "--max-sentences", "10000", "--adapt-teacher"])
+    command = time_adapt.adapt_command(args, Path("train.txt"))
+    assert command[command.index("adapt"):] == ["adapt", "train.txt", "--domain", "stsb", "--output",
+                                                str(args.output), "--seed", "1", "--max-sentences", "10000",
+                                                "--adapt-teacher"]
+    assert "--adapt-teacher" not in time_adapt.adapt_command(time_adapt.parse_args(["--domain", "stsb"]),
+                                                              Path("train.txt"))
+
+
 def test_time_adapt_records_the_teacher_pass_and_whether_the_cache_held_it(tmp_path, monkeypatch):
     """With a teacher, the record carries the teacher pass's seconds (adapt.json's) and how many passes the command
     added to the data home's cache: some in an empty home, none when the same command runs again."""
