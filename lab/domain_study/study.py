@@ -222,6 +222,13 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # the default's training with that adapted teacher in place of the untouched one
     replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse", label=f"{_PCA_HEAD_GENERAL.label}, "
             f"the teacher {LARGER_MODEL} adapted first with SimCSE on the text", teacher_run=_TEACHER_SIMCSE.key),
+    # the teacher adapted half-way (its SimCSE weights mixed half and half with the untouched model's), and the
+    # default's training taught by it
+    replace(_TEACHER_SIMCSE, key="mpnet-simcse-mix05", label=f"{_TEACHER_SIMCSE.label}, half of the adapted weights "
+            "mixed with the untouched model's", mix=0.5),
+    replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse05", label=f"{_PCA_HEAD_GENERAL.label}, "
+            f"the teacher {LARGER_MODEL} adapted half-way first (SimCSE, half of its weights mixed)",
+            teacher_run="mpnet-simcse-mix05"),
     # the two as one command (cselab adapt --adapt-teacher); its records are the runs above mixed at 0.75, their wall
     # times added (lab/domain_study/default_records.py)
     replace(_vectors_and_head("cselab-adapt-teacher", 0.75, ""), teacher_run=_TEACHER_SIMCSE.key,

@@ -1073,6 +1073,29 @@ def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records
     assert distilled["default"] is False
 
 
+def test_a_teacher_run_with_a_mix_teaches_with_the_mixed_model_it_hands_back(tmp_path):
+    """``mpnet-simcse-mix05`` hands back its weights mixed half-way (``weight-mix``, what cselab adapt --mix saves);
+    the configuration it teaches is taught by that model, not by the unmixed ``best`` beside it."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(runs=tmp_path, teacher="unused")
+    run = tmp_path / "bbc-news" / "mpnet-simcse-mix05-s2"
+    (run / "best").mkdir(parents=True)
+    (run / "best" / "config.json").write_text("{}")
+    half = CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse05"]
+    with pytest.raises(SystemExit, match=r"mpnet-simcse-mix05-s2/weight-mix holds no model"):
+        run_domains.teacher_of(half, "bbc-news", 2, args)
+    (run / "weight-mix").mkdir()
+    (run / "weight-mix" / "config.json").write_text("{}")
+    assert run_domains.teacher_of(half, "bbc-news", 2, args) == str(run / "weight-mix")
+    whole = tmp_path / "bbc-news" / "mpnet-simcse-s2" / "best"
+    whole.mkdir(parents=True)
+    (whole / "config.json").write_text("{}")
+    assert run_domains.teacher_of(CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse"], "bbc-news", 2,
+                                  args) == str(whole)
+    assert CONFIGURATION["mpnet-simcse-mix05"].mix == 0.5
+
+
 def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs(study_home):
     """`cselab adapt TEXT --adapt-teacher --output DIR` trains what the study ran as ``mpnet-simcse`` (in
     DIR/teacher-adapted) and ``cselab-distill-pcahead-cos-general-tsimcse`` (taught by the model the first keeps);
