@@ -229,8 +229,9 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse05", label=f"{_PCA_HEAD_GENERAL.label}, "
             f"the teacher {LARGER_MODEL} adapted half-way first (SimCSE, half of its weights mixed)",
             teacher_run="mpnet-simcse-mix05"),
-    # the two as one command (cselab adapt --adapt-teacher); its records are the runs above mixed at 0.75, their wall
-    # times added (lab/domain_study/default_records.py)
+    # mpnet-simcse and the default's training taught by it as one command (cselab adapt --adapt-teacher): its records
+    # are cselab-distill-pcahead-cos-general-tsimcse's runs mixed at 0.75, mpnet-simcse's wall time added
+    # (lab/domain_study/default_records.py)
     replace(_vectors_and_head("cselab-adapt-teacher", 0.75, ""), teacher_run=_TEACHER_SIMCSE.key,
             label=f"`cselab adapt --adapt-teacher`: the default's recipe taught by {LARGER_MODEL} adapted first with "
             f"SimCSE on the text ({_TEACHER_SIMCSE_STEPS} steps)"),
