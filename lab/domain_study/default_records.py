@@ -30,22 +30,27 @@ from lab.record import RESULTS_DIR
 
 @dataclass(frozen=True)
 class Derivation:
-    """A recipe's records: the runs of ``source`` mixed at ``mix``, recorded as ``key``. ``first``: the configuration
-    whose run of the same domain and seed the recipe runs before ``source``'s (the teacher it adapts first), whose
-    wall time is the recipe's too."""
+    """A recipe's records: the runs of ``source`` mixed at ``mix``, recorded as ``key``. Where ``source`` is taught
+    by another configuration's run (its ``teacher_run``: the teacher it adapts first), that run is the recipe's too."""
 
     key: str
     source: str
     mix: float
-    first: str | None = None
+
+    @property
+    def first(self) -> str | None:
+        """The configuration whose run of the same domain and seed the recipe runs before ``source``'s."""
+        from lab.domain_study.study import CONFIGURATION
+
+        return CONFIGURATION[self.source].teacher_run
 
 
-# the defaults, oldest first, and cselab adapt --adapt-teacher (the default's recipe taught by the teacher adapted
-# first)
-DERIVED = (Derivation("cselab-vectors-general", "cselab-distill-pca-cos-general", 0.25),
-           Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5),
-           Derivation("cselab-vectors-and-head-mix075", "cselab-distill-pcahead-cos-general", 0.75),
-           Derivation("cselab-adapt-teacher", "cselab-distill-pcahead-cos-general-tsimcse", 0.75, first="mpnet-simcse"))
+# cselab adapt's defaults, oldest first
+DEFAULTS = (Derivation("cselab-vectors-general", "cselab-distill-pca-cos-general", 0.25),
+            Derivation("cselab-vectors-and-head", "cselab-distill-pcahead-cos-general", 0.5),
+            Derivation("cselab-vectors-and-head-mix075", "cselab-distill-pcahead-cos-general", 0.75))
+# and cselab adapt --adapt-teacher: the default's recipe taught by the teacher adapted first
+DERIVED = (*DEFAULTS, Derivation("cselab-adapt-teacher", "cselab-distill-pcahead-cos-general-tsimcse", 0.75))
 # where the unmixed runs' records are; a later file's record of a (configuration, domain, seed) wins
 RUN_FILES = ("domains_screen.jsonl", "domains_rerun.jsonl", "domains.jsonl", "domains_check.jsonl")
 OUTPUT = RESULTS_DIR / "domains_default.jsonl"
@@ -61,18 +66,18 @@ def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, A
     """One record of ``derivation.key`` per interpolation record at weight ``derivation.mix`` (no chosen weight) of
     a ``derivation.source`` run whose own record is in ``runs`` (the latest of each (domain, seed); the latest
     interpolation of each run). Runs without a record are left out, and so are those without a record of
-    ``derivation.first``'s run where there is one: its wall time is added to the run's, its steps kept as
+    ``derivation.first``'s run where the source has one: its wall time is added to the run's, its steps kept as
     ``first_steps``."""
-    source, mix_weight = derivation.source, derivation.mix
+    source, mix_weight, first_key = derivation.source, derivation.mix, derivation.first
     run_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == source}
-    first_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == derivation.first}
+    first_of = {(r["domain"], int(r["seed"])): r for r in runs if r.get("configuration") == first_key}
     mixed = {r["run"]: r for r in interpolations if r.get("weight") == mix_weight and "chosen_on" not in r
              and r["run"] == f"{r['domain']}/{source}-s{r['seed']}"}  # run_domains' run name
     out = []
     for name, mix in mixed.items():
         run = run_of.get((mix["domain"], int(mix["seed"])))
         first = first_of.get((mix["domain"], int(mix["seed"])))
-        if run is None or (derivation.first is not None and first is None):
+        if run is None or (first_key is not None and first is None):
             continue
         derived_from = {"run": name, "run_commit": run.get("provenance", {}).get("git"),
                         "interpolation": mix.get("command"),
@@ -84,7 +89,7 @@ def derived_records(interpolations: list[dict[str, Any]], runs: list[dict[str, A
         if first is not None:
             record["wall_s"] = run["wall_s"] + first["wall_s"]
             record["first_steps"] = first["steps"]
-            derived_from.update(first_run=f"{mix['domain']}/{derivation.first}-s{mix['seed']}",
+            derived_from.update(first_run=f"{mix['domain']}/{first_key}-s{mix['seed']}",
                                 first_run_commit=first.get("provenance", {}).get("git"))
         out.append(record)
     return sorted(out, key=lambda r: (r["domain"], r["seed"]))

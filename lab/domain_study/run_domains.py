@@ -124,12 +124,11 @@ def teacher_of(spec: Any, domain: str, seed: int, args: argparse.Namespace) -> s
     the same domain and seed (which must have run first), else the study's teacher (``--teacher``)."""
     if spec.teacher_run is None:
         return model_path(args.teacher)
-    from cselab.adapt.plan import WEIGHT_MIX_DIR
-    from cselab.training.run_directory import BEST_DIR
+    from cselab.adapt.plan import handed_back_model_dir
     from lab.domain_study.study import CONFIGURATION
 
-    mixed = (CONFIGURATION[spec.teacher_run].mix or 1.0) < 1.0  # the model cselab adapt hands back: the mix
-    kept = args.runs / domain / f"{spec.teacher_run}-s{seed}" / (WEIGHT_MIX_DIR if mixed else BEST_DIR)
+    kept = handed_back_model_dir(args.runs / domain / f"{spec.teacher_run}-s{seed}",
+                                 CONFIGURATION[spec.teacher_run].mix or 1.0)
     if not (kept / "config.json").is_file():
         raise SystemExit(f"{spec.key} is taught by {spec.teacher_run}'s run on {domain} at seed {seed}, and {kept} "
                          f"holds no model: run --configurations {spec.teacher_run} --domains {domain} --seeds {seed} "

@@ -144,6 +144,9 @@ def _vectors_and_head(key: str, mix: float, kept: str) -> Configuration:
                          "sentences, through its PCA rotated into the student and a linear head (cosine loss, 200 "
                          f"steps), {kept}", teacher=True, adapt_recipe="vectors-and-head", general=True, mix=mix)
 
+
+_DEFAULT_MIX075 = _vectors_and_head("cselab-vectors-and-head-mix075", 0.75, "three quarters of the adapted weights "
+                                    "mixed with a quarter of the untouched model's")
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("checkpoint", "all-MiniLM-L6-v2 untouched (mean pooling)", trains=False),
     Configuration("mpnet", f"{LARGER_MODEL} untouched (5x larger)", trains=False),
@@ -216,8 +219,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     _vectors_and_head("cselab-vectors-and-head", 0.5, "half of the adapted weights mixed with the untouched model's"),
     # the same at three quarters of its weights: cselab adapt's default since the three-quarter mix's study; its
     # records are the same runs mixed at 0.75
-    _vectors_and_head("cselab-vectors-and-head-mix075", 0.75, "three quarters of the adapted weights mixed with a "
-                      "quarter of the untouched model's"),
+    _DEFAULT_MIX075,
     _TEACHER_SIMCSE,
     # the default's training with that adapted teacher in place of the untouched one
     replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-tsimcse", label=f"{_PCA_HEAD_GENERAL.label}, "
@@ -232,7 +234,7 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # mpnet-simcse and the default's training taught by it as one command (cselab adapt --adapt-teacher): its records
     # are cselab-distill-pcahead-cos-general-tsimcse's runs mixed at 0.75, mpnet-simcse's wall time added
     # (lab/domain_study/default_records.py)
-    replace(_vectors_and_head("cselab-adapt-teacher", 0.75, ""), teacher_run=_TEACHER_SIMCSE.key,
+    replace(_DEFAULT_MIX075, key="cselab-adapt-teacher", teacher_run=_TEACHER_SIMCSE.key,
             label=f"`cselab adapt --adapt-teacher`: the default's recipe taught by {LARGER_MODEL} adapted first with "
             f"SimCSE on the text ({_TEACHER_SIMCSE_STEPS} steps)"),
     Configuration("cselab-distill-pca-mse", "`cselab adapt`: the teacher's PCA rotated into the student, MSE",

@@ -17,7 +17,7 @@ import torch
 from cselab.adapt.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
 from lab.domain_study import bbc_train_articles, run_domains, score_suite, selected_model, time_adapt
-from lab.domain_study.default_records import DERIVED, Derivation
+from lab.domain_study.default_records import DEFAULTS, DERIVED, Derivation
 from lab.domain_study.study import (
     CONFIGURATION,
     CRITERIA,
@@ -915,8 +915,10 @@ def test_each_default_configuration_plans_what_its_derived_records_were_trained_
     assert (default.mix, source.mix) == (derivation.mix, 1.0)
 
 
-def test_the_default_configuration_is_one_derivation():
+def test_the_default_configuration_is_the_last_default_derivation():
+    assert DEFAULTS[-1].key == DEFAULT_CONFIGURATION
     assert [d.key for d in DERIVED].count(DEFAULT_CONFIGURATION) == 1
+    assert [d.first for d in DERIVED] == [None, None, None, "mpnet-simcse"]
 
 
 @pytest.mark.parametrize(("configuration", "override", "mix"), [

@@ -32,6 +32,14 @@ WEIGHT_MIX_DIR = "weight-mix"  # the selected model's weights mixed with the unt
 SPLIT_SEED = 0
 
 
+def handed_back_model_dir(output_dir: Path, mix: float) -> Path:
+    """Where ``cselab adapt`` into ``output_dir`` saves the model the user takes: the selected model (``best``), or
+    its mix with the untouched model (``weight-mix``) when ``mix`` is below 1."""
+    from cselab.training.run_directory import BEST_DIR
+
+    return output_dir / (WEIGHT_MIX_DIR if mix < 1.0 else BEST_DIR)
+
+
 def mixed_phrase(mix: float) -> str:
     """The clause that says the model handed back is mixed (``--mix``): one wording for the plan, the report and the
     printed summary."""
@@ -72,11 +80,8 @@ class AdaptPlan:
 
     @property
     def model_dir(self) -> Path:
-        """Where the model the user takes is saved: the selected model (``best``), or its mix with the untouched
-        model (``weight-mix``) when ``mix`` is below 1."""
-        from cselab.training.run_directory import BEST_DIR
-
-        return self.output_dir / (WEIGHT_MIX_DIR if self.mix < 1.0 else BEST_DIR)
+        """Where the model the user takes is saved (:func:`handed_back_model_dir`)."""
+        return handed_back_model_dir(self.output_dir, self.mix)
 
     @property
     def text_units(self) -> list[str]:
