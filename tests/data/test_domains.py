@@ -4,10 +4,8 @@ files, the manifest, and that no test item is in a domain's adaptation text."""
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import random
-import tarfile
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +24,7 @@ from cselab.errors import CselabError
 from cselab.evaluation.domain_files import read_labels, read_pairs, read_retrieval
 from cselab.fileio import sha256_file
 from cselab.reporter import Reporter, reporting
+from tests.data.debs import man_deb, man_page
 from tests.helpers import fetch_or_skip
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
@@ -79,20 +78,6 @@ def _tweets_wheel(path: Path) -> Path:
     return path
 
 
-def _man_page(name: str, summary: str, description: str) -> bytes:
-    return gzip.compress((f'.\\" a comment\n.TH {name.upper()} 3 2023-01-01 "Linux man-pages 6.03"\n.SH NAME\n'
-                          f"{name} \\- {summary}\n.SH SYNOPSIS\n.nf\n.B #include <x.h>\n.fi\n.SH DESCRIPTION\n"
-                          f"{description}\n.SH SEE ALSO\n.BR other (3)\n").encode())
-
-
-def _ar(members: list[tuple[str, bytes]]) -> bytes:
-    out = b"!<arch>\n"
-    for name, data in members:
-        header = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode()
-        out += header + data + (b"\n" if len(data) % 2 else b"")
-    return out
-
-
 MAN_PAGES = {  # name -> (summary, description)
     f"fn{i}": (f"{rng_words} function number {i}", f"The\n.BR fn{i} ()\nfunction does \\fBthing\\fP {i}.\n.PP\n"
                                                     f"It returns \\-1 on error. {BOILERPLATE}")
@@ -101,27 +86,11 @@ MAN_PAGES = {  # name -> (summary, description)
 
 
 def _manpages_deb(path: Path) -> Path:
-    data = io.BytesIO()
-    with tarfile.open(fileobj=data, mode="w:xz") as tf:
-        def add(name: str, payload: bytes = b"", link: str | None = None) -> None:
-            info = tarfile.TarInfo(f"./usr/share/man/{name}")
-            if link:
-                info.type, info.linkname = tarfile.SYMTYPE, link
-            else:
-                info.size = len(payload)
-            tf.addfile(info, io.BytesIO(payload) if not link else None)
-
-        for name, (summary, description) in MAN_PAGES.items():
-            add(f"man3/{name}.3.gz", _man_page(name, summary, description))
-        add("man3/alias.3.gz", gzip.compress(b".so man3/fn0.3\n"))  # sources another page: not a page
-        add("man3/link.3.gz", link="fn1.3.gz")
-        add("man1/tool.1.gz", _man_page("tool", "a tool", "A tool."))  # not section 2 or 3
-    control = io.BytesIO()
-    with tarfile.open(fileobj=control, mode="w:xz"):
-        pass
-    path.write_bytes(_ar([("debian-binary", b"2.0\n"), ("control.tar.xz", control.getvalue()),
-                          ("data.tar.xz", data.getvalue())]))
-    return path
+    pages = {f"man3/{name}.3.gz": man_page(name, summary, description)
+             for name, (summary, description) in MAN_PAGES.items()}
+    pages["man3/alias.3.gz"] = gzip.compress(b".so man3/fn0.3\n")  # sources another page: not a page
+    pages["man1/tool.1.gz"] = man_page("tool", "a tool", "A tool.", 1)  # not section 2 or 3
+    return man_deb(path, pages, {"man3/link.3.gz": "fn1.3.gz"})
 
 
 @pytest.fixture

