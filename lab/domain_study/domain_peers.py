@@ -72,14 +72,22 @@ DISTILL_EVALUATIONS = 8  # the example evaluates (and may keep) every 500 of its
 MSE_SENTENCES = 500  # the held-out sentences of the MSEEvaluator (the example holds out NLI and Wikipedia sentences)
 
 
-def saved_model(run_dir: str | Path, configuration: str) -> Path:
-    """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`, or the
-    selected checkpoint of cselab's run directory."""
-    from cselab.training.run_directory import BEST_DIR
+def saved_model(run_dir: str | Path, configuration: str, *, handed_back: bool = False) -> Path:
+    """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`; for a cselab
+    run, the selected checkpoint (what a weight mix starts from), or with ``handed_back`` the model ``cselab adapt``
+    hands its user, which the run's ``adapt.json`` says (the selected one mixed with the untouched model when its
+    ``mix`` is below 1: :func:`cselab.adapt.plan.handed_back_model_dir`)."""
+    from cselab.adapt.plan import handed_back_model_dir
+    from cselab.training.run_directory import selected_model_dir
     from lab.domain_study.study import CONFIGURATION
 
-    recipe = CONFIGURATION[configuration].recipe if configuration in CONFIGURATION else None
-    return Path(run_dir) / (MODEL_DIR if recipe else BEST_DIR)
+    run_dir = Path(run_dir)
+    if configuration in CONFIGURATION and CONFIGURATION[configuration].recipe:
+        return run_dir / MODEL_DIR
+    summary = run_dir / "adapt.json"
+    if handed_back and summary.is_file():
+        return handed_back_model_dir(run_dir, float(json.loads(summary.read_text(encoding="utf-8")).get("mix", 1.0)))
+    return selected_model_dir(run_dir)
 
 
 def delete_words(text: str, ratio: float = TSDAE_DELETION, rng: Any = random) -> str:

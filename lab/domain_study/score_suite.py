@@ -5,7 +5,8 @@ That cannot say whether a method generalises. This script scores a model on the 
 (`cselab data fetch domains`), one record per model in ``lab/results/suite.jsonl``:
 
 - ``--domain-run DOMAIN/CONFIGURATION-sSEED``: a run of the domain study, read from its run directory
-  (``runs/domains/...``): the model adapted on one domain, scored on the other three as well;
+  (``runs/domains/...``; the model the run hands its user, its weight mix when its mix is below 1): the model
+  adapted on one domain, scored on the other three as well;
 - ``--protocol-row ROW``: a row of the adaptation protocol (`lab/adapt_protocol/run_adapt.sh`, trained on STS-B's
   text and selected on STS-B dev); it is trained again into ``runs/adapt/ROW`` when that directory has no model, and the
   rebuilt run's own record goes to ``lab/results/protocol_rebuilt.jsonl`` (not the protocol's table);
@@ -75,14 +76,15 @@ def read_suite_records(path: Path) -> list[dict[str, Any]]:
     return read_jsonl(path, SUITE_RECORD) if path.is_file() else []
 
 
-def domain_run_model(spec: str, runs: Path) -> tuple[str, Path, dict[str, Any]]:
-    """``DOMAIN/CONFIGURATION-sSEED`` -> (name, model directory, origin)."""
+def domain_run_model(spec: str, runs: Path, *, handed_back: bool = False) -> tuple[str, Path, dict[str, Any]]:
+    """``DOMAIN/CONFIGURATION-sSEED`` -> (name, model directory, origin): the run's selected model, or with
+    ``handed_back`` the model it hands its user (:func:`~lab.domain_study.domain_peers.saved_model`)."""
     domain, _, run = spec.partition("/")
     configuration, _, seed = run.rpartition("-s")
     if not domain or not configuration or not seed.isdigit():
         raise SystemExit(f"--domain-run {spec!r}: expected DOMAIN/CONFIGURATION-sSEED, e.g. bbc-news/cselab-simcse-s1")
     run_dir = runs / domain / run
-    path = saved_model(run_dir, configuration)
+    path = saved_model(run_dir, configuration, handed_back=handed_back)
     if not path.is_dir():
         raise SystemExit(f"--domain-run {spec!r}: no model at {path}")
     return spec, path, {"kind": "domain-run", "domain": domain, "configuration": configuration, "seed": int(seed)}
@@ -228,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--domains: unknown {', '.join(unknown)}; the suite's domains: {', '.join(DOMAINS)}")
     models: list[tuple[str, Any]] = []
     for spec in args.domain_run:
-        found = domain_run_model(spec, args.domain_runs)  # every spec is checked before anything is scored
+        # what the run hands its user; every spec is checked before anything is scored
+        found = domain_run_model(spec, args.domain_runs, handed_back=True)
         models.append((spec, lambda f=found: f))
     for row in args.protocol_row:
         models.append((f"protocol/{row}", lambda r=row: protocol_model(r, args.protocol_runs, echo)))

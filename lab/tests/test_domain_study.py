@@ -1134,3 +1134,20 @@ def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs
     assert taught.config.method_options["teacher"] == kept
     assert (spelled.train_units, spelled.general_units) == (taught.train_units, taught.general_units)
     assert (spelled.steps, spelled.mix, taught.mix) == (200, 0.75, 1.0)
+
+
+def test_a_run_hands_back_its_weight_mix_and_a_mix_starts_from_the_selected_model(tmp_path):
+    """score_suite scores what a run hands its user; interpolate mixes from the selected checkpoint."""
+    from lab.domain_study.domain_peers import MODEL_DIR, saved_model
+
+    mixed, unmixed, bare = tmp_path / "mixed", tmp_path / "unmixed", tmp_path / "bare"
+    for run, summary in ((mixed, {"mix": 0.75}), (unmixed, {"mix": 1.0}), (bare, None)):
+        (run / "best").mkdir(parents=True)
+        if summary is not None:
+            (run / "adapt.json").write_text(json.dumps(summary))
+    configuration = "cselab-distill-pcahead-cos-general"
+    assert saved_model(mixed, configuration, handed_back=True) == mixed / "weight-mix"
+    assert saved_model(mixed, configuration) == mixed / "best"
+    assert saved_model(unmixed, configuration, handed_back=True) == unmixed / "best"
+    assert saved_model(bare, configuration, handed_back=True) == bare / "best"  # a run that is not cselab adapt's
+    assert saved_model(mixed, "st-distill", handed_back=True) == mixed / MODEL_DIR
