@@ -12,7 +12,9 @@ of the user's sentences: torch at the precision the probe of :mod:`cselab.runtim
 pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO export of the teacher (fp32). An
 export is made once per teacher and kept in ``$CSELAB_HOME/teacher-exports/<the teacher's fingerprint>`` (in the
 run's scratch directory where that cannot be written), so a later pass with the same teacher (another text, another
-seed, a resume) times the kept export instead of paying for the export again. A way is eligible when its vectors of
+seed, a resume) times the kept export instead of paying for the export again; a teacher made for one run (the
+teacher ``cselab adapt --adapt-teacher`` adapts first) has its exports kept in that run (``export_dir``) instead,
+so they go with it. A way is eligible when its vectors of
 the probe agree with torch fp32's to a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the
 pass. A precision the run asks for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not
 agree), ``fp32`` never runs bf16. The choice and every candidate's time and agreement are kept in the store's
@@ -140,12 +142,12 @@ def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
 
 
 def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
-                  requested_precision: str = "auto",
-                  backends: Sequence[str] | None = None) -> tuple[_Runner, list[Candidate]]:
+                  requested_precision: str = "auto", backends: Sequence[str] | None = None,
+                  export_dir: Path | None = None) -> tuple[_Runner, list[Candidate]]:
     """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
     (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
     loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
-    backend, on a CPU; torch alone on a GPU)."""
+    backend, on a CPU; torch alone on a GPU). ``export_dir``: where the exports are kept (:func:`teacher_export`)."""
     from cselab.runtime.precision import inference_precision
 
     device = next(model.parameters()).device
@@ -169,7 +171,7 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
         from cselab.export import load_exported
 
         try:
-            runner = _Runner(fmt, "fp32", load_exported(teacher_export(teacher, fmt, scratch), fmt))
+            runner = _Runner(fmt, "fp32", load_exported(teacher_export(teacher, fmt, scratch, export_dir), fmt))
         except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
             report().say(f"teacher pass: no {fmt} export ({exc})")
             continue
@@ -187,14 +189,17 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     return runners[(best.backend, best.precision)], candidates
 
 
-def teacher_export(teacher: str, fmt: str, scratch: Path) -> Path:
+def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: Path | None = None) -> Path:
     """The teacher's fp32 ``fmt`` export: the one kept from an earlier pass in ``$CSELAB_HOME/teacher-exports/<its
-    fingerprint>/<fmt>``, else made there now, or in ``scratch`` where the data home cannot be written."""
+    fingerprint>/<fmt>`` (``export_dir/<its fingerprint>/<fmt>`` when given: a teacher made for one run keeps its
+    exports in that run, not in the data home), else made there now, or in ``scratch`` where that cannot be
+    written."""
     from cselab.export import export_model
     from cselab.export.output import is_earlier_export
 
     source = resolve_model_path(teacher)
-    kept = cselab_home() / EXPORT_CACHE_DIR / model_fingerprint(source) / fmt
+    root = Path(export_dir) if export_dir is not None else cselab_home() / EXPORT_CACHE_DIR
+    kept = root / model_fingerprint(source) / fmt
     if is_earlier_export(kept):
         report().say(f"teacher pass: the {fmt} export of {teacher} kept in {kept}")
         return kept
@@ -212,13 +217,14 @@ def teacher_export(teacher: str, fmt: str, scratch: Path) -> Path:
         return export_model(source, fmt, output=kept)
 
 
-def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path) -> _Runner:
+def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path,
+                 export_dir: Path | None = None) -> _Runner:
     """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike)."""
     if backend == "torch":
         return _Runner("torch", precision, model, next(model.parameters()).device)
     from cselab.export import load_exported
 
-    return _Runner(backend, "fp32", load_exported(teacher_export(teacher, backend, scratch), backend))
+    return _Runner(backend, "fp32", load_exported(teacher_export(teacher, backend, scratch, export_dir), backend))
 
 
 def load_teacher(teacher: str, device: Any = None) -> Any:
@@ -236,13 +242,14 @@ def load_teacher(teacher: str, device: Any = None) -> Any:
 
 def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Path | None, *, device: Any = None,
                     requested_precision: str = "auto", backends: Sequence[str] | None = None,
-                    cache: bool = True, model: Any = None) -> np.ndarray:
+                    cache: bool = True, model: Any = None, export_dir: str | Path | None = None) -> np.ndarray:
     """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
     each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
     store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused
     (it holds other vectors). ``store_dir`` ``None``: the pass is kept in the cache only. ``model``: the teacher
-    already loaded by :func:`load_teacher` (a caller passing several texts loads it once). What it does is said, and
-    its bar shown, through the reporter in effect (:mod:`cselab.reporter`)."""
+    already loaded by :func:`load_teacher` (a caller passing several texts loads it once). ``export_dir``: where the
+    teacher's exports are kept (:func:`teacher_export`; default: the data home's). What it does is said, and its bar
+    shown, through the reporter in effect (:mod:`cselab.reporter`)."""
     model = model if model is not None else load_teacher(teacher, device)
     request = list(sentences)
     sentences = store_texts(request)
@@ -267,7 +274,8 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
             if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
                 backends = ["torch"]
             runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
-                                               requested_precision=requested_precision)
+                                               requested_precision=requested_precision,
+                                               export_dir=None if export_dir is None else Path(export_dir))
             measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
                                  f"(agreement {c.agreement:.4f})" for c in candidates)
             report().say(f"teacher pass: {measured}; running {runner.backend} {runner.precision}")
@@ -278,7 +286,8 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
                                        order=order, info=info, texts=sentences)
         else:
             info = store.state.get("info", {})
-            runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch)
+            runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch,
+                                  None if export_dir is None else Path(export_dir))
             report().say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
                 f"({runner.backend} {runner.precision})")
         _fill(store, runner, sentences)

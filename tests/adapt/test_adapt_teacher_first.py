@@ -88,8 +88,18 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
         return real_step(self, batch)
 
     monkeypatch.setattr(Trainer, "train_step", killed_in_the_student)
+    from cselab import teacher_pass
+
+    real_pass, export_dirs = teacher_pass.teacher_vectors, set()
+
+    def recorded_pass(*args, **kwargs):
+        export_dirs.add(kwargs.get("export_dir"))
+        return real_pass(*args, **kwargs)
+
+    monkeypatch.setattr(teacher_pass, "teacher_vectors", recorded_pass)
     with pytest.raises(KeyboardInterrupt):
         run_adapt(plan())
+    assert export_dirs == {out / "teacher-exports"}  # the adapted teacher's exports are kept in its run
     inner_dir = out / "teacher-adapted"
     inner = json.loads((inner_dir / "adapt.json").read_text())
     assert (inner["model"], inner["teacher"], inner["recipe"], inner["best_step"]) == (

@@ -241,6 +241,22 @@ def test_an_export_of_the_teacher_is_made_once_and_timed_again_by_later_passes(t
     np.testing.assert_allclose(np.concatenate([first, second]), reference, atol=1e-4)
 
 
+def test_a_teacher_made_for_one_run_keeps_its_export_in_that_run(teacher_and_text, tmp_path) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    run_exports = tmp_path / "run" / "teacher-exports"
+    vectors = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "store", backends=["onnx"],
+                                           requested_precision="fp32", export_dir=run_exports, cache=False)
+    kept = run_exports / teacher_pass.model_fingerprint(teacher) / "onnx"
+    assert (kept / "cselab_export.json").is_file()
+    assert not any((cselab_home() / "teacher-exports").rglob("cselab_export.json"))
+    assert json.loads((tmp_path / "store" / "state.json").read_text())["info"]["backend"] == "onnx"
+    np.testing.assert_allclose(vectors, _teacher_reference(teacher, sentences), atol=1e-4)
+
+
 def test_an_export_goes_to_the_scratch_directory_where_the_data_home_cannot_be_written(teacher_and_text, tmp_path,
                                                                                        monkeypatch) -> None:
     pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")

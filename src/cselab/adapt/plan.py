@@ -216,6 +216,8 @@ NEIGHBOUR_BLOCK_CELLS = 50_000_000  # cosines held at once while finding them (4
 DEFAULT_TEACHER = "all-mpnet-base-v2"  # used when fetched (`cselab data fetch models-mpnet`) unless --no-teacher
 TEACHER_DIR = "teacher"  # the teacher's pass over the text, in the run directory
 ADAPTED_TEACHER_DIR = "teacher-adapted"  # --adapt-teacher: the teacher's own adaptation, in the run directory
+# --adapt-teacher: the adapted teacher's exports for its pass (ONNX, OpenVINO), kept with the run that made the teacher
+ADAPTED_TEACHER_EXPORTS_DIR = "teacher-exports"
 # --adapt-teacher's SimCSE budget for the teacher: the domain study's (docs/adapt.md, "The teacher adapted first")
 ADAPTED_TEACHER_STEPS = 100
 # the overrides the teacher's own adaptation takes from the student's: where and how it computes, not what it trains

@@ -21,6 +21,7 @@ import numpy as np
 
 from cselab.adapt.plan import (
     ADAPT_FILE,
+    ADAPTED_TEACHER_EXPORTS_DIR,
     HELD_OUT_FILE,
     PLAN_FILE,
     TEACHER_DIR,
@@ -221,7 +222,10 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             clock = time.perf_counter()
             device = pick_device(plan.config.train.device)
             # loaded once for both passes (and gone before training, which reads the passes from disk)
-            options = {"model": load_teacher(plan.teacher, device), "requested_precision": plan.config.train.precision}
+            # an adapted teacher serves this run alone: its exports stay in the run, not in the data home
+            exports = None if plan.teacher_plan is None else plan.output_dir / ADAPTED_TEACHER_EXPORTS_DIR
+            options = {"model": load_teacher(plan.teacher, device), "requested_precision": plan.config.train.precision,
+                       "export_dir": exports}
             # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
             teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
