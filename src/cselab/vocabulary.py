@@ -25,6 +25,8 @@ ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teach
 # how `cselab adapt` trains (cselab.adapt.plan.RECIPES; `cselab adapt --recipe`)
 ADAPT_RECIPES: tuple[str, ...] = ("simcse", "distill", "vectors", "vectors-passages", "vectors-general",
                                    "vectors-and-head")
+# what the user's model is for (cselab.adapt.plan.TASKS_ADAPTING_THE_TEACHER; `cselab adapt --task`)
+ADAPT_TASKS: tuple[str, ...] = ("similarity", "search", "clustering", "classification")
 # what a training example of `cselab adapt` is (cselab.adapt.plan; `cselab adapt --units`)
 ADAPT_UNITS: tuple[str, ...] = ("lines", "passages", "mixed")
 # which lines a passage of `cselab adapt` groups (cselab.adapt.plan.make_passages; `cselab adapt --passages`)

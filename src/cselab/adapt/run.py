@@ -254,7 +254,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
-                   "recipe": plan.recipe, "selection": plan.selection, "criterion": getattr(selector, "primary", None),
+                   "task": plan.task, "recipe": plan.recipe, "selection": plan.selection,
+                   "criterion": getattr(selector, "primary", None),
                    "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after, "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),

@@ -11,7 +11,7 @@ from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
 from cselab.cli.options import writable_dir as _writable_dir
 from cselab.errors import CselabError
-from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASSAGE_GROUPINGS
+from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_TASKS, ADAPT_UNITS, PASSAGE_GROUPINGS
 
 
 @click.command("adapt", context_settings={"ignore_unknown_options": True})
@@ -30,6 +30,10 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
               help="first adapt the teacher itself to your text with SimCSE (100 steps, kept in "
               "OUTPUT/teacher-adapted), then distil the adapted teacher: gained most on search and similarity, less on "
               "short texts, and takes longer (docs/adapt.md)")
+@click.option("--task", type=click.Choice(ADAPT_TASKS),
+              help="what the model is for: with a teacher, similarity and search adapt the teacher first "
+              "(--adapt-teacher), which gained most there; clustering and classification keep the default; options "
+              "you give are kept (docs/adapt.md)")
 @click.option("--recipe", type=click.Choice(ADAPT_RECIPES),
               help="how to train: simcse (the default without a teacher), vectors-and-head (the default with one: "
               "the teacher's whole vector of passages of your lines and of as many general sentences, through its "
@@ -75,7 +79,7 @@ from cselab.vocabulary import ADAPT_RECIPES, ADAPT_SELECTIONS, ADAPT_UNITS, PASS
               help="where models compute (training too): cpu, cuda, cuda:N; auto = CUDA when present")
 @click.argument("overrides", nargs=-1)
 def adapt_command(text: Path, model: str, teacher: str | None, select: str | None, no_teacher: bool,
-                  adapt_teacher: bool, recipe: str | None, output_dir: Path,
+                  adapt_teacher: bool, task: str | None, recipe: str | None, output_dir: Path,
                   steps: int | None, batch_size: int | None, max_length: int | None, units: str | None,
                   passages: str | None, general: Path | None, mix: float | None, seed: int,
                   max_sentences: int | None,
@@ -97,7 +101,7 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
                       batch_size=batch_size, max_length=max_length, seed=seed, max_sentences=max_sentences,
                       select=select, units=units, passages=passages, recipe=recipe, general=general, mix=mix,
-                      adapt_teacher=adapt_teacher, overrides=overrides)
+                      adapt_teacher=adapt_teacher, task=task, overrides=overrides)
     # the output is checked before any model loads: a user's directory, another run, another text are refused here
     check_output(plan, plan_facts(plan, read_text(plan.text, plan.max_sentences)), resume=resume)
     evaluate = None
