@@ -32,9 +32,9 @@ def ndcg_at_k(similarity: np.ndarray, doc_ids: Sequence[str], relevant: Sequence
               k: int = CUTOFF) -> np.ndarray:
     """Each query's nDCG@k: ``similarity`` is ``[queries, documents]``, ``relevant[i]`` query i's graded relevance by
     document id. Documents are ranked by similarity (ties by their order in ``doc_ids``)."""
+    ranked = np.argsort(-similarity, axis=1, kind="stable")[:, :k]  # stable: ties keep the documents' order
     scores = np.zeros(len(relevant))
-    for i, rel in enumerate(relevant):
-        order = sorted(range(len(doc_ids)), key=lambda j: (-similarity[i, j], j))[:k]
+    for i, (rel, order) in enumerate(zip(relevant, ranked, strict=True)):
         dcg = sum(rel.get(doc_ids[j], 0) / np.log2(rank + 2) for rank, j in enumerate(order))
         ideal = sum(g / np.log2(rank + 2) for rank, g in enumerate(sorted(rel.values(), reverse=True)[:k]))
         scores[i] = dcg / ideal if ideal > 0 else 0.0

@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.domain_study.domain_peers import RECIPES, train_peer
+from lab.domain_study.domain_peers import RECIPES, saved_model, train_peer
 from lab.domain_study.run_trace import run_trace
 from lab.domain_study.scoring import study_scores
 from lab.domain_study.study import GENERAL_FILE
@@ -120,15 +120,12 @@ def model_path(name: str) -> str:
 
 
 def teacher_of(spec: Any, domain: str, seed: int, args: argparse.Namespace) -> str:
-    """The teacher of configuration ``spec`` on ``domain`` at ``seed``: the model kept by its ``teacher_run``'s run of
-    the same domain and seed (which must have run first), else the study's teacher (``--teacher``)."""
+    """The teacher of configuration ``spec`` on ``domain`` at ``seed``: the model handed back by its ``teacher_run``'s
+    run of the same domain and seed (which must have run first; what its ``adapt.json`` says), else the study's
+    teacher (``--teacher``)."""
     if spec.teacher_run is None:
         return model_path(args.teacher)
-    from cselab.adapt.plan import handed_back_model_dir
-    from lab.domain_study.study import CONFIGURATION
-
-    kept = handed_back_model_dir(args.runs / domain / f"{spec.teacher_run}-s{seed}",
-                                 CONFIGURATION[spec.teacher_run].mix or 1.0)
+    kept = saved_model(args.runs / domain / f"{spec.teacher_run}-s{seed}", spec.teacher_run, handed_back=True)
     if not (kept / "config.json").is_file():
         raise SystemExit(f"{spec.key} is taught by {spec.teacher_run}'s run on {domain} at seed {seed}, and {kept} "
                          f"holds no model: run --configurations {spec.teacher_run} --domains {domain} --seeds {seed} "

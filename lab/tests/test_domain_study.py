@@ -1084,6 +1084,7 @@ def test_a_teacher_run_with_a_mix_teaches_with_the_mixed_model_it_hands_back(tmp
     run = tmp_path / "bbc-news" / "mpnet-simcse-mix05-s2"
     (run / "best").mkdir(parents=True)
     (run / "best" / "config.json").write_text("{}")
+    (run / "adapt.json").write_text(json.dumps({"mix": 0.5}))  # what a finished --mix 0.5 run records
     half = CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse05"]
     with pytest.raises(SystemExit, match=r"mpnet-simcse-mix05-s2/weight-mix holds no model"):
         run_domains.teacher_of(half, "bbc-news", 2, args)

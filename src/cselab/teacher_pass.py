@@ -143,7 +143,7 @@ def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
 
 def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
                   requested_precision: str = "auto", backends: Sequence[str] | None = None,
-                  export_dir: Path | None = None) -> tuple[_Runner, list[Candidate]]:
+                  export_dir: str | Path | None = None) -> tuple[_Runner, list[Candidate]]:
     """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
     (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
     loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
@@ -189,7 +189,7 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     return runners[(best.backend, best.precision)], candidates
 
 
-def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: Path | None = None) -> Path:
+def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path | None = None) -> Path:
     """The teacher's fp32 ``fmt`` export: the one kept from an earlier pass in ``$CSELAB_HOME/teacher-exports/<its
     fingerprint>/<fmt>`` (``export_dir/<its fingerprint>/<fmt>`` when given: a teacher made for one run keeps its
     exports in that run, not in the data home), else made there now, or in ``scratch`` where that cannot be
@@ -218,7 +218,7 @@ def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: Path | Non
 
 
 def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path,
-                 export_dir: Path | None = None) -> _Runner:
+                 export_dir: str | Path | None = None) -> _Runner:
     """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike)."""
     if backend == "torch":
         return _Runner("torch", precision, model, next(model.parameters()).device)
@@ -274,8 +274,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
             if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
                 backends = ["torch"]
             runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
-                                               requested_precision=requested_precision,
-                                               export_dir=None if export_dir is None else Path(export_dir))
+                                               requested_precision=requested_precision, export_dir=export_dir)
             measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
                                  f"(agreement {c.agreement:.4f})" for c in candidates)
             report().say(f"teacher pass: {measured}; running {runner.backend} {runner.precision}")
@@ -287,7 +286,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
         else:
             info = store.state.get("info", {})
             runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch,
-                                  None if export_dir is None else Path(export_dir))
+                                  export_dir)
             report().say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
                 f"({runner.backend} {runner.precision})")
         _fill(store, runner, sentences)
