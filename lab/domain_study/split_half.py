@@ -63,14 +63,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from cselab.data.domains import domain_files
+    from cselab.data.domains import train_text
     from cselab.models.sentence_model import load_model
 
     torch.set_num_threads(args.threads)
     names = args.models.split(",")
     halves = {}
     for domain in args.domains.split(","):
-        lines = domain_files(domain)["train"].read_text(encoding="utf-8").splitlines()
+        lines = train_text(domain).read_text(encoding="utf-8").splitlines()
         halves[domain] = split_halves(lines, args.min_words, args.lines)
     per_line: dict[str, dict[str, np.ndarray]] = {domain: {} for domain in halves}
     for name in names:
