@@ -71,11 +71,27 @@ def mean_over_runs(records: list[dict[str, Any]], runs: list[str], weight: float
                     statistics.fmean(float(r["stsb_test"]) for r in latest.values()), len(latest))
 
 
+def untouched_start(adapted_dir: Path, max_length: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The untouched model a domain-study run started from, loaded at ``max_length``, with a copy of its weights to
+    mix from and the run's summary. The start is the ``model`` of the ``adapt.json`` beside the run's kept model
+    (``OUTPUT/best`` and ``OUTPUT/adapt.json``: the student's start also where the teacher was adapted first)."""
+    from cselab.models.sentence_model import load_model
+
+    summary = json.loads((adapted_dir.parent / "adapt.json").read_text())
+    model = load_model(summary["model"], max_length=max_length)
+    return model, {k: v.clone() for k, v in model.state_dict().items()}, summary
+
+
+def load_mix(model: Any, untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> Any:
+    """``model`` holding ``(1 - weight) untouched + weight adapted`` of every weight, in eval mode."""
+    model.load_state_dict(mixed_weights(untouched, adapted, weight), strict=True)
+    return model.eval()
+
+
 def _stsb_dev_at(model: Any, untouched: dict[str, Any], adapted: dict[str, Any], weight: float) -> float:
     from lab.domain_study.scoring import stsb_dev
 
-    model.load_state_dict(mixed_weights(untouched, adapted, weight), strict=True)
-    return round(stsb_dev(model.eval()), 2)
+    return round(stsb_dev(load_mix(model, untouched, adapted, weight)), 2)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,10 +131,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         _, adapted_dir, origin = domain_run_model(spec, DOMAIN_RUNS)
         domain = origin["domain"]
-        summary = json.loads((adapted_dir.parent / "adapt.json").read_text())
         adapted = load_model(str(adapted_dir), max_length=args.eval_max_length).state_dict()
-        model = load_model(summary["model"], max_length=args.eval_max_length)
-        untouched = {k: v.clone() for k, v in model.state_dict().items()}
+        model, untouched, summary = untouched_start(adapted_dir, args.eval_max_length)
         inputs = load_inputs(domain=domain)
         task = get_domain(domain).main_task
         chosen_on: dict[str, Any] | None = None
@@ -131,8 +145,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{spec}: STS-B dev {asked} against the untouched {untouched_dev:.2f}: weight {weight}", flush=True)
             todo = [weight]
         for weight in todo:
-            model.load_state_dict(mixed_weights(untouched, adapted, weight), strict=True)
-            model.eval()
+            load_mix(model, untouched, adapted, weight)
             record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": weight,
                       "selected_step": summary.get("best_step"), "main_task": task,
                       **({"chosen_on": chosen_on} if chosen_on else {}), **study_scores(model, inputs, task)}

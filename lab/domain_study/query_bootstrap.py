@@ -13,7 +13,6 @@ Every run of one command must be of the same domain; one record per run goes to 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,7 +50,8 @@ def paired_bootstrap(change: np.ndarray, resamples: int = RESAMPLES, seed: int =
             "below_zero": float((means < 0).mean())}
 
 
-def _unit(vectors: Any) -> np.ndarray:
+def unit_rows(vectors: Any) -> np.ndarray:
+    """``vectors`` (a tensor or an array) as float64 rows of length one."""
     array = np.asarray(vectors.float().cpu() if hasattr(vectors, "float") else vectors, dtype=np.float64)
     return array / np.linalg.norm(array, axis=1, keepdims=True)
 
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from cselab.data.domains import domain_files, get_domain
     from cselab.evaluation.domain_files import read_retrieval
-    from cselab.experiments.ensemble import mixed_weights
     from cselab.models.sentence_model import load_model
+    from lab.domain_study.interpolate import load_mix, untouched_start
     from lab.domain_study.score_suite import DOMAIN_RUNS, domain_run_model
 
     torch.set_num_threads(args.threads)
@@ -87,19 +87,16 @@ def main(argv: list[str] | None = None) -> None:
     def per_query(model: Any) -> np.ndarray:
         model.eval()
         with torch.inference_mode():
-            queries = _unit(model.encode([task.queries[q] for q in query_ids]))
-            docs = _unit(model.encode([task.corpus[d] for d in doc_ids]))
+            queries = unit_rows(model.encode([task.queries[q] for q in query_ids]))
+            docs = unit_rows(model.encode([task.corpus[d] for d in doc_ids]))
         return ndcg_at_k(queries @ docs.T, doc_ids, relevant)
 
-    start = json.loads((found[0][1].parent / "adapt.json").read_text())["model"]
-    model = load_model(start, max_length=args.eval_max_length)
-    untouched_state = {k: v.clone() for k, v in model.state_dict().items()}
+    model, untouched_state, _ = untouched_start(found[0][1], args.eval_max_length)
     untouched = per_query(model)
     print(f"{domain}: {len(query_ids)} queries; the untouched model {100 * untouched.mean():.2f}")
     for spec, path, origin in found:
         adapted = load_model(str(path), max_length=args.eval_max_length).state_dict()
-        model.load_state_dict(mixed_weights(untouched_state, adapted, args.weight), strict=True)
-        scores = per_query(model)
+        scores = per_query(load_mix(model, untouched_state, adapted, args.weight))
         change = paired_bootstrap(100 * (scores - untouched))
         record = {"domain": domain, "run": spec, "seed": origin["seed"], "weight": args.weight,
                   "queries": len(query_ids), "untouched": round(100 * float(untouched.mean()), 4),

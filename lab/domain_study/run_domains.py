@@ -322,9 +322,11 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         if not resume:
             shutil.rmtree(run_dir)
     sentences = read_corpus(text).sentences
+    trains = configuration not in ("checkpoint", "mpnet")
+    # what cselab adapt runs on this text by default; an untouched model has no steps to compare with it
     default_run = default_plan(text, run_dir, args, seed=seed, model=student,
-                               general=general or args.runs / GENERAL_FILE)
-    default = None if default_run is None else default_run.steps  # what cselab adapt runs on this text by default
+                               general=general or args.runs / GENERAL_FILE) if trains else None
+    default = None if default_run is None else default_run.steps
     # the same plan is_default compares with, when this configuration trains on the study's general text at the
     # default budget; otherwise is_default plans its own
     same_default = default_run if args.steps is None and general is not None else None
@@ -335,7 +337,6 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     if general is not None:
         record["general_text"] = {"file": str(general), "sha256": hashlib.sha256(general.read_bytes()).hexdigest(),
                                   "sentences": len(plan.general_units)}
-    trains = configuration not in ("checkpoint", "mpnet")
     if trains:
         batch_size = plan.config.train.batch_size if not spec_c.recipe else args.batch_size or PEER_BATCH_SIZE
         record.update({"steps": plan.steps, "default_steps": default, "batch_size": batch_size,

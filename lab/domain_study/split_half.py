@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from lab.domain_study.query_bootstrap import paired_bootstrap
+from lab.domain_study.query_bootstrap import paired_bootstrap, unit_rows
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "split_half.jsonl"
@@ -42,11 +41,6 @@ def reciprocal_ranks(queries: np.ndarray, documents: np.ndarray) -> np.ndarray:
     similarity = queries @ documents.T
     own = np.diag(similarity)
     return 1.0 / (similarity >= own[:, None]).sum(axis=1)  # the right document itself is one of them
-
-
-def _unit(vectors: Any) -> np.ndarray:
-    array = np.asarray(vectors.float().cpu() if hasattr(vectors, "float") else vectors, dtype=np.float64)
-    return array / np.linalg.norm(array, axis=1, keepdims=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         model.eval()
         with torch.inference_mode():
             for domain, (first, second) in halves.items():
-                per_line[domain][name] = reciprocal_ranks(_unit(model.encode(first)), _unit(model.encode(second)))
+                queries, documents = unit_rows(model.encode(first)), unit_rows(model.encode(second))
+                per_line[domain][name] = reciprocal_ranks(queries, documents)
         del model
     for domain, ranks in per_line.items():
         scores = {name: {"mrr": round(100 * float(r.mean()), 4), "top1": round(100 * float((r == 1).mean()), 4)}
