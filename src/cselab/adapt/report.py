@@ -29,6 +29,18 @@ def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:
     write_atomic(model_dir / CARD_FILE, model_card(description))
 
 
+def scores_lost(before: Mapping[str, float], after: Mapping[str, float]) -> str | None:
+    """A line saying which of the user's scores the model handed back lost against the untouched model (every score
+    is higher-is-better), or None when none did. Label-free selection cannot foresee such a loss (the teacher may be
+    the weaker model on the user's task), so the user's own labels are the one place to catch it."""
+    lost = [f"{key} {old:.2f} -> {after[key]:.2f}" for key, old in before.items()
+            if key in after and after[key] < old]
+    if not lost:
+        return None
+    return (f"on your labelled data the model handed back scores below the untouched model ({'; '.join(lost)}): "
+            "for this task keep the untouched model, or try another recipe (--task, --recipe)")
+
+
 CRITERION_NAMES = {"held-out/-distillation-loss": "held-out distillation loss", "held-out/-infonce": "held-out InfoNCE",
                    "teacher-agreement/dev": "agreement with the teacher (Spearman x 100)",
                    "held-out/-guarded-distillation-loss": "held-out distillation loss / step 0's (lines, passages)"}
@@ -67,6 +79,8 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
             lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None
                          else f"| {key} | {old:.2f} | | |")
         lines.append("")
+        if lost := scores_lost(summary["before"], summary["after"]):
+            lines += [f"**{lost[0].upper()}{lost[1:]}.**", ""]
     if curve:
         lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]
     if drawn is not None:

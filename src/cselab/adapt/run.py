@@ -33,7 +33,7 @@ from cselab.adapt.plan import (
     read_text,
     write_texts,
 )
-from cselab.adapt.report import annotate_model, write_report
+from cselab.adapt.report import annotate_model, scores_lost, write_report
 from cselab.adapt.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
@@ -277,6 +277,8 @@ def summary_of(result: AdaptResult) -> str:
         new = result.after.get(key)
         if new is not None:
             lines.append(f"{key}: {old:.2f} -> {new:.2f} ({new - old:+.2f})")
+    if lost := scores_lost(result.before, result.after):
+        lines.append(f"warning: {lost}")
     lines.append(f"report: {result.report} ({result.wall_s:.0f} s)")
     return "\n".join(lines)
 
