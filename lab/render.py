@@ -88,6 +88,7 @@ def table_makers(results: Path) -> dict[str, Callable[[], str]]:
         "adapt-seeds": adapt_seeds,
         "domains": lambda: domains_report(read_suite_records(results)),
         "domain-goals": lambda: brief_goals_table(read_suite_records(results)),
+        "domain-goals-by-task": lambda: brief_goals_table(read_suite_and_check_records(results), by_task=True),
         "domain-peers": lambda: peers_table(read_suite_records(results)),
         "domain-recipes": lambda: recipes_table(read_suite_and_check_records(results)),
         "suite": suite,

@@ -322,6 +322,8 @@ TRANSDUCTIVE = "cselab-simcse-transductive"
 # cselab's own plan). Declared rather than read from the records' "default" flags: a flag says what the default was
 # when its run was made, and the passages recipe was the default for the runs made while it was being checked
 DEFAULT_CONFIGURATION = "cselab-vectors-and-head-mix075"
+# the configuration that runs `cselab adapt --adapt-teacher` (what --task similarity and --task search run)
+ADAPTED_TEACHER_STUDENT = "cselab-adapt-teacher"
 
 
 def default_configuration(records: Sequence[dict[str, Any]]) -> str:
@@ -718,16 +720,33 @@ class GoalMargins:
         return (self.main - self.reference) / (self.larger - self.reference)
 
 
-def goal_margins(records: Sequence[dict[str, Any]], configuration: str | None = None) -> list[GoalMargins]:
+# a domain's main task as `cselab adapt --task` names that kind of task
+ADAPT_TASK_OF_MAIN_TASK = {"sts": "similarity", "retrieval": "search", "clustering": "clustering",
+                           "classification": "classification"}
+
+
+def task_configuration(domain: str, default: str = DEFAULT_CONFIGURATION) -> str:
+    """The configuration that runs what ``cselab adapt --task T`` runs on ``domain``, T its kind of task: the teacher
+    adapted first for the tasks of :data:`~cselab.adapt.plan.TASKS_ADAPTING_THE_TEACHER`, else ``default``."""
+    from cselab.adapt.plan import TASKS_ADAPTING_THE_TEACHER
+
+    task = ADAPT_TASK_OF_MAIN_TASK[ALL_DOMAINS[domain].main_task]
+    return ADAPTED_TEACHER_STUDENT if task in TASKS_ADAPTING_THE_TEACHER else default
+
+
+def goal_margins(records: Sequence[dict[str, Any]], configuration: str | None = None, *,
+                 by_task: bool = False) -> list[GoalMargins]:
     """Per domain with a ``configuration`` record (default: :func:`default_configuration`), in the suite's order,
-    the means its goals compare."""
+    the means its goals compare. With ``by_task`` each domain's configuration is :func:`task_configuration`'s,
+    ``configuration`` standing for the default."""
     configuration = configuration or default_configuration(records)
     groups = group_runs(records)
     means = {key: _mean([r["main_score"] for r in runs]) for key, runs in groups.items()}
     stsb = {key: _mean([r["stsb_test"] for r in runs]) for key, runs in groups.items()}
     out = []
     for (domain, config), runs in groups.items():
-        if config != configuration:
+        wanted = task_configuration(domain, configuration) if by_task else configuration
+        if config != wanted:
             continue
         peers = [(means[(domain, p)], p) for p in PEERS if (domain, p) in means]
         out.append(GoalMargins(domain, runs, means[(domain, config)], means.get((domain, REFERENCE)),
@@ -808,22 +827,31 @@ def _brief(value: float, goal: float) -> str:
 
 
 def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str | None = None,
-                      goals: Goals = GOALS) -> str:
+                      goals: Goals = GOALS, *, by_task: bool = False) -> str:
     """The user's guide's view of :func:`goals_table` (the ``<!-- cselab:domain-goals -->`` block): per domain, its
     main score's name, the untouched checkpoint and larger model, the recipe's seed mean, and each margin, bold where
-    its goal is met, else with the amount it is missed by."""
+    its goal is met, else with the amount it is missed by. With ``by_task`` (the ``domain-goals-by-task`` block)
+    each domain's recipe is the one ``cselab adapt --task`` runs for its kind of task (:func:`task_configuration`),
+    named in its cell, and a domain kept outside the suite says so."""
     configuration = configuration or default_configuration(records)
-    header = ["domain (main score)", "untouched", LARGER_MODEL, CONFIGURATION[configuration].label, "seeds",
+    recipe_column = "`cselab adapt --task T`" if by_task else CONFIGURATION[configuration].label
+    header = ["domain (main score)", "untouched", LARGER_MODEL, recipe_column, "seeds",
               f"vs untouched (goal +{goals.over_checkpoint:.1f}; lowest seed)",
               f"share of {LARGER_MODEL}'s lead (goal {goals.teacher_lead_share:.1f})",
               f"vs best sentence-transformers recipe (goal +{goals.over_best_peer:.1f})",
               f"STS-B test, lowest seed (goal: untouched - {goals.stsb_loss:.1f})"]
     rows = []
-    for m in goal_margins(records, configuration):
+    for m in goal_margins(records, configuration, by_task=by_task):
         domain = ALL_DOMAINS.get(m.domain)
         name = f"{m.domain} ({domain.main_task}, {MAIN_SCORE_NAMES[domain.main_metric]})" if domain else m.domain
+        main = fmt(m.main)
+        if by_task:
+            name += "" if m.domain in DOMAINS else ", kept outside the suite"
+            task = ADAPT_TASK_OF_MAIN_TASK[domain.main_task]
+            first = " (the teacher adapted first)" if m.runs[0]["configuration"] != configuration else ""
+            main = f"`--task {task}`{first}: {main}"
         rows.append([
-            name, fmt(m.reference), fmt(m.larger), fmt(m.main), ", ".join(str(r["seed"]) for r in m.runs),
+            name, fmt(m.reference), fmt(m.larger), main, ", ".join(str(r["seed"]) for r in m.runs),
             (f"{_brief(m.main - m.reference, goals.over_checkpoint)}; {m.lowest_seed - m.reference:+.2f}"
              if m.reference is not None else "-"),
             _brief(m.lead_share, goals.teacher_lead_share) if m.lead_share is not None else "-",

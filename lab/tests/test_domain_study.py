@@ -429,6 +429,36 @@ def test_the_observer_watches_and_never_selects(sts_home, tiny_bert_dir, tmp_pat
                                                                               (5, {"x": 5.0})]
 
 
+def test_the_goals_by_task_take_each_domain_s_task_recipe_by_hand():
+    """--task search runs the teacher adapted first, --task clustering the default: each domain's row holds the runs
+    of its task's recipe, and a domain kept outside the suite says so."""
+    from lab.domain_study.study import ADAPTED_TEACHER_STUDENT, DEFAULT_CONFIGURATION, brief_goals_table
+
+    records = [
+        _record("linux-man", "checkpoint", 1, 78.39, 82.03, None),
+        _record("linux-man", "mpnet", 1, 83.11, 83.42, None),
+        _record("linux-man", DEFAULT_CONFIGURATION, 1, 78.90, 82.10, 10.0),
+        _record("linux-man", ADAPTED_TEACHER_STUDENT, 1, 81.00, 82.00, 10.0),
+        _record("linux-man", ADAPTED_TEACHER_STUDENT, 2, 81.40, 82.20, 10.0),
+        _record("bbc-news", "checkpoint", 1, 86.88, 82.03, None),
+        _record("bbc-news", DEFAULT_CONFIGURATION, 1, 88.00, 82.10, 10.0),
+        _record("bbc-news", ADAPTED_TEACHER_STUDENT, 1, 87.00, 82.10, 10.0),
+        _record("linux-man-overviews", "checkpoint", 1, 90.72, 82.03, None),
+        _record("linux-man-overviews", ADAPTED_TEACHER_STUDENT, 1, 89.72, 82.21, 10.0),
+    ]
+    brief = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in
+                                           brief_goals_table(records, by_task=True).splitlines()[2:])}
+    # search: the adapted teacher's student, mean (81.00 + 81.40) / 2 = 81.20, +2.81 over 78.39; its lowest seed
+    # +2.61; 2.81 / 4.72 = 0.60 of the teacher's lead
+    assert brief["linux-man (retrieval, nDCG@10)"][3:7] == [
+        "`--task search` (the teacher adapted first): 81.20", "1, 2", "**+2.81**; +2.61", "**+0.60**"]
+    # clustering: the default's run, 88.00 - 86.88 = +1.12
+    assert brief["bbc-news (clustering, V-measure)"][3:6] == ["`--task clustering`: 88.00", "1", "**+1.12**; +1.12"]
+    # outside the suite: named so; 89.72 - 90.72 = -1.00, missed by 2.00
+    outside = brief["linux-man-overviews (retrieval, nDCG@10), kept outside the suite"]
+    assert outside[5] == "-1.00, missed by 2.00; -1.00"
+
+
 def test_the_goals_table_by_hand():
     from lab.domain_study.study import brief_goals_table, goals_table, peers_table
 
