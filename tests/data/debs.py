@@ -1,5 +1,5 @@
-"""Synthetic Debian packages of man pages for the domain builders' tests: an ``ar`` archive with a
-``data.tar.xz`` of ``usr/share/man/...`` members, as ``apt-get download`` gives."""
+"""Synthetic Debian packages for the domain builders' tests: an ``ar`` archive with a ``data.tar.xz`` of
+``usr/share/...`` members (man pages, fortunes), as ``apt-get download`` gives."""
 
 from __future__ import annotations
 
@@ -27,14 +27,20 @@ def _ar(members: list[tuple[str, bytes]]) -> bytes:
 def man_deb(path: Path, pages: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
     """Write a .deb holding ``pages`` (``man3/x.3.gz`` -> gzipped source) and symlinks (``man3/y.3.gz`` -> target)
     under ``usr/share/man``; returns ``path``."""
+    return deb(path, {f"usr/share/man/{name}": payload for name, payload in pages.items()},
+               {f"usr/share/man/{name}": target for name, target in (links or {}).items()})
+
+
+def deb(path: Path, files: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    """Write a .deb holding ``files`` (``usr/share/...`` -> bytes) and symlinks (path -> target); returns ``path``."""
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:xz") as tf:
-        for name, payload in pages.items():
-            info = tarfile.TarInfo(f"./usr/share/man/{name}")
+        for name, payload in files.items():
+            info = tarfile.TarInfo(f"./{name}")
             info.size = len(payload)
             tf.addfile(info, io.BytesIO(payload))
         for name, target in (links or {}).items():
-            info = tarfile.TarInfo(f"./usr/share/man/{name}")
+            info = tarfile.TarInfo(f"./{name}")
             info.type, info.linkname = tarfile.SYMTYPE, target
             tf.addfile(info)
     control = io.BytesIO()

@@ -1,7 +1,8 @@
 """The domains kept outside the suite (``cselab data fetch domains-check``), built from small synthetic archives
 written here. brown-genres: genres from cats.txt, passages cut by hand-counted words, half of each genre's documents
 as the task, and no sentence of a test document in the adaptation text. linux-man-overviews: only the man pages of
-sections 1 and 4-8, none of the suite's sections 2 and 3."""
+sections 1 and 4-8, none of the suite's sections 2 and 3. fortune-topics: one fortune one item, its attribution
+dropped, half of each topic as the task, and a fortune filed under two topics in neither."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from cselab.data.sources import ARCHIVES, TARGET_ARCHIVES, is_fetched
 from cselab.errors import CselabError
 from cselab.evaluation.domain_files import read_labels, read_retrieval
 from cselab.fileio import sha256_file
-from tests.data.debs import man_deb, man_page
+from tests.data.debs import deb, man_deb, man_page
 from tests.helpers import fetch_or_skip
 
 SHARED = "The shared sentence appears in two documents here"  # in a train and a test document: must leave train
@@ -78,11 +79,33 @@ def _manpages_deb(path: Path) -> Path:
     return man_deb(path, pages)
 
 
+TWICE_FILED = "This fortune is filed under two topics at once."  # one text, two labels: in neither
+
+
+def _fortune(category: str, i: int) -> str:
+    return f"The {category} fortune {i} begins here.  It goes on about {category} {i}.\n"
+
+
+def _fortunes_deb(path: Path) -> Path:
+    """Ten fortunes in each topical file (the second with a two-line attribution and an overstruck word), the
+    twice-filed fortune in art and computers, and a file that is not a topic."""
+    files = {}
+    for category in dm.FORTUNE_CATEGORIES:
+        entries = [_fortune(category, i) for i in range(10)]
+        entries[1] += "\t\t-- A. Person,\n\t\t   in a book\n"
+        entries[1] = entries[1].replace("begins", "".join(f"_\x08{c}" for c in "begins"))  # underlined
+        if category in ("art", "computers"):
+            entries.append(TWICE_FILED + "\n")
+        files[f"usr/share/games/fortunes/{category}"] = "%\n".join(entries).encode()
+    files["usr/share/games/fortunes/cookie"] = _fortune("cookie", 0).encode()
+    return deb(path, files)
+
+
 @pytest.fixture
 def check_home(tmp_path, monkeypatch):
     folder = tmp_path / "archives"
     folder.mkdir()
-    for key, make in (("brown", _brown_tgz), ("manpages", _manpages_deb)):
+    for key, make in (("brown", _brown_tgz), ("manpages", _manpages_deb), ("fortunes", _fortunes_deb)):
         path = make(folder / ARCHIVES[key].filename)
         monkeypatch.setitem(ARCHIVES, key, replace(ARCHIVES[key], sha256=sha256_file(path)))
     home = tmp_path / "home"
@@ -124,7 +147,7 @@ def test_half_of_each_genre_is_the_task_and_nothing_of_it_is_in_the_text(check_h
     assert len(transductive) == 8 * 10 + 1  # every document's sentences and the shared one once
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["target"] == "domains-check"
-    assert list(manifest["domains"]) == ["brown-genres", "linux-man-overviews"]
+    assert list(manifest["domains"]) == ["brown-genres", "linux-man-overviews", "fortune-topics"]
     for name, entry in manifest["files"].items():
         assert entry["sha256"] == sha256_file(root / name)
 
@@ -153,6 +176,39 @@ def test_man_overviews_hold_only_the_sections_the_suite_leaves(check_home):
     assert sorted(p["page"] for p in suite_pages) == ["libfn.3", "syscall.2"]
 
 
+def test_a_fortune_is_one_line_without_its_attribution():
+    assert dm.fortune_text("Some words.\n\t\t-- A. Person,\n\t\t   in a book\n") == "Some words."
+    assert dm.fortune_text("_\bu_\bn_\bd_\be_\br lined and b\bbo\bol\bld\n") == "under lined and bold"
+    # a dash inside the text, or a dash line followed by more text of the fortune, is kept
+    assert dm.fortune_text("Wait -- there is more.\n-- not the end\nthe end\n") == (
+        "Wait -- there is more. -- not the end the end")
+
+
+def test_half_of_each_topic_is_the_task_and_nothing_of_it_is_in_the_text(check_home):
+    root = check_home / "domains-check" / "fortune-topics"
+    labels = read_labels(dm.domain_files("fortune-topics", check_home)["labels"])
+    # ten fortunes a topic (the twice-filed one in neither): five each are the task
+    assert labels.counts() == {category: 5 for category in dm.FORTUNE_CATEGORIES}
+    assert TWICE_FILED not in labels.texts and "cookie" not in " ".join(labels.texts)
+    for text, label in zip(labels.texts, labels.labels, strict=True):
+        assert re.fullmatch(rf"The {label} fortune \d begins here\. It goes on about {label} \d\.", text)
+    train = (root / dm.TRAIN_FILE).read_text(encoding="utf-8").splitlines()
+    # the other five fortunes of each topic give two sentences each; no attribution, nothing of a test fortune
+    assert len(train) == len(dm.FORTUNE_CATEGORIES) * 5 * 2
+    test_keys = {sentence_key(s) for t in labels.texts for s in (t, *t.split("  "))}
+    test_sentences = {sentence_key(f"It goes on about {t.split()[1]} {t.split()[3]}.") for t in labels.texts}
+    assert not {sentence_key(line) for line in train} & (test_keys | test_sentences)
+    assert not [line for line in train if "Person" in line or TWICE_FILED in line]
+    info = json.loads((root / dm.DOMAIN_FILE).read_text())
+    assert (info["fortunes"], info["test_items"], info["main_metric"]) == (110, 55, "accuracy")
+
+
+def test_the_largest_topics_give_at_most_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(dm, "FORTUNE_TEST_MAX", 1)
+    info = dm.build_fortune_topics(_fortunes_deb(tmp_path / "f.deb"), tmp_path / "out")
+    assert info["test_labels"] == {category: 1 for category in dm.FORTUNE_CATEGORIES}
+
+
 def test_a_check_fetched_before_a_domain_joined_it_says_to_rebuild(check_home):
     manifest = check_home / "domains-check" / "manifest.json"
     shutil.rmtree(check_home / "domains-check" / "linux-man-overviews")
@@ -165,7 +221,8 @@ def test_the_check_domain_stays_out_of_the_suite(tmp_path):
     assert "brown-genres" not in dm.DOMAINS and dm.get_domain("brown-genres").target == "domains-check"
     assert "linux-man-overviews" not in dm.DOMAINS
     assert set(dm.MAN_SECTIONS["linux-man"]).isdisjoint(dm.MAN_SECTIONS["linux-man-overviews"])
-    assert TARGET_ARCHIVES["domains-check"] == ("brown", "manpages")
+    assert "fortune-topics" not in dm.DOMAINS
+    assert TARGET_ARCHIVES["domains-check"] == ("brown", "manpages", "fortunes")
     with pytest.raises(CselabError, match=r"not found in .*domains-check: run `cselab data fetch domains-check` first"):
         dm.train_text("brown-genres", tmp_path)
     with pytest.raises(CselabError, match="kept outside it: brown-genres"):
@@ -197,6 +254,12 @@ def test_network_check_domains_counts_and_checksums(tmp_path):
     assert (man["pages"], man["train_lines"], man["test_queries"], man["test_documents"]) == (205, 5657, 101, 103)
     assert sha256_file(out / "linux-man-overviews" / "train.txt") == (
         "6a5a348f9db66bc7c5f1955d144afb5c9367afb2ce0fd8d445873b228aaa1eb1")
+    fortunes = json.loads((out / "manifest.json").read_text())["domains"]["fortune-topics"]
+    assert (fortunes["fortunes"], fortunes["train_lines"], fortunes["test_items"]) == (4580, 7547, 1048)
+    assert sha256_file(out / "fortune-topics" / "labels.tsv") == (
+        "0d0e83ab178cb04b7138a207953eb4228a7d7c1fdbcf4ad5cc82b44929b5414d")
+    assert sha256_file(out / "fortune-topics" / "train.txt") == (
+        "403b7488da3d09ad8e0a1e1170cc06b8fea2b7fb479416c8a3c418c6936362df")
 
 
 def test_genres_come_from_cats_txt_not_the_file_letters(tmp_path):

