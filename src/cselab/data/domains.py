@@ -567,7 +567,7 @@ FORTUNE_CATEGORIES = ("art", "computers", "drugs", "education", "food", "law", "
                       "work")  # the topical files of the package (not cookie, definitions, people, platitudes, ...)
 FORTUNE_TEST_FRACTION = 0.5
 FORTUNE_TEST_MAX = 100  # per file, so that the long files (computers: 1,051 fortunes) do not outweigh the others
-_FORTUNE_FILE = "usr/share/games/fortunes/"
+_FORTUNES_DIR = "usr/share/games/fortunes/"
 _OVERSTRIKE = re.compile(r".\x08")  # "_\bx": a character struck over, as a terminal underlines
 _ATTRIBUTION = re.compile(r"\s*--\s*\S")
 
@@ -592,9 +592,9 @@ def fortunes(deb: Path) -> list[dict]:
     members = deb_members(deb)
     items = []
     for category in FORTUNE_CATEGORIES:
-        data = members.get(_FORTUNE_FILE + category)
+        data = members.get(_FORTUNES_DIR + category)
         if data is None:
-            raise CselabError(f"{deb.name}: no {_FORTUNE_FILE + category} in it")
+            raise CselabError(f"{deb.name}: no {_FORTUNES_DIR + category} in it")
         entries = re.split(r"(?m)^%\n", data.decode("utf-8", "replace"))
         items += [{"text": text, "category": category} for text in map(fortune_text, entries) if text]
     categories: dict[str, set[str]] = {}
