@@ -848,7 +848,7 @@ def brief_goals_table(records: Sequence[dict[str, Any]], configuration: str | No
         if by_task:
             name += "" if m.domain in DOMAINS else ", kept outside the suite"
             task = ADAPT_TASK_OF_MAIN_TASK[domain.main_task]
-            first = " (the teacher adapted first)" if m.runs[0]["configuration"] != configuration else ""
+            first = " (the teacher adapted first)" if m.runs[0]["configuration"] == ADAPTED_TEACHER_STUDENT else ""
             main = f"`--task {task}`{first}: {main}"
         rows.append([
             name, fmt(m.reference), fmt(m.larger), main, ", ".join(str(r["seed"]) for r in m.runs),
