@@ -32,7 +32,8 @@ WEIGHT_MIX_DIR = "weight-mix"  # the selected model's weights mixed with the unt
 SPLIT_SEED = 0
 # The tasks for which `--task` adapts the teacher first (--adapt-teacher) when a teacher distils: the domain study
 # measured it ahead of the default on search and similarity, and on a search domain kept outside the suite, and behind
-# it on clustering and classification (docs/adapt.md, "Name your task"); the other tasks keep the default.
+# it on clustering and classification (docs/adapt.md, "Name your task"); the other tasks keep the default, which a
+# classification domain kept outside the suite also kept against the teacher's cosines.
 TASKS_ADAPTING_THE_TEACHER = frozenset({"similarity", "search"})
 
 

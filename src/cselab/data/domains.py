@@ -196,14 +196,16 @@ def _split_text(train: list[str], test: list[str]) -> tuple[list[str], list[str]
     return (corpus_lib.shuffled(kept, SEED), corpus_lib.shuffled(_dedupe([*kept, *test]), SEED))
 
 
-def _stratified_test(labels: list[str], fraction: float, seed: int) -> set[int]:
-    """Indices of the test rows: ``fraction`` of each label's rows (rounded), drawn with ``seed``."""
+def _stratified_test(labels: list[str], fraction: float, seed: int, at_most: int | None = None) -> set[int]:
+    """Indices of the test rows: ``fraction`` of each label's rows (rounded; at most ``at_most`` of them), drawn with
+    ``seed``."""
     rng = random.Random(seed)
     test: set[int] = set()
     for label in sorted(set(labels)):
         rows = [i for i, value in enumerate(labels) if value == label]
         rng.shuffle(rows)
-        test.update(rows[: round(len(rows) * fraction)])
+        take = round(len(rows) * fraction)
+        test.update(rows[: take if at_most is None else min(take, at_most)])
     return test
 
 
@@ -597,13 +599,13 @@ def fortunes(deb: Path) -> list[dict]:
             raise CselabError(f"{deb.name}: no {_FORTUNES_DIR + category} in it")
         entries = re.split(r"(?m)^%\n", data.decode("utf-8", "replace"))
         items += [{"text": text, "category": category} for text in map(fortune_text, entries) if text]
+    keys = [sentence_key(item["text"]) for item in items]
     categories: dict[str, set[str]] = {}
-    for item in items:
-        categories.setdefault(sentence_key(item["text"]), set()).add(item["category"])
+    for key, item in zip(keys, items, strict=True):
+        categories.setdefault(key, set()).add(item["category"])
     seen: set[str] = set()
     out = []
-    for item in items:
-        key = sentence_key(item["text"])
+    for key, item in zip(keys, items, strict=True):
         if key and len(categories[key]) == 1 and key not in seen:
             seen.add(key)
             out.append(item)
@@ -614,12 +616,7 @@ def build_fortune_topics(deb: Path, out: Path) -> dict:
     """Half of each file's fortunes, at most :data:`FORTUNE_TEST_MAX` (seed 0), are the labelled items; the sentences
     of the others (minus any sentence of a test fortune) are the adaptation text."""
     items = fortunes(deb)
-    rng = random.Random(SEED)
-    test_idx: set[int] = set()
-    for category in FORTUNE_CATEGORIES:
-        rows = [i for i, item in enumerate(items) if item["category"] == category]
-        rng.shuffle(rows)
-        test_idx.update(rows[: min(round(len(rows) * FORTUNE_TEST_FRACTION), FORTUNE_TEST_MAX)])
+    test_idx = _stratified_test([item["category"] for item in items], FORTUNE_TEST_FRACTION, SEED, FORTUNE_TEST_MAX)
     test = [item for i, item in enumerate(items) if i in test_idx]
     rest = [item for i, item in enumerate(items) if i not in test_idx]
     test_text = [*(t["text"] for t in test), *_sentences(t["text"] for t in test)]
