@@ -186,6 +186,9 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     # the same with both: the student onto the rotated PCA and a head (dropped at inference) onto the whole vector,
     # two cosine terms weighed 1 to 1
     _PCA_HEAD_GENERAL,
+    # the same at twice the default's budget: the student ends far from its target at 200 steps (a cosine near 0.74)
+    replace(_PCA_HEAD_GENERAL, key="cselab-distill-pcahead-cos-general-400", label=f"{_PCA_HEAD_GENERAL.label}, "
+            "400 steps (twice the default's)", steps=400),
     # the same with the rotation's term at half the head's weight (the head alone gained man-page search and lost news)
     replace(_PCA_COS, key="cselab-distill-pcahead-cos-general-head2", label="`cselab adapt`: the teacher's PCA rotated "
             "into the student and a linear head onto its whole vector (dropped at inference), two cosine terms weighed "
