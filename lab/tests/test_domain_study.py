@@ -1126,7 +1126,6 @@ def test_a_teacher_run_with_a_mix_teaches_with_the_mixed_model_it_hands_back(tmp
     (whole / "config.json").write_text("{}")
     assert run_domains.teacher_of(CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse"], "bbc-news", 2,
                                   args) == str(whole)
-    assert CONFIGURATION["mpnet-simcse-mix05"].mix == 0.5
 
 
 def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs(study_home):
