@@ -1,7 +1,14 @@
-"""What the user is told when their own labelled data says the adapted model lost against the untouched one."""
+"""What the user is told when their own labelled data says the adapted model lost against the untouched one, or that
+the teacher does not lead it."""
 
-from cselab.adapt.report import scores_lost, write_report
-from cselab.adapt.run import AdaptResult, summary_of
+import json
+
+from cselab.adapt import plan_adapt
+from cselab.adapt.plan import TEACHER_DIR
+from cselab.adapt.report import scores_lost, teacher_not_ahead, write_report
+from cselab.adapt.run import AdaptResult, run_adapt, summary_of
+from cselab.reporter import Reporter, reporting
+from tests.adapt.test_adapt import write_text
 
 
 def test_only_the_scores_that_fell_are_named() -> None:
@@ -34,3 +41,54 @@ def test_the_report_says_it_below_the_table(tmp_path) -> None:
     report = write_report(tmp_path, summary).read_text()
     table_end = report.index("| clustering | 86.88 | 83.33 | -3.55 |")
     assert report.index("**On your labelled data the model handed back scores below") > table_end
+
+
+def test_the_teacher_is_named_where_it_does_not_lead_a_tie_included() -> None:
+    before = {"clustering": 86.88, "classification": 67.90, "sts": 82.03}
+    teacher = {"clustering": 90.10, "classification": 67.90, "sts": 81.00}
+    line = teacher_not_ahead(before, teacher, "all-mpnet-base-v2")
+    assert line is not None and "the teacher (all-mpnet-base-v2)" in line
+    assert "classification 67.90 against 67.90" in line and "sts 81.00 against 82.03" in line
+    assert "clustering" not in line  # it leads there
+    assert teacher_not_ahead(before, {**teacher, "classification": 68.0, "sts": 82.5}, "t") is None
+    assert teacher_not_ahead(before, {}, "t") is None  # no teacher scored: nothing to say
+
+
+def test_the_teacher_is_scored_before_its_pass_and_the_warning_reaches_summary_and_report(
+        tiny_bert_dir, teacher_dir, tmp_path) -> None:
+    """With labelled data, the teacher (48 wide) is scored before its pass over the text and before training; where
+    it does not lead the untouched student (32 wide), the warning is said then, and again in the summary and the
+    report."""
+    out = tmp_path / "adapted"
+    plan = plan_adapt(write_text(tmp_path / "text.txt"), out, model=str(tiny_bert_dir), teacher=str(teacher_dir),
+                      recipe="vectors", steps=2, batch_size=8, max_length=16, overrides=("train.precision=fp32",))
+    seen = []
+
+    def evaluate(encoder):
+        width = encoder.encode(["a line"]).shape[1]
+        seen.append((width, (out / TEACHER_DIR).exists(), (out / "metrics.jsonl").exists()))
+        return {"retrieval": 88.59} if width == 48 else {"retrieval": 90.72}
+
+    said: list[str] = []
+    with reporting(Reporter(lines=said.append)):
+        result = run_adapt(plan, evaluate=evaluate)
+    # the untouched student, then the teacher before its pass and before any training step, then the model handed back
+    assert [width for width, *_ in seen] == [32, 48, 32]
+    assert seen[1][1:] == (False, False)
+    warned = [i for i, line in enumerate(said) if line.startswith("warning: on your labelled data the teacher")]
+    passes = [i for i, line in enumerate(said) if line.startswith("teacher pass")]
+    assert len(warned) == 1 and passes and warned[0] < passes[0]
+    assert result.teacher_scores == {"retrieval": 88.59}
+    assert json.loads((out / "adapt.json").read_text())["teacher_scores"] == {"retrieval": 88.59}
+    summary = summary_of(result)
+    assert f"the teacher ({teacher_dir}) does not score above the untouched model (retrieval 88.59 against 90.72)" \
+        in summary
+    report = (out / "adapt-report.md").read_text()
+    assert "The teacher on your labelled data, before training: retrieval 88.59." in report
+    assert "**On your labelled data the teacher" in report
+
+
+def test_a_teacher_that_leads_brings_no_warning(tmp_path) -> None:
+    result = AdaptResult(tmp_path / "m", 200, "fixed-budget", {"retrieval": 78.39}, {"retrieval": 78.70}, 60.0,
+                         tmp_path / "r.md", 0.75, "all-mpnet-base-v2", {"retrieval": 83.11})
+    assert "warning" not in summary_of(result)

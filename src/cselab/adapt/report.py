@@ -41,6 +41,22 @@ def scores_lost(before: Mapping[str, float], after: Mapping[str, float]) -> str 
             "for this task keep the untouched model, or try another recipe (--task, --recipe)")
 
 
+# what the warning of a teacher that does not lead advises (the domain study's check on linux-man-overviews)
+TEACHER_BEHIND_ADVICE = "stop now (Ctrl-C) and try --no-teacher, or keep the untouched model"
+
+
+def teacher_not_ahead(before: Mapping[str, float], teacher_scores: Mapping[str, float], teacher: str) -> str | None:
+    """A line saying which of the user's scores the teacher does not lead the untouched model on (every score is
+    higher-is-better; a tie is no lead), or None when it leads on all. Where the teacher was behind on the task, its
+    distillation made the model worse, and no label-free signal foresaw it; the user's labels can, before training."""
+    behind = [f"{key} {teacher_scores[key]:.2f} against {old:.2f}" for key, old in before.items()
+              if key in teacher_scores and teacher_scores[key] <= old]
+    if not behind:
+        return None
+    return (f"on your labelled data the teacher ({teacher}) does not score above the untouched model "
+            f"({'; '.join(behind)}), so distilling it may make the model worse: {TEACHER_BEHIND_ADVICE}")
+
+
 CRITERION_NAMES = {"held-out/-distillation-loss": "held-out distillation loss", "held-out/-infonce": "held-out InfoNCE",
                    "teacher-agreement/dev": "agreement with the teacher (Spearman x 100)",
                    "held-out/-guarded-distillation-loss": "held-out distillation loss / step 0's (lines, passages)"}
@@ -79,8 +95,14 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
             lines.append(f"| {key} | {old:.2f} | {new:.2f} | {change} |" if new is not None
                          else f"| {key} | {old:.2f} | | |")
         lines.append("")
-        if lost := scores_lost(summary["before"], summary["after"]):
-            lines += [f"**{lost[0].upper()}{lost[1:]}.**", ""]
+        teacher_scores = summary.get("teacher_scores") or {}
+        if teacher_scores:
+            lines += ["The teacher on your labelled data, before training: "
+                      + ", ".join(f"{key} {value:.2f}" for key, value in teacher_scores.items()) + ".", ""]
+        for warning in (teacher_not_ahead(summary["before"], teacher_scores, str(summary["teacher"])),
+                        scores_lost(summary["before"], summary["after"])):
+            if warning:
+                lines += [f"**{warning[0].upper()}{warning[1:]}.**", ""]
     if curve:
         lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]
     if drawn is not None:

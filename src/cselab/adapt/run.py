@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from cselab.adapt.plan import (
     read_text,
     write_texts,
 )
-from cselab.adapt.report import annotate_model, scores_lost, write_report
+from cselab.adapt.report import annotate_model, scores_lost, teacher_not_ahead, write_report
 from cselab.adapt.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
@@ -61,6 +61,8 @@ class AdaptResult:
     wall_s: float
     report: Path
     mix: float = 1.0  # the selected model's share of the weights of model_dir, mixed with the untouched model's
+    teacher: str | None = None
+    teacher_scores: dict[str, float] = field(default_factory=dict)  # the teacher's, before training
 
 
 def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str:
@@ -127,7 +129,8 @@ def _finished_result(plan: AdaptPlan) -> AdaptResult:
     summary = json.loads((plan.output_dir / ADAPT_FILE).read_text(encoding="utf-8"))
     return AdaptResult(plan.model_dir, summary.get("best_step"), summary.get("selection", plan.selection),
                        summary.get("before") or {}, summary.get("after") or {}, float(summary.get("wall_s") or 0.0),
-                       plan.output_dir / "adapt-report.md", float(summary.get("mix", 1.0)))
+                       plan.output_dir / "adapt-report.md", float(summary.get("mix", 1.0)), summary.get("teacher"),
+                       summary.get("teacher_scores") or {})
 
 
 def _texts_in_place(plan: AdaptPlan) -> bool:
@@ -215,7 +218,11 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file())
             adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
                                "wall_s": round(kept.wall_s, 3)}
+        clock = time.perf_counter()
+        before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
+        evaluate_s = time.perf_counter() - clock
         teacher_s = 0.0
+        teacher_scores: dict[str, float] = {}
         teacher_held = None
         teacher_views: dict[str, Any] = {}
         if plan.teacher is not None:
@@ -226,17 +233,22 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             exports = None if plan.teacher_plan is None else plan.output_dir / ADAPTED_TEACHER_EXPORTS_DIR
             options = {"model": load_teacher(plan.teacher, device), "requested_precision": plan.config.train.precision,
                        "export_dir": exports}
+            scoring_s = 0.0
+            if evaluate:  # said before the pass and the training, so that a user can stop before paying for them
+                scoring = time.perf_counter()
+                teacher_scores = evaluate(options["model"])
+                scoring_s = time.perf_counter() - scoring
+                evaluate_s += scoring_s
+                if behind := teacher_not_ahead(before, teacher_scores, plan.teacher):
+                    report().say(f"warning: {behind}")
             # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
             teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
             del options
-            teacher_s = time.perf_counter() - clock
+            teacher_s = time.perf_counter() - clock - scoring_s
         selector = _selector(plan, teacher_held, teacher_views)
-        clock = time.perf_counter()
-        before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
-        evaluate_s = time.perf_counter() - clock
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps))
         clock = time.perf_counter()
@@ -258,7 +270,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "criterion": getattr(selector, "primary", None),
                    "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
-                   "before": before, "after": after, "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
+                   "before": before, "after": after,
+                   **({"teacher_scores": teacher_scores} if teacher_scores else {}),
+                   "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
@@ -267,7 +281,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         annotate_model(model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
-    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix)
+    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
+                       plan.teacher, teacher_scores)
 
 
 def summary_of(result: AdaptResult) -> str:
@@ -277,8 +292,10 @@ def summary_of(result: AdaptResult) -> str:
         new = result.after.get(key)
         if new is not None:
             lines.append(f"{key}: {old:.2f} -> {new:.2f} ({new - old:+.2f})")
-    if lost := scores_lost(result.before, result.after):
-        lines.append(f"warning: {lost}")
+    for warning in (teacher_not_ahead(result.before, result.teacher_scores, str(result.teacher)),
+                    scores_lost(result.before, result.after)):
+        if warning:
+            lines.append(f"warning: {warning}")
     lines.append(f"report: {result.report} ({result.wall_s:.0f} s)")
     return "\n".join(lines)
 

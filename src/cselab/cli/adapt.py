@@ -92,7 +92,8 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     --adapt-teacher it adapts the teacher to your text first); with
     --no-teacher (or no teacher at hand) it trains MODEL with SimCSE. A part of your text is held out
     and never trained on. No labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and
-    after on your labelled data. Everything is checked before anything is written."""
+    after on your labelled data, and the teacher before training (it warns at once where the teacher does not
+    lead). Everything is checked before anything is written."""
     from cselab.adapt import plan_adapt
     from cselab.adapt.plan import plan_facts, read_text
     from cselab.adapt.run import check_output
