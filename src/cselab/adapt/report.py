@@ -123,7 +123,7 @@ def _time_split(summary: dict[str, Any]) -> str:
     adapting = f"{first['wall_s']:.0f} s adapting the teacher, " if first else ""
     teacher = f"{summary['teacher_s']:.0f} s the teacher's pass, " if summary.get("teacher_s") else ""
     return (f" ({adapting}{teacher}{summary['train_s']:.0f} s training, {summary['evaluate_s']:.0f} s scoring "
-            "before/after)")
+            "on your labelled data)")
 
 
 def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],
