@@ -47,7 +47,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="a record file read beside the suite's (a screen's, e.g. domains_screen.jsonl)")
     args = parser.parse_args(argv)
     from cselab.errors import CselabError
-    from lab.domain_study.study import read_domain_records, read_suite_and_check_records, recipes_table, seeds_table
+    from lab.domain_study.study import (
+        default_configuration,
+        read_domain_records,
+        read_suite_and_check_records,
+        recipes_table,
+        seeds_table,
+    )
 
     try:
         seeds = None if args.seeds is None else [int(s) for s in args.seeds.split(",")]
@@ -62,8 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(configurations or ()) - known)
     if unknown:
         parser.error(f"--configurations: no record of {', '.join(unknown)}")
-    table = seeds_table if args.per_seed else recipes_table
-    print(table(chosen_records(records, configurations, seeds)))
+    chosen = chosen_records(records, configurations, seeds)
+    # the default is the one of all the records: among some configurations the former default would stand in for it
+    print(seeds_table(chosen) if args.per_seed else recipes_table(chosen, default=default_configuration(records)))
 
 
 if __name__ == "__main__":

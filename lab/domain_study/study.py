@@ -566,16 +566,17 @@ def domains_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def recipes_table(records: Sequence[dict[str, Any]]) -> str:
+def recipes_table(records: Sequence[dict[str, Any]], default: str | None = None) -> str:
     """The user's guide's one table of results (the ``<!-- cselab:domain-recipes -->`` block): a row per
     configuration, a column per domain; each cell the seed mean of the domain's main score, its difference to the
     untouched checkpoint, and how many seeds at how many steps (``-``: not run). The last column is the rule that
     chose the default: the mean of those differences over the suite's domains, and the worst of them (``-`` unless
-    the configuration ran on every suite domain). ``cselab adapt``'s default row is marked."""
+    the configuration ran on every suite domain). ``cselab adapt``'s default row is marked: ``default``, or when None
+    :func:`default_configuration` of ``records`` (a caller showing some configurations only names it from all)."""
     groups = group_runs(records)
     domains = sorted({d for d, _ in groups}, key=_domain_order)
     configurations = sorted({c for _, c in groups}, key=_configuration_order)
-    default = default_configuration(records)
+    default = default_configuration(records) if default is None else default
     reference = {d: _mean([r["main_score"] for r in runs]) for (d, c), runs in groups.items() if c == REFERENCE}
     header = ["configuration", *(f"{d} ({ALL_DOMAINS[d].main_task})" if d in ALL_DOMAINS else d for d in domains),
               "suite: mean change, worst"]

@@ -789,6 +789,12 @@ def test_the_comparison_keeps_the_chosen_seeds_and_the_checkpoint(tmp_path, caps
     # seeds 1 and 2 only: (83 + 84) / 2 = 83.5, 2.5 below the checkpoint; seed 3's 90 is left out
     assert [c.strip() for c in rows[1].strip("|").split("|")][1] == "83.50 (-2.50); 2x50 steps"
     assert len(rows) == 2
+    # cselab-simcse is the former default; the records' own default (not among those shown) is, so none is marked
+    (tmp_path / "domains_check.jsonl").write_text(json.dumps(_record("bbc-news", DEFAULT_CONFIGURATION, 1, 88.0, 82.0,
+                                                                     10.0)) + "\n")
+    compare.main(["--results", str(tmp_path), "--configurations", "cselab-simcse"])
+    assert "(the default)" not in capsys.readouterr().out
+    (tmp_path / "domains_check.jsonl").write_text("")
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--configurations", "nothing-such"])
     assert "no record of nothing-such" in capsys.readouterr().err
