@@ -101,11 +101,43 @@ def _fortunes_deb(path: Path) -> Path:
     return deb(path, files)
 
 
+FAQ_SHARED = "This answer sentence is also in the reference text."  # must leave the text if its answer is a test
+
+
+def _pod(*blocks: str) -> bytes:
+    return "\n\n".join(blocks).encode() + b"\n"
+
+
+def _perl_doc_deb(path: Path) -> Path:
+    """Two questions in each perlfaq pod (the first with a contributor note, a code block and formatting codes), a
+    third whose answer is too short to keep, and one sentence in each reference pod plus the shared one."""
+    files = {}
+    for n in range(1, 10):
+        blocks = ["=head1 NAME", f"perlfaq{n} - part {n}", "=head1 Questions"]
+        for q in range(2):
+            blocks += [f"=head2 How do I do thing {n}{q} with C<< $a <=> $b >>?",
+                       "(contributed by A. Person)" if q == 0 else "Some prose first.",
+                       f"Answer {n}{q} says to use C<sort> and B<I<care>>, as L<the manual|perlfunc> and "
+                       f"L<perlop/\"Sorting\"> tell, for E<gt> {n}{q} reasonsX<index>.",
+                       "    my @code = sort { $a <=> $b } @x;  # verbatim, left out",
+                       f"It goes on about thing {n}{q} in one more sentence of several words.",
+                       FAQ_SHARED if (n, q) == (1, 0) else "=over 4", "=item a list item is left out", "=back"]
+        blocks += [f"=head2 Short {n}", "See CPAN."]
+        files[f"usr/share/perl/5.36.0/pod/perlfaq{n}.pod"] = _pod(*blocks)
+    for name in dm.PERL_TEXT_PODS:
+        files[f"usr/share/perl/5.36.0/pod/{name}.pod"] = _pod(
+            "=head1 NAME", f"{name} - the {name} page", "=begin html", "<p>left out</p>", "=end html",
+            f"The {name} reference explains something in a sentence.", FAQ_SHARED)
+    files["usr/share/perl/5.36.0/pod/perl5360delta.pod"] = _pod("=head1 NAME", "Release notes are not text.")
+    return deb(path, files)
+
+
 @pytest.fixture
 def check_home(tmp_path, monkeypatch):
     folder = tmp_path / "archives"
     folder.mkdir()
-    for key, make in (("brown", _brown_tgz), ("manpages", _manpages_deb), ("fortunes", _fortunes_deb)):
+    for key, make in (("brown", _brown_tgz), ("manpages", _manpages_deb), ("fortunes", _fortunes_deb),
+                      ("perl-doc", _perl_doc_deb)):
         path = make(folder / ARCHIVES[key].filename)
         monkeypatch.setitem(ARCHIVES, key, replace(ARCHIVES[key], sha256=sha256_file(path)))
     home = tmp_path / "home"
@@ -147,7 +179,7 @@ def test_half_of_each_genre_is_the_task_and_nothing_of_it_is_in_the_text(check_h
     assert len(transductive) == 8 * 10 + 1  # every document's sentences and the shared one once
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["target"] == "domains-check"
-    assert list(manifest["domains"]) == ["brown-genres", "linux-man-overviews", "fortune-topics"]
+    assert list(manifest["domains"]) == ["brown-genres", "linux-man-overviews", "fortune-topics", "perl-faq"]
     for name, entry in manifest["files"].items():
         assert entry["sha256"] == sha256_file(root / name)
 
@@ -209,6 +241,40 @@ def test_the_largest_topics_give_at_most_the_cap(tmp_path, monkeypatch):
     assert info["test_labels"] == {category: 1 for category in dm.FORTUNE_CATEGORIES}
 
 
+def test_pod_formatting_codes_show_their_text():
+    assert dm._pod_codes("C<< $a <=> $b >> and C<int()>")[0] == "$a <=> $b and int()"
+    assert dm._pod_codes('L<the manual|perlfunc>, L<perlop/"Sorting">, L<perlsyn>, L<http://x.org/a>')[0] == (
+        'the manual, "Sorting" in perlop, perlsyn, http://x.org/a')
+    assert dm._pod_codes("B<I<nested>> E<gt>E<lt>E<sol>E<65>E<eacute> X<index>Z<>.")[0] == "nested ></Aé ."
+
+
+def test_perl_faq_questions_find_their_answers_and_the_test_stays_out_of_the_text(check_home):
+    root = check_home / "domains-check" / "perl-faq"
+    retrieval = read_retrieval(dm.domain_files("perl-faq", check_home)["retrieval"])
+    # 18 questions with a prose answer (the "Short" ones are dropped): half are the test, each with its own answer
+    assert len(retrieval.queries) == 9 and len(retrieval.corpus) == 9
+    for qid, docs in retrieval.qrels.items():
+        (doc,) = docs
+        nq = re.fullmatch(r"How do I do thing (\d\d) with \$a <=> \$b\?", retrieval.queries[qid]).group(1)
+        answer = retrieval.corpus[doc]
+        assert answer.startswith("Some prose first. " if nq[1] == "1" else f"Answer {nq} says")  # no contributor
+        assert (f'Answer {nq} says to use sort and care, as the manual and "Sorting" in perlop tell, for > {nq} '
+                f"reasons. It goes on about thing {nq}") in answer
+        assert "my @code" not in answer and "list item" not in answer
+    train = (root / dm.TRAIN_FILE).read_text(encoding="utf-8").splitlines()
+    test_numbers = {re.search(r"thing (\d\d)", q).group(1) for q in retrieval.queries.values()}
+    train_numbers = {f"{n}{q}" for n in range(1, 10) for q in range(2)} - test_numbers
+    # the other questions and their sentences, and every reference pod's sentence, are the text; no test item
+    assert all(any(f"thing {nq} with" in line for line in train) for nq in train_numbers)
+    assert not [line for line in train if re.search(r"thing (\d\d)", line)
+                and re.search(r"thing (\d\d)", line).group(1) in test_numbers]
+    assert all(f"The {name} reference explains something in a sentence." in train for name in dm.PERL_TEXT_PODS)
+    assert (FAQ_SHARED in train) == ("10" in train_numbers)
+    assert not [line for line in train if "left out" in line or "Release notes" in line]
+    info = json.loads((root / dm.DOMAIN_FILE).read_text())
+    assert (info["questions"], info["kept_questions"], info["test_queries"]) == (27, 18, 9)
+
+
 def test_a_check_fetched_before_a_domain_joined_it_says_to_rebuild(check_home):
     manifest = check_home / "domains-check" / "manifest.json"
     shutil.rmtree(check_home / "domains-check" / "linux-man-overviews")
@@ -222,7 +288,8 @@ def test_the_check_domain_stays_out_of_the_suite(tmp_path):
     assert "linux-man-overviews" not in dm.DOMAINS
     assert set(dm.MAN_SECTIONS["linux-man"]).isdisjoint(dm.MAN_SECTIONS["linux-man-overviews"])
     assert "fortune-topics" not in dm.DOMAINS
-    assert TARGET_ARCHIVES["domains-check"] == ("brown", "manpages", "fortunes")
+    assert "perl-faq" not in dm.DOMAINS
+    assert TARGET_ARCHIVES["domains-check"] == ("brown", "manpages", "fortunes", "perl-doc")
     with pytest.raises(CselabError, match=r"not found in .*domains-check: run `cselab data fetch domains-check` first"):
         dm.train_text("brown-genres", tmp_path)
     with pytest.raises(CselabError, match="kept outside it: brown-genres"):
@@ -260,6 +327,13 @@ def test_network_check_domains_counts_and_checksums(tmp_path):
         "0d0e83ab178cb04b7138a207953eb4228a7d7c1fdbcf4ad5cc82b44929b5414d")
     assert sha256_file(out / "fortune-topics" / "train.txt") == (
         "403b7488da3d09ad8e0a1e1170cc06b8fea2b7fb479416c8a3c418c6936362df")
+    perl = json.loads((out / "manifest.json").read_text())["domains"]["perl-faq"]
+    assert (perl["questions"], perl["kept_questions"], perl["train_lines"], perl["test_queries"]) == (306, 287, 11971,
+                                                                                                      144)
+    assert sha256_file(out / "perl-faq" / "train.txt") == (
+        "4caee6df2a0501860ebe6d75fd43f9bce20200ee3714d31e441519356bfdb2b7")
+    assert sha256_file(out / "perl-faq" / "retrieval" / "corpus.tsv") == (
+        "40007cb0d4411dffda40fedd9aae1e6028dd1f23fd94b055b75a1493cf539d89")
 
 
 def test_genres_come_from_cats_txt_not_the_file_letters(tmp_path):

@@ -34,7 +34,7 @@ from cselab.vocabulary import POOLERS
 @click.option("--retrieval", "retrieval_dir", type=click.Path(path_type=Path),
               help="your directory with queries.tsv, corpus.tsv, qrels.tsv: nDCG@10 (mteb retrieval)")
 @click.option("--domain", help="a domain of the suite (`cselab data fetch domains`), e.g. bbc-news, "
-              "or brown-genres, linux-man-overviews, fortune-topics (`domains-check`)")
+              "or brown-genres, linux-man-overviews, fortune-topics, perl-faq (`domains-check`)")
 @precision_opt
 @backend_opt
 @device_opt

