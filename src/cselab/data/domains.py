@@ -733,10 +733,11 @@ def perl_faq(deb: Path) -> tuple[list[dict], list[str]]:
 
     questions: list[dict] = []
     for name in PERL_FAQ_PODS:
+        source = pod(name)
         answers: dict[str, list[str]] = {}
-        for heading, paragraph in pod_prose(pod(name)):
+        for heading, paragraph in pod_prose(source):
             answers.setdefault(heading, []).append(paragraph)
-        for line in re.findall(r"(?m)^=head2\s+(.+)$", pod(name)):
+        for line in re.findall(r"(?m)^=head2\s+(.+)$", source):
             question = _clean(_pod_codes(line)[0])
             answer = _clean(_CONTRIBUTED.sub("", " ".join(answers.get(question, []))))
             questions.append({"question": question, "answer": answer, "pod": name})
