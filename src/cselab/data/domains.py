@@ -203,6 +203,22 @@ def _split_text(train: list[str], test: list[str]) -> tuple[list[str], list[str]
     return (corpus_lib.shuffled(kept, SEED), corpus_lib.shuffled(_dedupe([*kept, *test]), SEED))
 
 
+def _write_texts(out: Path, name: str, train_text: list[str], test_text: list[str]) -> tuple[list[str], list[str]]:
+    """Write ``train.txt`` and ``train-transductive.txt`` of :func:`_split_text` and check, on the file as written,
+    that no test line is in ``train.txt``; returns both lists."""
+    train, transductive = _split_text(train_text, test_text)
+    _write_lines(out / TRAIN_FILE, train)
+    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    _leak_check(name, out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    return train, transductive
+
+
+def _write_retrieval(out: Path, queries: list[str], corpus: list[str], qrels: list[str]) -> None:
+    retrieval = out / TASK_FILES["retrieval"]
+    for file, lines in zip(RETRIEVAL_FILES, (queries, corpus, qrels), strict=True):
+        _write_lines(retrieval / file, lines)
+
+
 def _stratified_test(labels: list[str], fraction: float, seed: int, at_most: int | None = None) -> set[int]:
     """Indices of the test rows: ``fraction`` of each label's rows (rounded; at most ``at_most`` of them), drawn with
     ``seed``."""
@@ -254,11 +270,8 @@ def build_stsb(wheel: Path, out: Path) -> dict:
     text = indomain_text("stsb-train-minus-stsb-eval", rows)
     test = rows["test"]
     test_sentences = [_clean(s) for r in test for s in (r.sentence1, r.sentence2)]
-    train, transductive = _split_text([_clean(s) for s in text.sentences], test_sentences)
-    _write_lines(out / TRAIN_FILE, train)
-    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    train, transductive = _write_texts(out, "stsb", [_clean(s) for s in text.sentences], test_sentences)
     _write_lines(out / TASK_FILES["pairs"], (_tsv(r.sentence1, r.sentence2, r.score) for r in test))
-    _leak_check("stsb", out / TRAIN_FILE, {sentence_key(s) for s in test_sentences})
     return {"train_lines": len(train), "transductive_lines": len(transductive), "test_pairs": len(test),
             "test_sentences": len(_dedupe(test_sentences)), "train_unit": "sentence",
             "text": "STS-B train sentences minus every sentence of an STS-B dev or test pair (b2)"}
@@ -316,11 +329,8 @@ def build_tweets(tweets: list[dict], out: Path) -> dict:
     test = [t for t in tweets if t["split"] == "test"]
     rest = [_clean(t["text"]) for t in tweets if t["split"] != "test"]
     test_texts = [_clean(t["text"]) for t in test]
-    train, transductive = _split_text(rest, test_texts)
-    _write_lines(out / TRAIN_FILE, train)
-    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    train, transductive = _write_texts(out, "tweets", rest, test_texts)
     _write_lines(out / TASK_FILES["labels"], (_tsv(t["text"], t["label"]) for t in test))
-    _leak_check("tweets", out / TRAIN_FILE, {sentence_key(t) for t in test_texts})
     return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "tweet",
             "test_items": len(test), "test_labels": _counts(t["label"] for t in test),
             "case_duplicates_dropped": dropped, "text": "the tweets outside the test set, one per line"}
@@ -481,15 +491,10 @@ def build_linux_man(deb: Path, out: Path, name: str = "linux-man") -> dict:
             words = " ".join(page["description"]).split()
             corpus.append(_tsv(page["page"], " ".join(words[:MAN_DOC_WORDS])))
             qrels.append(_tsv(qid, page["page"], 1))
-    retrieval = out / TASK_FILES["retrieval"]
-    for name, lines in zip(RETRIEVAL_FILES, (queries, corpus, qrels), strict=True):
-        _write_lines(retrieval / name, lines)
+    _write_retrieval(out, queries, corpus, qrels)
     test_text = [*(p["summary"] for p in test_pages), *_sentences(par for p in test_pages for par in p["description"])]
     train_text = [*(p["summary"] for p in rest), *_sentences(par for p in rest for par in p["description"])]
-    train, transductive = _split_text(train_text, test_text)
-    _write_lines(out / TRAIN_FILE, train)
-    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
-    _leak_check(name, out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    train, transductive = _write_texts(out, name, train_text, test_text)
     return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
             "pages": len(pages), "train_pages": len(rest), "test_queries": len(queries), "test_documents": len(corpus),
             "document_words": MAN_DOC_WORDS, "test_fraction": MAN_TEST_FRACTION, "seed": SEED,
@@ -627,11 +632,8 @@ def build_fortune_topics(deb: Path, out: Path) -> dict:
     test = [item for i, item in enumerate(items) if i in test_idx]
     rest = [item for i, item in enumerate(items) if i not in test_idx]
     test_text = [*(t["text"] for t in test), *_sentences(t["text"] for t in test)]
-    train, transductive = _split_text(_sentences(r["text"] for r in rest), test_text)
-    _write_lines(out / TRAIN_FILE, train)
-    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
+    train, transductive = _write_texts(out, "fortune-topics", _sentences(r["text"] for r in rest), test_text)
     _write_lines(out / TASK_FILES["labels"], (_tsv(t["text"], t["category"]) for t in test))
-    _leak_check("fortune-topics", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
     return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
             "fortunes": len(items), "train_fortunes": len(rest), "test_items": len(test),
             "test_labels": _counts(t["category"] for t in test), "test_fraction": FORTUNE_TEST_FRACTION,
@@ -652,6 +654,7 @@ PERL_FAQ_TEST_FRACTION = 0.5
 PERL_FAQ_DOC_WORDS = MAN_DOC_WORDS  # an answer's document: its first prose words, as the man-page domains cut
 PERL_FAQ_MIN_ANSWER_WORDS = 20  # an answer that is nearly all code has no prose to find
 _POD_ENTITIES = {"sol": "/", "verbar": "|", "apos": "'"}  # the others by their HTML 4 names
+_POD_CODE = re.compile(r"([IBCFSLXZE])<(<+\s)?")
 _CONTRIBUTED = re.compile(r"\((?:contributed|written|answer) by [^)]*\)\s*", re.IGNORECASE)
 
 
@@ -673,10 +676,10 @@ def _pod_codes(text: str, start: int = 0, closer: str = "") -> tuple[str, int]:
     while i < len(text):
         if closer and text.startswith(closer, i):
             return "".join(out), i + len(closer)
-        code = re.match(r"([A-Z])<(<+\s)?", text[i:])
-        if code and code.group(1) in "IBCFSLXZE":
+        code = _POD_CODE.match(text, i)
+        if code:
             brackets = code.group(2)  # "C<< x >>": the opening brackets and a space, closed by a space and as many
-            inner, i = _pod_codes(text, i + code.end(), " " + ">" * len(brackets) if brackets else ">")
+            inner, i = _pod_codes(text, code.end(), " " + ">" * len(brackets) if brackets else ">")
             inner = inner.strip() if brackets else inner
             letter = code.group(1)
             if letter in "XZ":
@@ -765,15 +768,10 @@ def build_perl_faq(deb: Path, out: Path) -> dict:
         queries.append(_tsv(qid, q["question"]))
         corpus.append(_tsv(doc, " ".join(q["answer"].split()[:PERL_FAQ_DOC_WORDS])))
         qrels.append(_tsv(qid, doc, 1))
-    retrieval = out / TASK_FILES["retrieval"]
-    for name, lines in zip(RETRIEVAL_FILES, (queries, corpus, qrels), strict=True):
-        _write_lines(retrieval / name, lines)
+    _write_retrieval(out, queries, corpus, qrels)
     test_text = [*(q["question"] for q in test), *_sentences(q["answer"] for q in test)]
     train_text = [*(q["question"] for q in rest), *_sentences(q["answer"] for q in rest), *_sentences(reference)]
-    train, transductive = _split_text(train_text, test_text)
-    _write_lines(out / TRAIN_FILE, train)
-    _write_lines(out / TRANSDUCTIVE_FILE, transductive)
-    _leak_check("perl-faq", out / TRAIN_FILE, {sentence_key(t) for t in test_text})
+    train, transductive = _write_texts(out, "perl-faq", train_text, test_text)
     return {"train_lines": len(train), "transductive_lines": len(transductive), "train_unit": "sentence",
             "questions": len(questions), "kept_questions": len(kept), "train_questions": len(rest),
             "test_queries": len(queries), "test_documents": len(corpus), "document_words": PERL_FAQ_DOC_WORDS,
