@@ -119,9 +119,9 @@ def _perl_doc_deb(path: Path) -> Path:
                        "(contributed by A. Person)" if q == 0 else "Some prose first.",
                        f"Answer {n}{q} says to use C<sort> and B<I<care>>, as L<the manual|perlfunc> and "
                        f"L<perlop/\"Sorting\"> tell, for E<gt> {n}{q} reasonsX<index>.",
-                       "    my @code = sort { $a <=> $b } @x;  # verbatim, left out",
+                       "\n    my @code = sort { $a <=> $b } @x;  # verbatim after two blank lines, left out",
                        f"It goes on about thing {n}{q} in one more sentence of several words.",
-                       FAQ_SHARED if (n, q) == (1, 0) else "=over 4", "=item a list item is left out", "=back"]
+                       FAQ_SHARED if (n, q) == (1, 0) else "\n=over 4", "=item a list item is left out", "=back"]
         blocks += [f"=head2 Short {n}", "See CPAN."]
         files[f"usr/share/perl/5.36.0/pod/perlfaq{n}.pod"] = _pod(*blocks)
     for name in dm.PERL_TEXT_PODS:
@@ -248,6 +248,18 @@ def test_pod_formatting_codes_show_their_text():
     assert dm._pod_codes("B<I<nested>> E<gt>E<lt>E<sol>E<65>E<eacute> X<index>Z<>.")[0] == "nested ></Aé ."
 
 
+def test_pod_sections_split_blocks_at_any_run_of_blank_lines():
+    source = ("Before any heading.\r\n\r\n=head1 NAME\n\nperlx - a page\n\n\n=head2 How do I\nsort?\n"
+              "\nFirst line\nsecond line.\n \t\n\n    verbatim();\n\n\n=over 4\n\n=item B<one>\n\nItem prose.\n\n"
+              "=back\n\n=head3 Sub\n\nUnder head3.\n\n\n=begin html\n\n<p>x</p>\n\n\n=end html\n\n"
+              "=begin text\nall in one block\n=end text\n\nAfter the block.\n\n=cut\n")
+    assert dm.pod_sections(source) == [
+        (0, "", ["Before any heading."]),
+        (1, "NAME", ["perlx - a page"]),
+        (2, "How do I sort?", ["First line second line.", "Item prose.", "Under head3.", "After the block."])]
+    assert dm.pod_sections("=head2 Empty\n\n\n    code only\n") == [(2, "Empty", [])]
+
+
 def test_perl_faq_questions_find_their_answers_and_the_test_stays_out_of_the_text(check_home):
     root = check_home / "domains-check" / "perl-faq"
     retrieval = read_retrieval(dm.domain_files("perl-faq", check_home)["retrieval"])
@@ -281,6 +293,23 @@ def test_a_check_fetched_before_a_domain_joined_it_says_to_rebuild(check_home):
     assert manifest.is_file()
     with pytest.raises(CselabError, match=r"run `cselab data fetch domains-check --rebuild` to add it"):
         dm.train_text("linux-man-overviews", check_home)
+
+
+def test_a_domain_built_by_an_older_cselab_says_to_rebuild(check_home):
+    info_path = check_home / "domains-check" / "perl-faq" / dm.DOMAIN_FILE
+    info = json.loads(info_path.read_text())
+    assert info["build"] == dm.get_domain("perl-faq").build == 2 and dm.get_domain("bbc-news").build == 1
+    del info["build"]  # what a home fetched before builds were recorded holds
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(CselabError, match=r"holds build 1 of domain 'perl-faq', and this cselab reads build 2: run "
+                                          r"`cselab data fetch domains-check --rebuild`$"):
+        dm.domain_files("perl-faq", check_home)
+    info_path.write_text("{not json")
+    with pytest.raises(CselabError, match=r"holds build unreadable of domain 'perl-faq'.*--rebuild`$"):
+        dm.train_text("perl-faq", check_home)
+    assert dm.train_text("fortune-topics", check_home).is_file()  # the others are untouched
+    fetch("domains-check", home=check_home, rebuild=True, from_dir=check_home.parent / "archives")
+    assert dm.train_text("perl-faq", check_home).is_file()
 
 
 def test_the_check_domain_stays_out_of_the_suite(tmp_path):
@@ -328,12 +357,12 @@ def test_network_check_domains_counts_and_checksums(tmp_path):
     assert sha256_file(out / "fortune-topics" / "train.txt") == (
         "403b7488da3d09ad8e0a1e1170cc06b8fea2b7fb479416c8a3c418c6936362df")
     perl = json.loads((out / "manifest.json").read_text())["domains"]["perl-faq"]
-    assert (perl["questions"], perl["kept_questions"], perl["train_lines"], perl["test_queries"]) == (306, 287, 11971,
-                                                                                                      144)
+    assert (perl["questions"], perl["kept_questions"], perl["train_lines"], perl["test_queries"]) == (306, 290, 11868,
+                                                                                                      145)
     assert sha256_file(out / "perl-faq" / "train.txt") == (
-        "4caee6df2a0501860ebe6d75fd43f9bce20200ee3714d31e441519356bfdb2b7")
+        "5fddeab609942dbb0c71c5569c2fa6742d6bdf09a35ce13a12c5c50bdfc144fa")
     assert sha256_file(out / "perl-faq" / "retrieval" / "corpus.tsv") == (
-        "40007cb0d4411dffda40fedd9aae1e6028dd1f23fd94b055b75a1493cf539d89")
+        "6a3a67ac5ad401cc05f81aedbcf7a1e5c2ef79e163840e348dd275acecd9a852")
 
 
 def test_genres_come_from_cats_txt_not_the_file_letters(tmp_path):

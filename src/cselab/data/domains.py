@@ -89,6 +89,7 @@ class Domain:
     archives: tuple[str, ...]  # keys of cselab.data.fetch.ARCHIVES
     description: str
     target: str = "domains"  # the fetch target that builds it: the suite, or the check domain kept outside it
+    build: int = 1  # raised when a fix changes the built files, so a home holding an older build is told to rebuild
 
     @property
     def main_metric(self) -> str:
@@ -125,7 +126,8 @@ CHECK_DOMAINS: dict[str, Domain] = {d.name: d for d in (
            target=CHECK_TARGET),
     Domain("perl-faq", "retrieval", "retrieval", ("perl-doc",),
            "Perl's FAQ (perlfaq1-9, Debian perl-doc 5.36.0): a question retrieves the start of its answer; the other "
-           "questions and answers and Perl's tutorials and language reference are the text", target=CHECK_TARGET),
+           "questions and answers and Perl's tutorials and language reference are the text", target=CHECK_TARGET,
+           build=2),  # 2: pod blocks split at any run of blank lines (build 1 read some code and commands as prose)
 )}
 # The man-page sections each retrieval domain is built from: no page is in both.
 MAN_SECTIONS = {"linux-man": "23", "linux-man-overviews": "145678"}
@@ -155,7 +157,23 @@ def domain_dir(name: str, home: Path | None = None) -> Path:
         if (root / "manifest.json").is_file():  # fetched before this domain was part of its target
             hint = f"run `cselab data fetch {domain.target} --rebuild` to add it"
         raise CselabError(f"domain {name!r} not found in {root}: {hint}")
+    built = _built(path / DOMAIN_FILE)
+    if built != domain.build:
+        raise CselabError(f"{root} holds build {built} of domain {name!r}, and this cselab reads build "
+                          f"{domain.build}: run `cselab data fetch {domain.target} --rebuild`")
     return path
+
+
+def _built(info: Path) -> int | str:
+    """The build recorded in a fetched domain's ``domain.json`` (1 when it has none: every build before there were
+    two); "unreadable" when the file is not a JSON object."""
+    if not info.is_file():
+        return 1
+    try:
+        data = json.loads(info.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return "unreadable"
+    return data.get("build", 1) if isinstance(data, dict) else "unreadable"
 
 
 def domain_files(name: str, home: Path | None = None) -> dict[str, Path]:
@@ -696,30 +714,25 @@ def _pod_codes(text: str, start: int = 0, closer: str = "") -> tuple[str, int]:
     return "".join(out), i
 
 
-def pod_prose(source: str) -> list[tuple[str, str]]:
-    """The prose of a pod file as ``(heading, paragraph)`` pairs in order: each paragraph under its latest
-    ``=head1``/``=head2`` (formatting codes resolved, lines joined); verbatim (indented) code, the other commands and
-    ``=begin``..``=end`` blocks are left out.
-
-    Known flaw, kept because ``perl-faq``'s pinned files and every record on it were built with it: blocks are split
-    at one blank line, so a block after two or more reads as prose with a leading newline, commands and verbatim code
-    included. In perl-doc 5.36.0 that empties 3 answers (their questions are left out), adds text to 8 others (1 of
-    the 144 test documents differs), and puts 58 lines starting with ``=`` in the text. Mending it changes the split,
-    and the domain's rows would have to be run again."""
-    out, heading, skipping = [], "", False
-    for block in re.split(r"\n[ \t]*\n", source.replace("\r\n", "\n")):
-        if not block.strip():
-            continue
+def pod_sections(source: str) -> list[tuple[int, str, list[str]]]:
+    """The prose of a pod file by section, in order: ``(level, heading, paragraphs)`` for each ``=head1`` (level 1)
+    and ``=head2`` (level 2), after a level-0 section for any prose before the first heading. A paragraph has its
+    formatting codes resolved and its lines joined; verbatim (indented) code, the other commands (``=head3``,
+    ``=item``, ``=over``, ...) and ``=begin``..``=end`` blocks are left out. Blocks are split at one or more blank
+    lines, as pod defines them."""
+    sections: list[tuple[int, str, list[str]]] = [(0, "", [])]
+    skipping = False
+    for block in re.split(r"\n(?:[ \t]*\n)+", source.replace("\r\n", "\n").strip("\n")):
         if skipping:
             skipping = not block.startswith("=end")
             continue
         if block.startswith("=begin"):
-            skipping = True
-        elif re.match(r"=head[12]\s", block):
-            heading = _clean(_pod_codes(block.split(None, 1)[1])[0])
-        elif block[:1] not in ("=", " ", "\t"):
-            out.append((heading, _clean(_pod_codes(block)[0])))
-    return out
+            skipping = "\n=end" not in block
+        elif heading := re.match(r"=head([12])\s+", block):
+            sections.append((int(heading.group(1)), _clean(_pod_codes(block[heading.end():])[0]), []))
+        elif block[:1] not in ("=", " ", "\t", ""):
+            sections[-1][2].append(_clean(_pod_codes(block)[0]))
+    return sections if sections[0][2] else sections[1:]
 
 
 def perl_faq(deb: Path) -> tuple[list[dict], list[str]]:
@@ -736,15 +749,12 @@ def perl_faq(deb: Path) -> tuple[list[dict], list[str]]:
 
     questions: list[dict] = []
     for name in PERL_FAQ_PODS:
-        source = pod(name)
-        answers: dict[str, list[str]] = {}
-        for heading, paragraph in pod_prose(source):
-            answers.setdefault(heading, []).append(paragraph)
-        for line in re.findall(r"(?m)^=head2\s+(.+)$", source):
-            question = _clean(_pod_codes(line)[0])
-            answer = _clean(_CONTRIBUTED.sub("", " ".join(answers.get(question, []))))
-            questions.append({"question": question, "answer": answer, "pod": name})
-    text = [paragraph for name in PERL_TEXT_PODS for _, paragraph in pod_prose(pod(name))]
+        for level, question, paragraphs in pod_sections(pod(name)):
+            if level == 2:
+                answer = _clean(_CONTRIBUTED.sub("", " ".join(paragraphs)))
+                questions.append({"question": question, "answer": answer, "pod": name})
+    text = [paragraph for name in PERL_TEXT_PODS for _, _, paragraphs in pod_sections(pod(name))
+            for paragraph in paragraphs]
     return questions, text
 
 
@@ -823,8 +833,9 @@ def _target_manifest(target: str, domains: dict[str, Domain], built: dict[str, d
 
     for name, info in built.items():
         domain = domains[name]
-        info.update(name=name, task=domain.kind, main_task=domain.main_task, main_metric=domain.main_metric,
-                    description=domain.description, sources=[source_entry(k) for k in domain.archives],
+        info.update(name=name, build=domain.build, task=domain.kind, main_task=domain.main_task,
+                    main_metric=domain.main_metric, description=domain.description,
+                    sources=[source_entry(k) for k in domain.archives],
                     files={"train": TRAIN_FILE, "transductive": TRANSDUCTIVE_FILE, "task": TASK_FILES[domain.kind]})
         (out / name / DOMAIN_FILE).write_bytes(json_bytes(info))
     names = [f for name in built for f in _domain_files(out, name)]
