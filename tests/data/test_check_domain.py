@@ -305,7 +305,8 @@ def test_a_domain_built_by_an_older_cselab_says_to_rebuild(check_home):
                                           r"`cselab data fetch domains-check --rebuild`$"):
         dm.domain_files("perl-faq", check_home)
     info_path.write_text("{not json")
-    with pytest.raises(CselabError, match=r"holds build unreadable of domain 'perl-faq'.*--rebuild`$"):
+    with pytest.raises(CselabError, match=r"has an unreadable perl-faq/domain.json, and this cselab reads build 2: run "
+                                          r"`cselab data fetch domains-check --rebuild`$"):
         dm.train_text("perl-faq", check_home)
     assert dm.train_text("fortune-topics", check_home).is_file()  # the others are untouched
     fetch("domains-check", home=check_home, rebuild=True, from_dir=check_home.parent / "archives")

@@ -159,21 +159,22 @@ def domain_dir(name: str, home: Path | None = None) -> Path:
         raise CselabError(f"domain {name!r} not found in {root}: {hint}")
     built = _built(path / DOMAIN_FILE)
     if built != domain.build:
-        raise CselabError(f"{root} holds build {built} of domain {name!r}, and this cselab reads build "
-                          f"{domain.build}: run `cselab data fetch {domain.target} --rebuild`")
+        found = f"holds build {built} of domain {name!r}" if built is not None else f"has an unreadable {name}/{DOMAIN_FILE}"
+        raise CselabError(f"{root} {found}, and this cselab reads build {domain.build}: run `cselab data fetch "
+                          f"{domain.target} --rebuild`")
     return path
 
 
-def _built(info: Path) -> int | str:
-    """The build recorded in a fetched domain's ``domain.json`` (1 when it has none: every build before there were
-    two); "unreadable" when the file is not a JSON object."""
+def _built(info: Path) -> int | None:
+    """The build recorded in a fetched domain's ``domain.json`` (1 when it records none, as every build before
+    there was a second; ``None`` when the file is not a JSON object)."""
     if not info.is_file():
         return 1
     try:
         data = json.loads(info.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
-        return "unreadable"
-    return data.get("build", 1) if isinstance(data, dict) else "unreadable"
+        return None
+    return data.get("build", 1) if isinstance(data, dict) else None
 
 
 def domain_files(name: str, home: Path | None = None) -> dict[str, Path]:
