@@ -159,7 +159,8 @@ def domain_dir(name: str, home: Path | None = None) -> Path:
         raise CselabError(f"domain {name!r} not found in {root}: {hint}")
     built = _built(path / DOMAIN_FILE)
     if built != domain.build:
-        found = f"holds build {built} of domain {name!r}" if built is not None else f"has an unreadable {name}/{DOMAIN_FILE}"
+        found = (f"holds build {built} of domain {name!r}" if built is not None
+                 else f"has an unreadable {name}/{DOMAIN_FILE}")
         raise CselabError(f"{root} {found}, and this cselab reads build {domain.build}: run `cselab data fetch "
                           f"{domain.target} --rebuild`")
     return path
