@@ -3,6 +3,7 @@ the teacher does not lead it."""
 
 import json
 import time
+from pathlib import Path
 
 from cselab.adapt import plan_adapt
 from cselab.adapt.plan import TEACHER_DIR
@@ -102,3 +103,55 @@ def test_a_teacher_that_leads_brings_no_warning(tmp_path) -> None:
     result = AdaptResult(tmp_path / "m", 200, "fixed-budget", {"retrieval": 78.39}, {"retrieval": 78.70}, 60.0,
                          tmp_path / "r.md", 0.75, "all-mpnet-base-v2", {"retrieval": 83.11})
     assert "warning" not in summary_of(result)
+
+
+def _summary(**extra) -> dict:
+    return {"text": "t.txt", "sentences": 400, "held_out": 20, "model": "m", "teacher": None, "selection":
+            "fixed-budget", "best_step": 3, "steps": 3, "wall_s": 1.0, **extra}
+
+
+def test_the_picture_is_named_for_what_it_draws(tmp_path) -> None:
+    """A fixed budget scores one step: the picture is the user's scores alone and its caption says so; a curve of
+    the selection criterion adds its panel and its name; without labels or a curve there is no picture."""
+    (tmp_path / "metrics.jsonl").write_text("")
+    scores = {"before": {"retrieval": 78.39}, "after": {"retrieval": 79.23}}
+    report = write_report(tmp_path, _summary(**scores)).read_text()
+    assert "![your task: before/after](adapt-report.png)" in report and "selection" not in report.split("![")[1]
+    assert (tmp_path / "adapt-report.png").stat().st_size > 0
+
+    curved = tmp_path / "curved"
+    curved.mkdir()
+    (curved / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "dev": -loss}) + "\n"
+                                                  for s, loss in ((0, 0.30), (5, 0.21), (10, 0.25))))
+    report = write_report(curved, _summary(criterion="held-out/-distillation-loss", **scores)).read_text()
+    assert "![your task: before/after; selection (no labels)](adapt-report.png)" in report
+    assert "held-out distillation loss by step: 0: 0.3, 5: 0.21, 10: 0.25" in report
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "metrics.jsonl").write_text("")
+    report = write_report(bare, _summary()).read_text()
+    assert "![" not in report and not (bare / "adapt-report.png").exists()
+
+
+def test_the_teachers_score_stands_beside_before_and_after(tmp_path, monkeypatch) -> None:
+    """Where the teacher was scored on the user's labels, its bar stands beside before and after, on the keys it was
+    scored on; the drawn heights are the figures given."""
+    import cselab.adapt.report as report_module
+
+    drawn = {}
+
+    def keep(fig, path):
+        drawn["fig"] = fig
+        return Path(path)
+
+    monkeypatch.setattr(report_module, "save_figure", keep)
+    before, after = {"clustering": 86.88, "classification": 67.90}, {"clustering": 88.07, "classification": 69.70}
+    report_module.plot_adaptation(before, after, [], "fixed-budget", False, tmp_path / "p.png",
+                                  {"clustering": 90.10})
+    ax = drawn["fig"].axes[0]
+    heights = {label: [round(p.get_height(), 2) for p in container.patches]
+               for container, label in zip(ax.containers, ("before", "after", "teacher"), strict=True)}
+    assert heights == {"before": [86.88, 67.90], "after": [88.07, 69.70], "teacher": [90.10]}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before", "after", "teacher"]
+    assert ax.get_ylim()[0] == 67.90 - 5.0

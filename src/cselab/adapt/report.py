@@ -79,7 +79,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     name = CRITERION_NAMES.get(str(criterion), str(criterion or summary["selection"]))
     lower_is_better = bool(criterion and "/-" in criterion)
     drawn = plot_adaptation(summary.get("before", {}), summary.get("after", {}), curve, name, lower_is_better,
-                            output_dir / PLOT_FILE)
+                            output_dir / PLOT_FILE, summary.get("teacher_scores") or {})
     lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
              f"{summary['held_out']} held out)", f"- model: {summary['model']}",
              f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
@@ -106,7 +106,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     if curve:
         lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]
     if drawn is not None:
-        lines += [f"![before/after and selection]({PLOT_FILE})", ""]
+        lines += [f"![{plot_caption(summary.get('before', {}), summary.get('after', {}), curve)}]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
 
@@ -126,12 +126,21 @@ def _time_split(summary: dict[str, Any]) -> str:
             "on your labelled data)")
 
 
+def plot_caption(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]]) -> str:
+    """What the picture holds, in the words of its panels' titles (the report's alt text)."""
+    parts = (["your task: before/after"] if any(k in after for k in before) else []) \
+        + (["selection (no labels)"] if len(curve) >= 2 else [])
+    return "; ".join(parts)
+
+
 def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],
-                    criterion: str, lower_is_better: bool, path: str | Path) -> Path | None:
-    """``cselab adapt``'s picture: the user's scores before and after (absent when no labelled file was given)
-    and the selection criterion at every scored step (absent when one step was scored). Nothing to draw: no file
-    (``None``)."""
+                    criterion: str, lower_is_better: bool, path: str | Path,
+                    teacher_scores: Mapping[str, float] | None = None) -> Path | None:
+    """``cselab adapt``'s picture: the user's scores before and after, beside the teacher's where it was scored
+    (absent when no labelled file was given), and the selection criterion at every scored step (absent when one
+    step was scored). Nothing to draw: no file (``None``)."""
     keys = [k for k in before if k in after]
+    teacher_scores = {k: teacher_scores[k] for k in keys if k in (teacher_scores or {})}
     panels = int(bool(keys)) + int(len(curve) >= 2)
     if panels == 0:
         Path(path).unlink(missing_ok=True)
@@ -140,10 +149,14 @@ def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], cur
     if keys:
         ax = fig.add_subplot(1, panels, 1)
         x = np.arange(len(keys))
-        ax.bar(x - 0.2, [before[k] for k in keys], 0.4, label="before")
-        ax.bar(x + 0.2, [after[k] for k in keys], 0.4, label="after")
+        bars = [("before", before), ("after", after)] + ([("teacher", teacher_scores)] if teacher_scores else [])
+        width = 0.8 / len(bars)
+        for i, (label, scores) in enumerate(bars):
+            shown = [k for k in keys if k in scores]
+            ax.bar(x[[keys.index(k) for k in shown]] + (i - (len(bars) - 1) / 2) * width, [scores[k] for k in shown],
+                   width, label=label, hatch="//" if label == "teacher" else None)
         ax.set_xticks(x, keys, rotation=20, ha="right", fontsize=8)
-        low = min(min(before[k], after[k]) for k in keys)
+        low = min(min(before[k], after[k], teacher_scores.get(k, before[k])) for k in keys)
         ax.set_ylim(max(0.0, low - 5.0), None)
         ax.set_ylabel("score")
         ax.legend(fontsize=8)
