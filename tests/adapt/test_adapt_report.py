@@ -116,7 +116,7 @@ def test_the_picture_is_named_for_what_it_draws(tmp_path) -> None:
     (tmp_path / "metrics.jsonl").write_text("")
     scores = {"before": {"retrieval": 78.39}, "after": {"retrieval": 79.23}}
     report = write_report(tmp_path, _summary(**scores)).read_text()
-    assert "![your task: before/after](adapt-report.png)" in report and "selection" not in report.split("![")[1]
+    assert "![your task](adapt-report.png)" in report and "selection" not in report.split("![")[1]
     assert (tmp_path / "adapt-report.png").stat().st_size > 0
 
     curved = tmp_path / "curved"
@@ -124,7 +124,7 @@ def test_the_picture_is_named_for_what_it_draws(tmp_path) -> None:
     (curved / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "dev": -loss}) + "\n"
                                                   for s, loss in ((0, 0.30), (5, 0.21), (10, 0.25))))
     report = write_report(curved, _summary(criterion="held-out/-distillation-loss", **scores)).read_text()
-    assert "![your task: before/after; selection (no labels)](adapt-report.png)" in report
+    assert "![your task; selection (no labels)](adapt-report.png)" in report
     assert "held-out distillation loss by step: 0: 0.3, 5: 0.21, 10: 0.25" in report
 
     bare = tmp_path / "bare"
@@ -135,8 +135,8 @@ def test_the_picture_is_named_for_what_it_draws(tmp_path) -> None:
 
 
 def test_the_teachers_score_stands_beside_before_and_after(tmp_path, monkeypatch) -> None:
-    """Where the teacher was scored on the user's labels, its bar stands beside before and after, on the keys it was
-    scored on; the drawn heights are the figures given."""
+    """Where the teacher was scored on the user's labels, its bar stands beside before and after, in the group of
+    the key it was scored on; the drawn heights are the figures given, and the axis shows the lowest of them."""
     import cselab.adapt.report as report_module
 
     drawn = {}
@@ -148,10 +148,14 @@ def test_the_teachers_score_stands_beside_before_and_after(tmp_path, monkeypatch
     monkeypatch.setattr(report_module, "save_figure", keep)
     before, after = {"clustering": 86.88, "classification": 67.90}, {"clustering": 88.07, "classification": 69.70}
     report_module.plot_adaptation(before, after, [], "fixed-budget", False, tmp_path / "p.png",
-                                  {"clustering": 90.10})
+                                  {"classification": 61.50, "sts": 83.42})  # sts: not scored before/after, not drawn
     ax = drawn["fig"].axes[0]
     heights = {label: [round(p.get_height(), 2) for p in container.patches]
                for container, label in zip(ax.containers, ("before", "after", "teacher"), strict=True)}
-    assert heights == {"before": [86.88, 67.90], "after": [88.07, 69.70], "teacher": [90.10]}
+    assert heights == {"before": [86.88, 67.90], "after": [88.07, 69.70], "teacher": [61.50]}
+    teacher_bar = ax.containers[2].patches[0]
+    centre = teacher_bar.get_x() + teacher_bar.get_width() / 2
+    assert 0.5 < centre < 1.5  # in the second group (classification, at x = 1), right of its before/after bars
+    assert centre > ax.containers[1].patches[1].get_x() + ax.containers[1].patches[1].get_width()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before", "after", "teacher"]
-    assert ax.get_ylim()[0] == 67.90 - 5.0
+    assert ax.get_ylim()[0] == 61.50 - 5.0  # the teacher's bar, the lowest, is in view

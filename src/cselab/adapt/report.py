@@ -106,7 +106,8 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     if curve:
         lines += [f"{name} by step: " + ", ".join(f"{step}: {value:.4g}" for step, value in curve), ""]
     if drawn is not None:
-        lines += [f"![{plot_caption(summary.get('before', {}), summary.get('after', {}), curve)}]({PLOT_FILE})", ""]
+        caption = "; ".join(panel_titles(summary.get("before", {}), summary.get("after", {}), curve))
+        lines += [f"![{caption}]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
 
@@ -126,43 +127,47 @@ def _time_split(summary: dict[str, Any]) -> str:
             "on your labelled data)")
 
 
-def plot_caption(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]]) -> str:
-    """What the picture holds, in the words of its panels' titles (the report's alt text)."""
-    parts = (["your task: before/after"] if any(k in after for k in before) else []) \
-        + (["selection (no labels)"] if len(curve) >= 2 else [])
-    return "; ".join(parts)
+SCORES_PANEL, SELECTION_PANEL = "your task", "selection (no labels)"
+
+
+def panel_titles(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]]
+                 ) -> list[str]:
+    """The titles of the picture's panels, in order: the user's scores where a key was scored before and after, the
+    selection criterion where more than one step was scored. The one place that decides what is drawn (the report's
+    alt text is these titles)."""
+    return ([SCORES_PANEL] if any(k in after for k in before) else []) + ([SELECTION_PANEL] if len(curve) >= 2 else [])
 
 
 def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], curve: Sequence[tuple[int, float]],
                     criterion: str, lower_is_better: bool, path: str | Path,
                     teacher_scores: Mapping[str, float] | None = None) -> Path | None:
-    """``cselab adapt``'s picture: the user's scores before and after, beside the teacher's where it was scored
-    (absent when no labelled file was given), and the selection criterion at every scored step (absent when one
-    step was scored). Nothing to draw: no file (``None``)."""
+    """``cselab adapt``'s picture (:func:`panel_titles`): the user's scores before and after, beside the teacher's
+    where it was scored, and the selection criterion at every scored step. Nothing to draw: no file (``None``)."""
     keys = [k for k in before if k in after]
     teacher_scores = {k: teacher_scores[k] for k in keys if k in (teacher_scores or {})}
-    panels = int(bool(keys)) + int(len(curve) >= 2)
+    titles = panel_titles(before, after, curve)
+    panels = len(titles)
     if panels == 0:
         Path(path).unlink(missing_ok=True)
         return None
     fig = new_figure(5.2 * panels, 4.0)
-    if keys:
-        ax = fig.add_subplot(1, panels, 1)
+    if SCORES_PANEL in titles:
+        ax = fig.add_subplot(1, panels, titles.index(SCORES_PANEL) + 1)
         x = np.arange(len(keys))
         bars = [("before", before), ("after", after)] + ([("teacher", teacher_scores)] if teacher_scores else [])
         width = 0.8 / len(bars)
         for i, (label, scores) in enumerate(bars):
-            shown = [k for k in keys if k in scores]
-            ax.bar(x[[keys.index(k) for k in shown]] + (i - (len(bars) - 1) / 2) * width, [scores[k] for k in shown],
-                   width, label=label, hatch="//" if label == "teacher" else None)
+            at = [j for j, key in enumerate(keys) if key in scores]
+            ax.bar(x[at] + (i - (len(bars) - 1) / 2) * width, [scores[keys[j]] for j in at], width, label=label,
+                   hatch="//" if label == "teacher" else None)
         ax.set_xticks(x, keys, rotation=20, ha="right", fontsize=8)
         low = min(min(before[k], after[k], teacher_scores.get(k, before[k])) for k in keys)
         ax.set_ylim(max(0.0, low - 5.0), None)
         ax.set_ylabel("score")
         ax.legend(fontsize=8)
-        ax.set_title("your task")
-    if len(curve) >= 2:
-        ax = fig.add_subplot(1, panels, panels)
+        ax.set_title(SCORES_PANEL)
+    if SELECTION_PANEL in titles:
+        ax = fig.add_subplot(1, panels, titles.index(SELECTION_PANEL) + 1)
         steps, scores = zip(*curve, strict=True)
         ax.plot(steps, scores, marker="o")
         best = int(np.argmin(scores) if lower_is_better else np.argmax(scores))
@@ -170,5 +175,5 @@ def plot_adaptation(before: Mapping[str, float], after: Mapping[str, float], cur
         ax.legend(fontsize=8)
         ax.set_xlabel("step")
         ax.set_ylabel(criterion)
-        ax.set_title("selection (no labels)")
+        ax.set_title(SELECTION_PANEL)
     return save_figure(fig, path)
