@@ -76,8 +76,8 @@ def saved_model(run_dir: str | Path, configuration: str, *, handed_back: bool = 
     """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`; for a cselab
     run, the selected checkpoint (what a weight mix starts from), or with ``handed_back`` the model ``cselab adapt``
     hands its user, which the run's ``adapt.json`` says (the selected one mixed with the untouched model when its
-    ``mix`` is below 1: :func:`cselab.adapt.plan.handed_back_model_dir`)."""
-    from cselab.adapt.plan import handed_back_model_dir
+    ``mix`` is below 1: :func:`cselab.adaptation.plan.handed_back_model_dir`)."""
+    from cselab.adaptation.plan import handed_back_model_dir
     from cselab.training.run_directory import selected_model_dir
     from lab.domain_study.study import CONFIGURATION
 

@@ -32,7 +32,7 @@ evaluation. The domain's task is scored with cselab's domain evaluation (mteb), 
 records at the evaluated steps (step 0, every ``--observe-every`` evaluation of ``cselab adapt`` and the last
 step) each candidate criterion without labels: agreement with the teacher on held-out pairs (for
 ``cselab-adapt`` the very numbers it selects by), STS-B dev, and the held-out text's InfoNCE, alignment and
-uniformity (``cselab.adapt.selection``), and the domain's main score on the test items, for the study only.
+uniformity (``cselab.adaptation.selection``), and the domain's main score on the test items, for the study only.
 From that curve the record stores each criterion's regret and Spearman (``lab.domain_study.study``). The time
 spent observing is left out of ``wall_s`` (it is ``observe_s``).
 
@@ -146,7 +146,7 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
     ``teacher_held``: the teacher's vectors of the held-out sentences (from its pass over the text); ``passages``:
     the held-out lines as passages of up to ``GUARD_MAX_LENGTH`` tokens and the teacher's vectors of them (the
     guarded selection's second view), whose distillation loss and neighbourhoods are then observed too."""
-    from cselab.adapt.selection import (
+    from cselab.adaptation.selection import (
         GUARD_MAX_LENGTH,
         HeldOutDistillationLoss,
         HeldOutScores,
@@ -204,8 +204,8 @@ def default_plan(text: Path, run_dir: Path, args: argparse.Namespace, *, seed: i
     ``args.max_length`` when given), its general sentences (when its recipe trains on them) drawn from ``general``
     where that file exists (the study's general text: which general sentences, like which text, is the study's
     data); ``None`` where the default cannot be planned here."""
-    from cselab.adapt import plan_adapt
-    from cselab.adapt.plan import DEFAULT_TEACHER_RECIPE, RECIPES
+    from cselab.adaptation import plan_adapt
+    from cselab.adaptation.plan import DEFAULT_TEACHER_RECIPE, RECIPES
     from cselab.errors import CselabError
 
     use = general if general is not None and general.is_file() and RECIPES[DEFAULT_TEACHER_RECIPE].general else None
@@ -220,7 +220,7 @@ def configuration_plan(spec: Any, text: str | Path, run_dir: Path, args: argpars
                        teacher: str, general: Path | None, runtime: list[str]) -> Any:
     """The ``cselab adapt`` plan of the configuration ``spec`` (:class:`lab.domain_study.study.Configuration`) on
     ``text``: its recipe, options and overrides, the budget of ``--steps`` when given, ``runtime`` overrides last."""
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     return plan_adapt(text, run_dir, model=model, teacher=teacher if spec.teacher else None,
                       no_teacher=not spec.teacher, steps=args.steps or spec.steps, batch_size=args.batch_size,
@@ -264,8 +264,8 @@ def resumable(plan: Any) -> bool:
     """Whether ``plan.output_dir`` holds this very adaptation (the same text and options), cut short or finished
     without a record: it is then resumed, its teacher passes and training going on where they stopped (a pass over
     tweets' passages takes about an hour on 2 cores), rather than started again."""
-    from cselab.adapt.plan import plan_facts, read_text
-    from cselab.adapt.run import check_output
+    from cselab.adaptation.plan import plan_facts, read_text
+    from cselab.adaptation.run import check_output
     from cselab.errors import CselabError
 
     if not plan.output_dir.is_dir():
@@ -280,10 +280,10 @@ def resumable(plan: Any) -> bool:
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
-    from cselab.adapt import evaluation_every, plan_adapt, run_adapt
-    from cselab.adapt.plan import training_units
-    from cselab.adapt.run import held_out_teacher_vectors
-    from cselab.adapt.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
+    from cselab.adaptation import evaluation_every, plan_adapt, run_adapt
+    from cselab.adaptation.plan import training_units
+    from cselab.adaptation.run import held_out_teacher_vectors
+    from cselab.adaptation.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
     from cselab.config.run_config import RunConfig
     from cselab.data.corpus import read_corpus
     from cselab.data.domains import get_domain, train_text

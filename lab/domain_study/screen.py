@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from cselab.adapt import plan_adapt, run_adapt
+    from cselab.adaptation import plan_adapt, run_adapt
     from cselab.data.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model

@@ -382,9 +382,9 @@ DOMAIN_KEY = "domain"  # the curve's key of the domain's main score
 
 
 def with_guarded_score(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The points with the guarded selection's score (``cselab.adapt.selection.guarded_score``, against step 0's
+    """The points with the guarded selection's score (``cselab.adaptation.selection.guarded_score``, against step 0's
     losses on lines and passages) where the curve has both losses at every step, step 0 included."""
-    from cselab.adapt.selection import guarded_score
+    from cselab.adaptation.selection import guarded_score
 
     keys = {"lines": "distillation_loss", "passages": "distillation_loss_passages"}
     if not points or int(points[0]["step"]) != 0 or not all(
@@ -731,8 +731,8 @@ ADAPT_TASK_OF_MAIN_TASK = {"sts": "similarity", "retrieval": "search", "clusteri
 
 def task_configuration(domain: str, default: str = DEFAULT_CONFIGURATION) -> str:
     """The configuration that runs what ``cselab adapt --task T`` runs on ``domain``, T its kind of task: the teacher
-    adapted first for the tasks of :data:`~cselab.adapt.plan.TASKS_ADAPTING_THE_TEACHER`, else ``default``."""
-    from cselab.adapt.plan import TASKS_ADAPTING_THE_TEACHER
+    adapted first for the tasks of :data:`~cselab.adaptation.plan.TASKS_ADAPTING_THE_TEACHER`, else ``default``."""
+    from cselab.adaptation.plan import TASKS_ADAPTING_THE_TEACHER
 
     task = ADAPT_TASK_OF_MAIN_TASK[ALL_DOMAINS[domain].main_task]
     return ADAPTED_TEACHER_STUDENT if task in TASKS_ADAPTING_THE_TEACHER else default

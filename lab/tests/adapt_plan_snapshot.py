@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
                     teacher=str(fixture["teacher"]), general=fixture["general"] if spec.general else None,
                     runtime=["train.threads=1", "train.device=cpu"])
                 snapshot[f"{name}/{spec.key}"] = plan_summary(plan, root)
-            from cselab.adapt import plan_adapt
+            from cselab.adaptation import plan_adapt
 
             for key, options in DEFAULTS.items():
                 plan = plan_adapt(fixture["text"], root / "run", model=str(fixture["student"]),

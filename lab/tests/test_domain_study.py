@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from cselab.adapt.selection import HeldOutScores, deletion_view
+from cselab.adaptation.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
 from lab.domain_study import bbc_train_articles, run_domains, score_suite, selected_model, time_adapt
 from lab.domain_study.default_records import DEFAULTS, DERIVED, Derivation
@@ -891,7 +891,7 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
                                                                                  tmp_path):
     """``cselab adapt --recipe NAME`` plans the run the study recorded as CONFIGURATION: the same effective
     configuration, units, length and selection (on a text long enough for the budget the study ran)."""
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
     from cselab.config.run_config import flatten_config
     from lab.domain_study.study import CONFIGURATION
     from tests.helpers import build_tiny_model_dir
@@ -915,7 +915,7 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
 
 
 def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_home):
-    from cselab.adapt.plan import ADAPT_FILE, PLAN_FILE, plan_facts, read_text
+    from cselab.adaptation.plan import ADAPT_FILE, PLAN_FILE, plan_facts, read_text
     from cselab.training.run_directory import RUN_MARKER
 
     plan = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
@@ -967,7 +967,7 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     """`cselab adapt TEXT --recipe vectors-general --mix M KEY=VALUE` (as lab/books/adapt_results.md gives the
     variants) trains what the study ran as the variant's configuration: vectors-general's training with that one
     option changed."""
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     study = study_home.plan(CONFIGURATION[configuration])
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
@@ -993,7 +993,7 @@ def test_simcses_term_beside_the_default_plans_the_defaults_training_with_the_te
                                                                                         weight):
     """`cselab adapt TEXT KEY=VALUE...` with the options of SimCSE's term (the default recipe otherwise) trains what
     the study ran as the configuration: the default's training, those options changed."""
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     study = study_home.plan(CONFIGURATION[configuration])
     default = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general"])
@@ -1140,7 +1140,7 @@ def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs
     the student's model is handed back at the default's mix."""
     import shutil
 
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     larger = str(study_home.home / "models" / "all-mpnet-base-v2")  # what run_domains' model_path finds by name
     runtime = ["train.threads=1", "train.device=cpu"]

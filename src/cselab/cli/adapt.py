@@ -94,9 +94,9 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
     and never trained on. No labels needed. With --labels/--pairs/--retrieval/--domain it scores MODEL before and
     after on your labelled data, and the teacher before training (it warns at once where the teacher does not
     lead). Everything is checked before anything is written."""
-    from cselab.adapt import plan_adapt
-    from cselab.adapt.plan import plan_facts, read_text
-    from cselab.adapt.run import check_output
+    from cselab.adaptation import plan_adapt
+    from cselab.adaptation.plan import plan_facts, read_text
+    from cselab.adaptation.run import check_output
 
     overrides = (*overrides, f"train.device={device}")
     plan = plan_adapt(text, output_dir, model=model, teacher=teacher, no_teacher=no_teacher, steps=steps,
@@ -117,8 +117,8 @@ def adapt_command(text: Path, model: str, teacher: str | None, select: str | Non
 
         def evaluate(encoder: Any) -> dict[str, float]:
             return score_inputs(encoder, inputs)
-    from cselab.adapt import estimate_seconds, run_adapt, summary_of
-    from cselab.adapt.estimate import check_budget
+    from cselab.adaptation import estimate_seconds, run_adapt, summary_of
+    from cselab.adaptation.estimate import check_budget
 
     click.echo(plan.describe())
     estimate = estimate_seconds(plan)

@@ -5,12 +5,12 @@ import json
 import time
 from pathlib import Path
 
-from cselab.adapt import plan_adapt
-from cselab.adapt.plan import TEACHER_DIR
-from cselab.adapt.report import scores_lost, teacher_not_ahead, write_report
-from cselab.adapt.run import AdaptResult, run_adapt, summary_of
+from cselab.adaptation import plan_adapt
+from cselab.adaptation.plan import TEACHER_DIR
+from cselab.adaptation.report import scores_lost, teacher_not_ahead, write_report
+from cselab.adaptation.run import AdaptResult, run_adapt, summary_of
 from cselab.reporter import Reporter, reporting
-from tests.adapt.test_adapt import write_text
+from tests.adaptation.test_adapt import write_text
 
 
 def test_only_the_scores_that_fell_are_named() -> None:
@@ -137,7 +137,7 @@ def test_the_picture_is_named_for_what_it_draws(tmp_path) -> None:
 def test_the_teachers_score_stands_beside_before_and_after(tmp_path, monkeypatch) -> None:
     """Where the teacher was scored on the user's labels, its bar stands beside before and after, in the group of
     the key it was scored on; the drawn heights are the figures given, and the axis shows the lowest of them."""
-    import cselab.adapt.report as report_module
+    import cselab.adaptation.report as report_module
 
     drawn = {}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from cselab.errors import CselabError
-from tests.adapt.test_adapt_distill import write_text
+from tests.adaptation.test_adapt_distill import write_text
 from tests.helpers import run_cli
 
 
 @pytest.mark.parametrize("task", ["similarity", "search"])
 def test_similarity_and_search_adapt_the_teacher_first(task, home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), task=task)
@@ -24,7 +24,7 @@ def test_similarity_and_search_adapt_the_teacher_first(task, home_with_teacher, 
 
 @pytest.mark.parametrize("task", ["clustering", "classification"])
 def test_clustering_and_classification_keep_the_default(task, home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), task=task)
@@ -34,7 +34,7 @@ def test_clustering_and_classification_keep_the_default(task, home_with_teacher,
 
 
 def test_options_given_are_kept(home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
     # a recipe named by the user is not replaced: the untouched teacher distils
@@ -46,14 +46,14 @@ def test_options_given_are_kept(home_with_teacher, tiny_bert_dir, tmp_path):
 
 
 def test_search_without_a_fetched_teacher_trains_simcse(tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), task="search")
     assert (plan.recipe, plan.teacher, plan.teacher_plan) == ("simcse", None, None)
 
 
 def test_an_unknown_task_is_refused_in_one_line(tiny_bert_dir, tmp_path, capsys):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     with pytest.raises(CselabError, match="--task must be one of similarity, search, clustering, classification, "
                                           "got 'ranking'"):

@@ -60,7 +60,7 @@ def _args(text, student, out, *extra):
 
 
 def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
@@ -75,7 +75,7 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_t
     """`cselab adapt` with no recipe named, end to end: the fetched corpus's sentences trained on beside the user's
     passages, both vector terms trained, the last step kept, and the model handed back 0.25 untouched + 0.75 adapted
     of every weight, of the student's width (the head dropped)."""
-    from tests.adapt.test_adapt_mix import _assert_mixed
+    from tests.adaptation.test_adapt_mix import _assert_mixed
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
@@ -101,7 +101,7 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_t
 
 
 def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="distill")
@@ -122,7 +122,7 @@ def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with
 
 def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarter_mix(home_with_teacher,
                                                                                       tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors-general")
@@ -153,7 +153,7 @@ def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotat
         home_with_teacher, tiny_bert_dir, tmp_path):
     """vectors-and-head plans vectors-general's training with projection pca-rotation+linear-head and nothing else
     changed, and hands back three quarters of the adapted weights."""
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
@@ -177,7 +177,7 @@ def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(
     assert code == 2 and err.count("\n") == 1 and "cselab data fetch corpus" in err and "--general" in err, err
     assert not out.exists()
     # a file of the user's own general sentences serves instead
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     general = write_general(tmp_path / "general.txt", 50)
     plan = plan_adapt(text, out, model=str(tiny_bert_dir), general=general)
@@ -187,7 +187,7 @@ def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(
 
 
 def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir))  # empty home
     assert (plan.teacher, plan.recipe) == (None, "simcse")
@@ -246,7 +246,7 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
     assert set(lines) == set(text.read_text().splitlines()) - set(held)
     assert 0 < len(passages) < 220
     assert sorted(" ".join(passages).split()) == sorted(" ".join(lines).split())  # every training line once more
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
     from cselab.methods import METHODS
 
     # the run's own plan (planning writes nothing)
@@ -368,7 +368,7 @@ def test_a_guarded_resume_without_its_reference_after_a_save_is_refused(home_wit
 
 
 def test_the_teacher_vectors_by_view_are_each_views_own_rows(home_with_teacher, tmp_path):
-    from cselab.adapt.selection import teacher_vectors_by_view
+    from cselab.adaptation.selection import teacher_vectors_by_view
     from cselab.teacher_pass import teacher_vectors
 
     teacher = str(home_with_teacher / "models" / "all-mpnet-base-v2")
@@ -491,7 +491,7 @@ def test_a_twin_or_an_ensemble_can_teach(kind, tiny_bert_dir, teacher_dir, tmp_p
 
 
 def test_the_guard_never_ranks_a_step_that_rose_on_a_view_above_the_untouched_model(tmp_path):
-    from cselab.adapt.selection import GuardedDistillationLoss
+    from cselab.adaptation.selection import GuardedDistillationLoss
 
     vectors = np.eye(3, dtype=np.float32)
     views = {"lines": (["a", "b", "c"], vectors, None), "passages": (["a b", "c", "b c"], vectors, None)}
@@ -528,7 +528,7 @@ def test_the_guarded_selection_scores_lines_and_passages_against_the_start(home_
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert summary["selection"] == "guarded-distillation-loss"
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     plan = plan_adapt(text, tmp_path / "again", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
                       select="guarded-distillation-loss", recipe="distill")
@@ -569,7 +569,7 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
     from types import SimpleNamespace
 
     import cselab.teacher_pass
-    from cselab.adapt.run import held_out_teacher_vectors
+    from cselab.adaptation.run import held_out_teacher_vectors
 
     parts = {"lines": ["a b", "c d", "e f"], "passages": ["a b c d", "e f", "g h"]}
     seen = {}
@@ -590,7 +590,7 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
 @pytest.mark.parametrize("name", ["vectors", "vectors-passages"])
 def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name, home_with_teacher, tiny_bert_dir,
                                                                          tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt", n=2000)
     plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe=name)
@@ -612,7 +612,7 @@ def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name,
 
 
 def test_the_vector_recipe_caps_its_budget_at_448_steps(home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adapt.plan import RECIPES, default_steps
+    from cselab.adaptation.plan import RECIPES, default_steps
 
     # one pass: 64 lines a step, at least 100 and at most 448 steps
     assert [default_steps(n, 64, RECIPES["vectors"]) for n in (640, 6400, 28_672, 28_673, 35_000)] == [
@@ -627,7 +627,7 @@ def test_the_vector_recipe_caps_its_budget_at_448_steps(home_with_teacher, tiny_
 ])
 def test_a_recipe_that_cannot_run_is_refused_in_one_line(recipe, extra, message, home_with_teacher, tiny_bert_dir,
                                                          tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     with pytest.raises(CselabError, match="^" + message.replace("-", r"\-")):
         plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe=recipe,
@@ -635,7 +635,7 @@ def test_a_recipe_that_cannot_run_is_refused_in_one_line(recipe, extra, message,
 
 
 def test_a_vector_recipe_without_a_teacher_at_hand_says_how_to_fetch_one(tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     with pytest.raises(CselabError, match="cselab data fetch models-mpnet"):  # empty home: no teacher fetched
         plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors")
@@ -644,7 +644,7 @@ def test_a_vector_recipe_without_a_teacher_at_hand_says_how_to_fetch_one(tiny_be
 
 
 def test_the_recipes_are_the_vocabularys():
-    from cselab.adapt.plan import RECIPES
+    from cselab.adaptation.plan import RECIPES
     from cselab.vocabulary import ADAPT_RECIPES
 
     assert tuple(RECIPES) == ADAPT_RECIPES

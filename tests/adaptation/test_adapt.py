@@ -11,9 +11,9 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from cselab.adapt import default_steps, plan_adapt, split_held_out
-from cselab.adapt.estimate import ForwardCost, extrapolate_seconds
-from cselab.adapt.selection import held_out_pairs
+from cselab.adaptation import default_steps, plan_adapt, split_held_out
+from cselab.adaptation.estimate import ForwardCost, extrapolate_seconds
+from cselab.adaptation.selection import held_out_pairs
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.models.sentence_model import load_model
@@ -66,7 +66,7 @@ def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():
 
 
 def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_bert_dir, tiny_teacher_dir, tmp_path):
-    from cselab.adapt.selection import teacher_agreement_task
+    from cselab.adaptation.selection import teacher_agreement_task
 
     held = [line for line in write_text(tmp_path / "t.txt", n=30).read_text().splitlines()]
     teacher, student = load_model(tiny_teacher_dir, pooler="mean"), load_model(tiny_bert_dir, pooler="mean")
@@ -146,7 +146,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
 
 def test_the_time_estimate_loads_each_model_once(tmp_path, tiny_bert_dir, monkeypatch):
     """The student once, the teacher once: for its pass's key and, with no pass kept, its timed forward."""
-    from cselab.adapt import estimate_seconds
+    from cselab.adaptation import estimate_seconds
     from cselab.models import sentence_model
 
     text = write_text(tmp_path / "text.txt")
@@ -233,7 +233,7 @@ def test_a_teacher_run_keeps_the_last_step_with_a_fixed_budget(tiny_bert_dir, ti
 
 def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,
                                                                             capsys):
-    from cselab.adapt.selection import HeldOutScores
+    from cselab.adaptation.selection import HeldOutScores
 
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
     text = write_text(tmp_path / "text.txt")
@@ -259,7 +259,7 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
 
 
 def test_passages_hold_every_line_once_within_the_length():
-    from cselab.adapt.plan import make_passages
+    from cselab.adaptation.plan import make_passages
 
     sentences = [f"s{i}" for i in range(500)]
     lengths = [1 + (7 * i) % 40 for i in range(500)]  # tokens of each line, 1 to 40
@@ -278,7 +278,7 @@ def test_passages_hold_every_line_once_within_the_length():
 def test_nearest_in_words_ranks_by_tfidf_cosine_computed_by_hand():
     import math
 
-    from cselab.adapt.plan import nearest_in_words
+    from cselab.adaptation.plan import nearest_in_words
 
     sentences = ["red apple pie", "red apple", "apple", "blue car engine", "car engine", "zebra"]
     words = [s.split() for s in sentences]
@@ -301,7 +301,7 @@ def test_nearest_in_words_ranks_by_tfidf_cosine_computed_by_hand():
 
 
 def test_similar_passages_group_lines_that_share_words():
-    from cselab.adapt.plan import make_passages
+    from cselab.adaptation.plan import make_passages
 
     topics = ["football goal match", "election vote party", "piano concert music"]
     sentences = [f"{topics[i % 3]} w{i}" for i in range(90)]  # each line: its topic's words and a word of its own
@@ -320,8 +320,8 @@ def test_similar_passages_group_lines_that_share_words():
 
 
 def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp_path, tiny_bert_dir):
-    from cselab.adapt.plan import make_passages, plan_facts, read_text
-    from cselab.adapt.selection import GUARD_MAX_LENGTH
+    from cselab.adaptation.plan import make_passages, plan_facts, read_text
+    from cselab.adaptation.selection import GUARD_MAX_LENGTH
 
     text = tmp_path / "text.txt"
     topics = ["football goal match", "election vote party", "piano concert music", "river boat water"]

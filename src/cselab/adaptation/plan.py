@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cselab.adapt.selection import (
+from cselab.adaptation.selection import (
     FIXED_BUDGET,
     GUARD_MAX_LENGTH,
     GUARDED_DISTILLATION_LOSS,

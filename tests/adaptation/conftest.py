@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.adapt.test_adapt_distill import write_general
+from tests.adaptation.test_adapt_distill import write_general
 from tests.helpers import build_tiny_model_dir
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from cselab.adapt.plan import (
+from cselab.adaptation.plan import (
     ADAPT_FILE,
     ADAPTED_TEACHER_EXPORTS_DIR,
     HELD_OUT_FILE,
@@ -33,8 +33,8 @@ from cselab.adapt.plan import (
     read_text,
     write_texts,
 )
-from cselab.adapt.report import annotate_model, scores_lost, teacher_not_ahead, write_report
-from cselab.adapt.selection import (
+from cselab.adaptation.report import annotate_model, scores_lost, teacher_not_ahead, write_report
+from cselab.adaptation.selection import (
     DISTILLATION_LOSS,
     FIXED_BUDGET,
     GUARD_MAX_LENGTH,

@@ -4,7 +4,7 @@ The package: :mod:`.plan` (what will run, decided before any model loads), :mod:
 without labels, and the held-out scores), :mod:`.estimate` (the time estimate), :mod:`.run` (the whole command) and
 :mod:`.report` (the model card's figures, the report and the summary).
 
-The recipes (:data:`cselab.adapt.plan.RECIPES`):
+The recipes (:data:`cselab.adaptation.plan.RECIPES`):
 
 * **With a teacher** (``--teacher``, or all-mpnet-base-v2 by default once ``cselab data fetch models-mpnet`` has
   fetched it): ``vectors-and-head``, ``distill`` with ``target: vectors`` and ``projection:
@@ -38,8 +38,8 @@ Everything ``cselab train`` gives holds: progress, ``--resume`` after a kill, on
 directory holding files that cselab did not write is refused.
 """
 
-from cselab.adapt.estimate import estimate_seconds
-from cselab.adapt.plan import (
+from cselab.adaptation.estimate import estimate_seconds
+from cselab.adaptation.plan import (
            DEFAULT_MODEL,
            AdaptPlan,
            default_steps,
@@ -48,8 +48,8 @@ from cselab.adapt.plan import (
            read_text,
            split_held_out,
 )
-from cselab.adapt.run import AdaptResult, run_adapt, summary_of
-from cselab.adapt.selection import DISTILLATION_LOSS, FIXED_BUDGET, SELECTIONS, TEACHER_AGREEMENT
+from cselab.adaptation.run import AdaptResult, run_adapt, summary_of
+from cselab.adaptation.selection import DISTILLATION_LOSS, FIXED_BUDGET, SELECTIONS, TEACHER_AGREEMENT
 
 __all__ = ["DEFAULT_MODEL", "DISTILLATION_LOSS", "FIXED_BUDGET", "SELECTIONS", "TEACHER_AGREEMENT", "AdaptPlan",
            "AdaptResult", "default_steps", "estimate_seconds", "evaluation_every", "plan_adapt", "read_text",

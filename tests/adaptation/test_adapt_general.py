@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from cselab.errors import CselabError
-from tests.adapt.test_adapt_distill import write_general, write_text
+from tests.adaptation.test_adapt_distill import write_general, write_text
 from tests.helpers import build_tiny_model_dir, run_cli
 
 
@@ -27,7 +27,7 @@ def home_with_teacher(tmp_path, monkeypatch, tmp_path_factory):
 
 
 def test_draw_general_never_takes_the_users_sentences_and_is_seeded(tmp_path):
-    from cselab.adapt.plan import draw_general
+    from cselab.adaptation.plan import draw_general
 
     own = write_text(tmp_path / "text.txt").read_text().splitlines()
     general = write_general(tmp_path / "general.txt", 50, also=own[:10])
@@ -45,7 +45,7 @@ def test_draw_general_never_takes_the_users_sentences_and_is_seeded(tmp_path):
     ("only-mine", "--general {path}: no sentence that is not also in the text to adapt to"),
 ])
 def test_a_general_file_that_cannot_serve_is_refused_in_one_line(case, message, tmp_path):
-    from cselab.adapt.plan import draw_general
+    from cselab.adaptation.plan import draw_general
 
     own = write_text(tmp_path / "text.txt").read_text().splitlines()
     path = tmp_path / "general.txt"
@@ -59,8 +59,8 @@ def test_a_general_file_that_cannot_serve_is_refused_in_one_line(case, message, 
 
 def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_block(home_with_teacher,
                                                                                    tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
-    from cselab.adapt.plan import plan_facts, read_text
+    from cselab.adaptation import plan_adapt
+    from cselab.adaptation.plan import plan_facts, read_text
 
     text = write_text(tmp_path / "text.txt")
     general = write_general(tmp_path / "general.txt", 2000)
@@ -85,7 +85,7 @@ def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_bl
 
 def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                      capsys):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
     from cselab.methods import METHODS
 
     text = write_text(tmp_path / "text.txt")

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cselab.adapt.plan import UNIT_COPIES, AdaptPlan
+from cselab.adaptation.plan import UNIT_COPIES, AdaptPlan
 
 # A training step's seconds per second of timed inference over as many tokens, by the precision both run in: the
 # backward pass and the optimizer cost more than the forward, and bf16 speeds the forward more than the rest. Fitted
@@ -32,7 +32,7 @@ def estimate_seconds(plan: AdaptPlan) -> float:
     :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
     for the text's. With ``--adapt-teacher`` the teacher's own adaptation is added (unless it is finished), and the
     pass through the model it will keep is timed on the untouched teacher, which has its shape."""
-    from cselab.adapt.plan import ADAPT_FILE, TEACHER_DIR
+    from cselab.adaptation.plan import ADAPT_FILE, TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
     from cselab.teacher_pass import BATCH, load_teacher, pass_is_kept

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from cselab.adapt.plan import PLOT_FILE, REPORT_FILE, mixed_phrase
+from cselab.adaptation.plan import PLOT_FILE, REPORT_FILE, mixed_phrase
 from cselab.data.jsonl import read_log
 from cselab.fileio import write_atomic, write_json_atomic
 from cselab.models.model_card import adapted_teacher_phrase

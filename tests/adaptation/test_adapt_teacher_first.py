@@ -14,7 +14,7 @@ import pytest
 
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
-from tests.adapt.test_adapt_distill import _unit, snapshot, write_text
+from tests.adaptation.test_adapt_distill import _unit, snapshot, write_text
 from tests.helpers import run_cli
 
 TINY = {"batch_size": 8, "max_length": 16, "steps": 3, "adapted_teacher_steps": 3}
@@ -22,8 +22,8 @@ TINY = {"batch_size": 8, "max_length": 16, "steps": 3, "adapted_teacher_steps": 
 
 def test_the_teachers_adaptation_is_planned_first_with_the_students_held_out_part(home_with_teacher, tiny_bert_dir,
                                                                                  tmp_path):
-    from cselab.adapt import plan_adapt
-    from cselab.adapt.plan import ADAPTED_TEACHER_STEPS, plan_facts, read_text
+    from cselab.adaptation import plan_adapt
+    from cselab.adaptation.plan import ADAPTED_TEACHER_STEPS, plan_facts, read_text
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
@@ -59,7 +59,7 @@ def test_adapt_teacher_without_a_teacher_is_refused_in_one_line(extra, message, 
 
 
 def test_adapt_teacher_with_no_teacher_fetched_says_how_to_fetch_one(tiny_bert_dir, tmp_path):
-    from cselab.adapt import plan_adapt
+    from cselab.adaptation import plan_adapt
 
     with pytest.raises(CselabError, match="--adapt-teacher adapts the teacher first: .*cselab data fetch models-mpnet"):
         plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), adapt_teacher=True)
@@ -67,7 +67,7 @@ def test_adapt_teacher_with_no_teacher_fetched_says_how_to_fetch_one(tiny_bert_d
 
 def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapts_it_again(
         tiny_bert_dir, teacher_dir, tmp_path, monkeypatch):
-    from cselab.adapt import plan_adapt, run_adapt
+    from cselab.adaptation import plan_adapt, run_adapt
     from cselab.teacher_pass import read_teacher_vectors
     from cselab.training.trainer import Trainer
 
@@ -134,8 +134,8 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
 
 def test_the_estimate_adds_the_teachers_adaptation_until_it_is_finished(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                        monkeypatch):
-    import cselab.adapt.estimate as estimate
-    from cselab.adapt import plan_adapt
+    import cselab.adaptation.estimate as estimate
+    from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"

@@ -13,10 +13,10 @@ import shutil
 import pytest
 import torch
 
-from cselab.adapt import plan_adapt
+from cselab.adaptation import plan_adapt
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
-from tests.adapt.test_adapt import write_text
+from tests.adaptation.test_adapt import write_text
 from tests.helpers import run_cli
 
 
@@ -108,7 +108,7 @@ def test_the_plan_refuses_a_mix_outside_zero_to_one(tiny_bert_dir, tmp_path):
 
 def test_only_a_mixed_model_is_said_to_be_mixed(tmp_path):
     """The printed summary names the mix only below 1 (an unmixed run hands back ``best`` as it was selected)."""
-    from cselab.adapt.run import AdaptResult, summary_of
+    from cselab.adaptation.run import AdaptResult, summary_of
 
     def printed(mix):
         return summary_of(AdaptResult(tmp_path / "m", 4, "held-out", {}, {}, 1.0, tmp_path / "r.md", mix))
