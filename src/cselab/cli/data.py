@@ -17,7 +17,8 @@ def data() -> None:
 @data.command("fetch")
 @click.argument("target")
 @click.option("--from", "from_dir", type=click.Path(path_type=Path),
-              help="directory holding already downloaded archives")
+              help="directory holding already downloaded archives (paper targets: wiki1m_for_simcse.txt, "
+              "senteval.tar or an extracted SentEval data directory)")
 @click.option("--with-stsb-train", is_flag=True, help="corpus: also build default+stsb-train (unlabelled STS-B train)")
 @click.option("--verify", is_flag=True, help="re-check every file of TARGET against the size and sha256 its manifest "
               "recorded")
@@ -25,7 +26,8 @@ def data() -> None:
               "changed file); a directory holding files cselab did not write is refused, never replaced")
 def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool, verify: bool, rebuild: bool) -> None:
     """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check
-    or all."""
+    or all; the papers' own data from SimCSE's release over HTTP: wiki1m, senteval (STS12-16, STS-B, SICK-R for
+    --senteval-dir), sickr (unlabelled SICK-R sentences), wiki1m-sickr, or papers (all four)."""
     from cselab.data.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, verify=verify, rebuild=rebuild)

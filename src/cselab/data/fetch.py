@@ -107,6 +107,10 @@ def fetch(
     :class:`DownloadError` when a download fails and :class:`CselabError` for other problems. Each step is said
     through the reporter in effect (:mod:`cselab.reporter`; the default says nothing).
     """
+    from cselab.data.paper_data import PAPER_TARGETS, fetch_paper  # the papers' own data, over HTTP
+
+    if target in PAPER_TARGETS:
+        return fetch_paper(target, home=home, from_dir=from_dir, verify=verify, rebuild=rebuild)
     check_target(target, allow_all=True)
     home = data_home(home)
     if from_dir is not None and not Path(from_dir).is_dir():
