@@ -230,3 +230,26 @@ def row_cosines(x, y):
 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     return (x * y).sum(-1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1))
+
+
+def build_tiny_marian_dir(path: Path, seed: int = 0) -> Path:
+    """Save a tiny randomly initialised MarianMT translation model with a word-level tokenizer over :data:`WORDS`
+    (what ``cselab data rtt --models`` loads; its translations are random words)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(dict.fromkeys(["<pad>", "</s>", "<unk>", *WORDS]))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", vocab["</s>"])])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+                                        model_max_length=64)
+    config = MarianConfig(vocab_size=len(vocab), d_model=16, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                          max_position_embeddings=64, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                          forced_eos_token_id=1)
+    torch.manual_seed(seed)
+    MarianMTModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from cselab.cli.options import writable_dir
+from cselab.cli.options import POSITIVE, device_opt, writable_dir
+from cselab.errors import CselabError
 
 
 @click.group()
@@ -32,6 +33,31 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool, verify
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, verify=verify, rebuild=rebuild)
     click.echo(f"ready: {path}")
+
+
+@data.command("rtt")
+@click.argument("text", type=click.Path(path_type=Path))
+@click.option("--via", default="fr,ru", show_default=True, help="pivot languages: TEXT -> each -> English")
+@click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
+              callback=writable_dir("--output"), help="directory for <stem>.XX.txt and <stem>.rtt-XX.txt")
+@click.option("--models", help="translation models by direction, e.g. en-fr=/models/opus-mt-en-fr,fr-en=NAME "
+              "(hub names or local directories; default Helsinki-NLP/opus-mt-SRC-TGT)")
+@click.option("--batch-size", default=32, show_default=True, type=POSITIVE)
+@click.option("--max-length", default=256, show_default=True, type=POSITIVE, help="tokens in and out per sentence")
+@click.option("--beams", default=1, show_default=True, type=POSITIVE, help="beam search width (1: greedy)")
+@device_opt
+def data_rtt(text: Path, via: str, output_dir: Path, models: str | None, batch_size: int, max_length: int,
+             beams: int) -> None:
+    """Round-trip translate TEXT (one sentence per line) through each --via language and back to English: the
+    line-aligned files TNCSE's and JTCSE's stage 1 read (augmentation: {kind: file}). A killed run resumes."""
+    from cselab.data.rtt import parse_languages, parse_models, round_trip
+
+    languages, chosen = parse_languages(via), parse_models(models)
+    if not text.is_file():
+        raise CselabError(f"text file not found: {text}")
+    for lang, path in round_trip(text, languages, output_dir, models=chosen, batch_size=batch_size,
+                                 max_length=max_length, num_beams=beams).items():
+        click.echo(f"{lang}: {path}")
 
 
 @data.command("download")
