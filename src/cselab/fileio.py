@@ -117,7 +117,7 @@ def _aside(final: Path) -> Path:
     return final.with_name(final.name + ".old")
 
 
-def replace_directory(tmp: Path, final: Path, *, aside: Path | None = None) -> Path:
+def replace_directory(tmp: Path, final: Path, *, aside: Path | None = None, mark: str | None = None) -> Path:
     """Move the finished directory ``tmp`` to ``final``, replacing what is there: the one place that sets an
     existing directory aside and renames a finished one into place.
 
@@ -127,25 +127,54 @@ def replace_directory(tmp: Path, final: Path, *, aside: Path | None = None) -> P
     written again) puts ``aside`` back, so at every instant a complete directory exists under one of the two
     names, never a half-written one under ``final``. A second rename that fails (an error, not a kill) puts
     ``aside`` back before the error propagates. What may be replaced is the caller's to check, before this.
+
+    ``mark``: a file name written into the set-aside directory as soon as it is set aside and removed last when it
+    is deleted, so that what a kill leaves under ``aside`` is told from a user's directory of that name by the mark,
+    not by its name (the fetch's leftovers, :func:`cselab.data.download.remove_leftovers`). With a ``mark`` nothing
+    that exists at ``aside`` beforehand is deleted: the caller names an ``aside`` that does not exist.
     """
     _kill_point("swap-written")
     old = aside if aside is not None else _aside(final)
     if final.exists():
-        shutil.rmtree(old, ignore_errors=True)
+        if mark is None:
+            shutil.rmtree(old, ignore_errors=True)
+        elif old.exists() or old.is_symlink():
+            raise FileExistsError(f"{old} exists: a swap sets aside only to a new name")
         final.rename(old)
+        if mark is not None:
+            (old / mark).touch()
         _kill_point("swap-moved-aside")
         try:
             tmp.rename(final)
         except BaseException:
+            if mark is not None:
+                (old / mark).unlink(missing_ok=True)
             old.rename(final)
             raise
         _kill_point("swap-installed")
-        shutil.rmtree(old)
+        if mark is not None:
+            remove_marked(old, mark)
+        else:
+            shutil.rmtree(old)
     else:
         tmp.rename(final)
         _kill_point("swap-installed")
-        shutil.rmtree(old, ignore_errors=True)  # left by a swap killed after its second rename
+        if mark is None:
+            shutil.rmtree(old, ignore_errors=True)  # left by a swap killed after its second rename
     return final
+
+
+def remove_marked(directory: Path, mark: str) -> None:
+    """Delete ``directory``, its ``mark`` file last (so a kill meanwhile leaves it still marked)."""
+    for item in directory.iterdir():
+        if item.name == mark:
+            continue
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+    (directory / mark).unlink(missing_ok=True)
+    directory.rmdir()
 
 
 def recover_directory(final: Path, *, temporaries: Sequence[Path] | None = None,

@@ -123,6 +123,29 @@ for flag, value in (("normalize", "yes"), ("normalize", 1), ("convert_to_tensor"
 api_case("save-path-none", "save", (None,), expect="path: None is not a path or name")
 api_case("save-path-empty", "save", ("",), expect="path is empty")
 api_case("save-path-number", "save", (7,), expect="path: 7 is not a path or name")
+# issue 87: a save goes to a new path, an empty directory or over a model cselab saved; the user's is never touched
+SAVE_RULE = "a model is saved to a new or empty directory or over a model cselab saved"
+api_case("save-over-users-file", "save", ("{T}/notes.txt",), expect="notes.txt is a file, not a model directory",
+         exc=CselabError, setup=user_file("notes.txt", "my notes\n"))
+api_case("save-over-users-directory", "save", ("{T}/mine",), expect=f"mine holds files that are not a model cselab "
+         f"saved (mine.txt); {SAVE_RULE}", exc=CselabError, setup=user_file("mine/mine.txt", "my notes\n"))
+api_case("save-over-users-file-in-a-folder", "save", ("{T}/mine",), expect="mine holds files that are not a model",
+         exc=CselabError, setup=user_file("mine/sub/config.json", "{}"))
+api_case("save-over-a-damaged-description", "save", ("{T}/mine",), expect="mine holds files that are not a model",
+         exc=CselabError, setup=user_file("mine/cselab.json", "[1, 2]"))
+api_case("save-beside-users-old", "save", ("{T}/m",), expect="m.old is in the way of saving", exc=CselabError,
+         setup=user_file("m.old/backup.txt", "my backup\n"))
+api_case("save-beside-users-tmp", "save", ("{T}/m",), expect="m.tmp is in the way of saving", exc=CselabError,
+         setup=user_file("m.tmp", "a file of mine\n"))
+
+
+def _link_to_a_directory(t: Path, w: Path) -> None:
+    (t / "elsewhere").mkdir()
+    (t / "link").symlink_to(t / "elsewhere")
+
+
+api_case("save-over-a-link", "save", ("{T}/link",), expect="link is a link", exc=CselabError,
+         setup=_link_to_a_directory)
 
 # -- train ---------------------------------------------------------------------------------------------------
 for cid, config, expect in (
@@ -290,6 +313,27 @@ def test_the_suite_covers_every_public_function():
     exported -= {"CselabError", "UsageError"}
     assert exported <= covered | {"SentenceEncoder"} and {"encode", "save"} <= covered, exported - covered
     assert len(API_CASES) >= 80
+
+
+def test_a_save_replaces_only_what_cselab_saved(loaded, tmp_path):
+    from cselab.models.sentence_model import SAVING_MARK
+
+    first = loaded.save(tmp_path / "m")
+    saved = {p.relative_to(first).as_posix() for p in first.rglob("*")}
+    assert "cselab.json" in saved and SAVING_MARK not in saved
+    (first / "model.safetensors").write_bytes(b"an older save")  # a model cselab saved is replaced whole
+    assert loaded.save(tmp_path / "m") == first
+    assert {p.relative_to(first).as_posix() for p in first.rglob("*")} == saved
+    np.testing.assert_array_equal(cselab.load_model(first).encode(["a man"]), loaded.encode(["a man"]))
+    (tmp_path / "empty").mkdir()
+    assert cselab.load_model(loaded.save(tmp_path / "empty")).embedding_dim == loaded.embedding_dim
+    # what a killed save left beside it (being written: marked; set aside: a whole model) is cselab's to remove
+    (tmp_path / "k.tmp").mkdir()
+    (tmp_path / "k.tmp" / SAVING_MARK).touch()
+    (tmp_path / "k.tmp" / "half.bin").write_bytes(b"x")
+    shutil.copytree(first, tmp_path / "k.old")
+    loaded.save(tmp_path / "k")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "k", "m"]
 
 
 def test_usage_error_is_the_documented_type():

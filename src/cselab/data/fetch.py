@@ -47,7 +47,16 @@ from cselab.data.builders import (
     build_stsb_train_corpus,
     build_zeroshot,
 )
-from cselab.data.download import check_replaceable, install_dir, obtain, remove_leftovers, verify_dir
+from cselab.data.download import (
+    ManifestDamaged,
+    check_own_file,
+    check_replaceable,
+    install_dir,
+    manifests,
+    obtain,
+    remove_leftovers,
+    verify_dir,
+)
 from cselab.data.sources import (
     ALL_TARGETS,
     MANIFEST,
@@ -122,6 +131,12 @@ def fetch(
             fetch("corpus", home=home, from_dir=from_dir, include_stsb_train=True, verify=verify)
         return home
     final = target_dir(target, home)
+    verified = verify and not rebuild and final.is_dir() and bool(manifests(final))
+    if verified:  # what was fetched is checked as it is: a missing, changed or unexpected file is named, not fetched
+        _verify(target, final)
+    if target == "corpus" and include_stsb_train:  # a user's file of the variant's name is refused before any work
+        variant = corpus_path(home, include_stsb_train=True)
+        check_own_file(variant, variant.parent / "manifest+stsb-train.json")
     if is_fetched(target, home) and not rebuild:
         report().say(f"{target}: already in {final} (--verify checks its files, --rebuild fetches it again)")
     else:
@@ -138,7 +153,7 @@ def fetch(
             fetch("sts", home=home, from_dir=from_dir)
             build_stsb_train_corpus(home)
             report().say(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
-    if verify:
+    if verify and not verified:
         _verify(target, final)
     return final
 
@@ -146,6 +161,8 @@ def fetch(
 def _verify(target: str, final: Path) -> None:
     try:
         checked = verify_dir(final)
+    except ManifestDamaged:
+        raise
     except CselabError as exc:
         raise CselabError(f"{exc}; fetch it again with `cselab data fetch {target} --rebuild`") from None
     report().say(f"{target}: {checked} file(s) match the sizes and sha256 of the manifest")

@@ -241,24 +241,73 @@ def _combine_problem(combine: object, weights: Sequence[float]) -> str | None:
 
 
 # -- saving -------------------------------------------------------------------------------------------
-def save_model(model: nn.Module, path: str | Path, *, extra: dict[str, Any] | None = None) -> Path:
-    """Save any sentence model kind to ``path`` atomically (written beside it, then renamed into place)."""
+SAVING_MARK = ".cselab-saving"  # in a model being written, until its cselab.json is: the directory is cselab's
+
+
+def is_saved_model(path: Path) -> bool:
+    """Whether ``path`` is a directory holding a model cselab saved (a readable ``cselab.json`` naming its kind)."""
+    try:
+        description = read_description(path) if path.is_dir() and not path.is_symlink() else None
+    except CselabError:
+        return False
+    return description is not None and isinstance(description.get("kind"), str)
+
+
+def check_model_output(path: str | Path) -> Path:
+    """Refuse, in one line, a place a model may not be saved to (checked before anything is written): a model goes
+    to a new path, an empty directory or a model cselab saved (which it replaces), never over a file, a link or a
+    directory of the user's. The siblings a save writes and sets aside (``PATH.tmp``, ``PATH.old``) must be absent or
+    cselab's too."""
     path = Path(path)
+    hint = "choose another path or move it away"
+    if path.is_symlink():
+        raise CselabError(f"{path} is a link; a model is saved to a new directory or over a model cselab saved: {hint}")
+    if path.exists() and not path.is_dir():
+        raise CselabError(f"{path} is a file, not a model directory; a model is saved to a new directory or over a "
+                          f"model cselab saved: {hint}")
+    if path.is_dir() and not is_saved_model(path):
+        names = sorted(p.name for p in path.iterdir())
+        if names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            raise CselabError(f"{path} holds files that are not a model cselab saved ({shown}); a model is saved to "
+                              f"a new or empty directory or over a model cselab saved: {hint}")
+    for sibling in (path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")):
+        if sibling.is_symlink() or (sibling.exists() and not _is_cselabs_sibling(sibling)):
+            raise CselabError(f"{sibling} is in the way of saving {path} (a save writes and sets aside a model "
+                              f"there) and is not cselab's: {hint}")
+    return path
+
+
+def _is_cselabs_sibling(path: Path) -> bool:
+    """A sibling a killed save left: empty, still being written (:data:`SAVING_MARK`) or a whole saved model."""
+    return path.is_dir() and (not any(path.iterdir()) or (path / SAVING_MARK).is_file() or is_saved_model(path))
+
+
+def save_model(model: nn.Module, path: str | Path, *, extra: dict[str, Any] | None = None) -> Path:
+    """Save any sentence model kind to ``path`` atomically (written beside it, then renamed into place). Only to
+    a new path, an empty directory or over a model cselab saved (:func:`check_model_output`, checked before and
+    again just before the swap): a user's file or directory is refused in one line, never renamed or replaced."""
+    path = check_model_output(path)
+    if not callable(getattr(model, "save_files", None)):
+        raise TypeError(f"cannot save {type(model).__name__}: not a registered model kind")
     tmp = fresh_sibling(path)
     _write(model, tmp, extra or {})
+    check_model_output(path)
     return replace_directory(tmp, path)
 
 
 def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
-    """The kind's own files, then ``cselab.json`` and the model card."""
+    """The kind's own files, then ``cselab.json`` and the model card (marked as being written until then)."""
     save_files = getattr(model, "save_files", None)
     if not callable(save_files):
         raise TypeError(f"cannot save {type(model).__name__}: not a registered model kind")
     path.mkdir(parents=True)
+    (path / SAVING_MARK).touch()
     save_files(path)
     description = dict(model.describe(), **extra)
     (path / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2) + "\n")
     (path / "README.md").write_text(model_card(description, model_type=type(model).__name__))
+    (path / SAVING_MARK).unlink()
 
 
 # -- loading ------------------------------------------------------------------------------------------
