@@ -76,8 +76,9 @@ def saved_model(run_dir: str | Path, configuration: str, *, handed_back: bool = 
     """Where a domain-study run keeps its model: a sentence-transformers recipe's :data:`MODEL_DIR`; for a cselab
     run, the selected checkpoint (what a weight mix starts from), or with ``handed_back`` the model ``cselab adapt``
     hands its user, which the run's ``adapt.json`` says (the selected one mixed with the untouched model when its
-    ``mix`` is below 1: :func:`cselab.adaptation.plan.handed_back_model_dir`)."""
-    from cselab.adaptation.plan import handed_back_model_dir
+    ``mix`` is below 1): ``model`` in it, or for a run made before cselab adapt handed back one path, ``weight-mix``
+    (mixed) or the selected checkpoint."""
+    from cselab.adaptation.plan import MODEL_DIR as ADAPT_MODEL_DIR
     from cselab.training.run_directory import selected_model_dir
     from lab.domain_study.study import CONFIGURATION
 
@@ -86,7 +87,10 @@ def saved_model(run_dir: str | Path, configuration: str, *, handed_back: bool = 
         return run_dir / MODEL_DIR
     summary = run_dir / "adapt.json"
     if handed_back and summary.is_file():
-        return handed_back_model_dir(run_dir, float(json.loads(summary.read_text(encoding="utf-8")).get("mix", 1.0)))
+        if (run_dir / ADAPT_MODEL_DIR).is_dir():
+            return run_dir / ADAPT_MODEL_DIR
+        mixed = float(json.loads(summary.read_text(encoding="utf-8")).get("mix", 1.0)) < 1.0
+        return run_dir / "weight-mix" if mixed else selected_model_dir(run_dir)
     return selected_model_dir(run_dir)
 
 

@@ -204,14 +204,17 @@ def default_plan(text: Path, run_dir: Path, args: argparse.Namespace, *, seed: i
     ``args.max_length`` when given), its general sentences (when its recipe trains on them) drawn from ``general``
     where that file exists (the study's general text: which general sentences, like which text, is the study's
     data); ``None`` where the default cannot be planned here."""
-    from cselab.adaptation import plan_adapt
-    from cselab.adaptation.plan import DEFAULT_TEACHER_RECIPE, RECIPES
+    from cselab.adaptation import plan_adapt, recipe_for
+    from cselab.adaptation.plan import resolve_teacher
     from cselab.errors import CselabError
+    from lab.domain_study.recipes import with_arms
 
-    use = general if general is not None and general.is_file() and RECIPES[DEFAULT_TEACHER_RECIPE].general else None
+    default = recipe_for(teacher=resolve_teacher(None, False) is not None)
+    use = general if general is not None and general.is_file() and default.general else None
     try:
-        return plan_adapt(text, run_dir, model=model, steps=steps, batch_size=args.batch_size,
-                          max_length=args.max_length, seed=seed, general=use)
+        recipe = with_arms(default, batch_size=args.batch_size, max_length=args.max_length, general=use,
+                           examples=default.examples)
+        return plan_adapt(text, run_dir, recipe=recipe, model=model, steps=steps, seed=seed)
     except CselabError:  # e.g. the default's general sentences are neither fetched nor built for the study
         return None
 
@@ -219,14 +222,16 @@ def default_plan(text: Path, run_dir: Path, args: argparse.Namespace, *, seed: i
 def configuration_plan(spec: Any, text: str | Path, run_dir: Path, args: argparse.Namespace, *, seed: int, model: str,
                        teacher: str, general: Path | None, runtime: list[str]) -> Any:
     """The ``cselab adapt`` plan of the configuration ``spec`` (:class:`lab.domain_study.study.Configuration`) on
-    ``text``: its recipe, options and overrides, the budget of ``--steps`` when given, ``runtime`` overrides last."""
+    ``text``: its recipe with its arms (:func:`lab.domain_study.recipes.configuration_recipe`), the budget of
+    ``--steps`` when given, ``runtime`` overrides last."""
     from cselab.adaptation import plan_adapt
+    from lab.domain_study.recipes import configuration_recipe, split_runtime
 
-    return plan_adapt(text, run_dir, model=model, teacher=teacher if spec.teacher else None,
-                      no_teacher=not spec.teacher, steps=args.steps or spec.steps, batch_size=args.batch_size,
-                      max_length=args.max_length or spec.max_length, seed=seed, select=spec.select,
-                      units=spec.units, passages=spec.passages, general=general, mix=spec.mix,
-                      recipe=spec.adapt_recipe if spec.teacher else None, overrides=[*spec.overrides, *runtime])
+    kept, device = split_runtime(runtime)
+    recipe = configuration_recipe(spec, batch_size=args.batch_size, max_length=args.max_length, general=general,
+                                  runtime=kept)
+    return plan_adapt(text, run_dir, recipe=recipe, model=model, teacher=teacher if spec.teacher else None,
+                      no_teacher=not spec.teacher, steps=args.steps or spec.steps, seed=seed, device=device)
 
 
 def is_default(plan: Any, text: Path, args: argparse.Namespace, default: Any = None) -> bool:
@@ -253,9 +258,9 @@ def is_default(plan: Any, text: Path, args: argparse.Namespace, default: Any = N
             flat["method_options.teacher"] = where(flat["method_options.teacher"])
         return {k: v for k, v in flat.items() if k not in ignore}
 
-    return (where(default.teacher), default.selection, default.recipe, default.units, default.passages,
+    return (where(default.teacher), default.selection, default.recipe.name, default.units, default.passages,
             default.general_units, default.mix) == (
-        where(plan.teacher), plan.selection, plan.recipe, plan.units, plan.passages, plan.general_units,
+        where(plan.teacher), plan.selection, plan.recipe.name, plan.units, plan.passages, plan.general_units,
         plan.mix) and settings(
         default.config) == settings(plan.config)
 
@@ -264,15 +269,13 @@ def resumable(plan: Any) -> bool:
     """Whether ``plan.output_dir`` holds this very adaptation (the same text and options), cut short or finished
     without a record: it is then resumed, its teacher passes and training going on where they stopped (a pass over
     tweets' passages takes about an hour on 2 cores), rather than started again."""
-    from cselab.adaptation.plan import plan_facts, read_text
     from cselab.adaptation.run import check_output
     from cselab.errors import CselabError
 
     if not plan.output_dir.is_dir():
         return False
     try:
-        facts = plan_facts(plan, read_text(plan.text, plan.max_sentences))
-        return check_output(plan, facts, resume=True) in ("resume", "finished")
+        return check_output(plan, resume=True) in ("resume", "finished")
     except CselabError:  # not an adaptation, another one, or none begun
         return False
 
@@ -280,8 +283,9 @@ def resumable(plan: Any) -> bool:
 def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace, echo: Any) -> dict[str, Any]:
     import torch
 
-    from cselab.adaptation import evaluation_every, plan_adapt, run_adapt
-    from cselab.adaptation.plan import training_units
+    from cselab.adaptation import plan_adapt, run_adapt
+    from cselab.adaptation.examples import training_units
+    from cselab.adaptation.plan import evaluation_every
     from cselab.adaptation.run import held_out_teacher_vectors
     from cselab.adaptation.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
     from cselab.config.run_config import RunConfig
@@ -290,6 +294,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import resolve_precision, training_shape
+    from lab.domain_study.recipes import split_runtime, study_recipe, with_arms
     from lab.domain_study.study import CONFIGURATION, selection_agreement
 
     spec = get_domain(domain)
@@ -314,8 +319,10 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     # a sentence-transformers recipe runs the budget of the cosines recipe (distill): cselab adapt's default when the
     # peers' rows were made, so that they stay comparable
     if args.steps is None and spec_c.recipe:
-        plan = plan_adapt(text, run_dir, model=student, teacher=teacher, recipe="distill", steps=None,
-                          batch_size=args.batch_size, max_length=args.max_length, seed=seed, overrides=runtime)
+        kept, device = split_runtime(runtime)
+        recipe = with_arms(study_recipe("distill"), batch_size=args.batch_size, max_length=args.max_length,
+                           overrides=kept)
+        plan = plan_adapt(text, run_dir, recipe=recipe, model=student, teacher=teacher, seed=seed, device=device)
     resume = not spec_c.recipe and resumable(plan)
     if run_dir.exists():
         echo(f"  {run_dir} holds an unfinished run: " + ("resuming it" if resume else "starting it again"))
@@ -399,7 +406,7 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
         record["selection"] = plan.selection
         record["best_step"] = result.best_step
         record["teacher"] = plan.teacher
-        record["recipe"] = plan.recipe
+        record["recipe"] = plan.recipe.name
         record["default"] = is_default(plan, Path(text), args, default=same_default)
         config: RunConfig = plan.config
         record["config"] = {"effective": config.model_dump(mode="json"), "precision": _precision_of(run_dir),

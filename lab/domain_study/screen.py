@@ -46,12 +46,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from cselab.adaptation import plan_adapt, run_adapt
+    from cselab.adaptation import plan_adapt, recipe_for, run_adapt
     from cselab.data.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.provenance import code_version
     from cselab.reporter import Reporter, reporting
+    from lab.domain_study.recipes import with_arms
     from lab.domain_study.run_domains import model_path
     from lab.domain_study.scoring import study_scores
 
@@ -63,10 +64,11 @@ def main(argv: list[str] | None = None) -> None:
         import shutil
 
         shutil.rmtree(run_dir)  # a screening run is started again, never resumed
-    overrides = [*args.overrides, f"train.threads={args.threads}", "train.device=cpu"]
-    plan = plan_adapt(train_text(args.domain), run_dir, model=model_path(args.model), no_teacher=args.no_teacher,
-                      steps=args.steps, max_length=args.max_length, seed=args.seed, select=args.select,
-                      units=args.units, overrides=overrides)
+    recipe = with_arms(recipe_for(teacher=not args.no_teacher), overrides=[*args.overrides,
+                       f"train.threads={args.threads}"], max_length=args.max_length, select=args.select,
+                       units=args.units)
+    plan = plan_adapt(train_text(args.domain), run_dir, recipe=recipe, model=model_path(args.model),
+                      no_teacher=args.no_teacher, steps=args.steps, seed=args.seed, device="cpu")
     print(plan.describe(), flush=True)
     start = time.perf_counter()
     with reporting(Reporter(lines=lambda line: print(line, flush=True))):  # its lines, no bars
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     record: dict[str, Any] = {
         "domain": args.domain, "name": args.name, "seed": args.seed, "main_task": spec.main_task,
         **study_scores(model, load_inputs(domain=args.domain), spec.main_task),
-        "recipe": plan.recipe, "units": plan.units, "steps": plan.steps, "examples": len(plan.train_units),
+        "recipe": plan.recipe.name, "units": plan.units, "steps": plan.steps, "examples": len(plan.train_units),
         "selection": plan.selection, "best_step": result.best_step,
         "held_out_loss": summary.get("selection_score"), "wall_s": round(wall, 1),
         "teacher_s": summary.get("teacher_s"), "config": plan.config.model_dump(mode="json"),

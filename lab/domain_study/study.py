@@ -731,11 +731,12 @@ ADAPT_TASK_OF_MAIN_TASK = {"sts": "similarity", "retrieval": "search", "clusteri
 
 def task_configuration(domain: str, default: str = DEFAULT_CONFIGURATION) -> str:
     """The configuration that runs what ``cselab adapt --task T`` runs on ``domain``, T its kind of task: the teacher
-    adapted first for the tasks of :data:`~cselab.adaptation.plan.TASKS_ADAPTING_THE_TEACHER`, else ``default``."""
-    from cselab.adaptation.plan import TASKS_ADAPTING_THE_TEACHER
+    adapted first where the recipe ``--task`` chooses adapts it (:func:`cselab.adaptation.recipe_for`), else
+    ``default``."""
+    from cselab.adaptation import recipe_for
 
     task = ADAPT_TASK_OF_MAIN_TASK[ALL_DOMAINS[domain].main_task]
-    return ADAPTED_TEACHER_STUDENT if task in TASKS_ADAPTING_THE_TEACHER else default
+    return ADAPTED_TEACHER_STUDENT if recipe_for(teacher=True, task=task).adapt_teacher else default
 
 
 def goal_margins(records: Sequence[dict[str, Any]], configuration: str | None = None, *,

@@ -2,8 +2,8 @@
 the code: what ``lab/tests/test_recipes_as_data.py`` compares today's plans with, so that moving the study's arms out
 of the command into recipe files changes no configuration a record was made with.
 
-``python -m lab.tests.adapt_plan_snapshot OUT.json`` writes the snapshot (made once, by the code before the move, at
-commit b90bcbd; the file is ``lab/tests/fixtures/adapt_plans_before.json``). :func:`plan_summary` is what is
+``python -m lab.tests.adapt_plan_snapshot OUT.json`` writes today's plans; ``lab/tests/fixtures/adapt_plans_before.json``
+was written once, by the code before the move (commit dff62ec, the study's arms then options of ``plan_adapt``). :func:`plan_summary` is what is
 compared: the effective configuration (paths made relative to the fixture's root), the budget, the selection, the
 mix, and a hash of each text the plan made (training examples, general sentences, held-out text and its views).
 """
@@ -65,13 +65,39 @@ DEFAULTS = {"default": {}, "no-teacher": {"no_teacher": True}, **{f"task-{t}": {
             ("similarity", "search", "clustering", "classification")}}
 
 
-def main(argv: list[str] | None = None) -> None:
+def current_plans(name: str, root: Path, fixture: dict[str, Path]) -> dict[str, Any]:
+    """Today's plans of every configuration and of cselab adapt's defaults on one fixture text, as
+    :func:`plan_summary` gives them (the defaults' general sentences the fixture's file, as the snapshot took them).
+    ``CSELAB_HOME`` must be the fixture's home."""
     import argparse
+
+    from cselab.adaptation import plan_adapt, recipe_for
+    from lab.domain_study import run_domains
+    from lab.domain_study.recipes import with_arms
+    from lab.domain_study.study import CONFIGURATIONS
+
+    plans: dict[str, Any] = {}
+    args = argparse.Namespace(steps=None, batch_size=None, max_length=None)
+    for spec in CONFIGURATIONS:
+        if not spec.trains or spec.recipe:
+            continue
+        plan = run_domains.configuration_plan(
+            spec, fixture["text"], root / "run", args, seed=1, model=str(fixture["student"]),
+            teacher=str(fixture["teacher"]), general=fixture["general"] if spec.general else None,
+            runtime=["train.threads=1", "train.device=cpu"])
+        plans[f"{name}/{spec.key}"] = plan_summary(plan, root)
+    for key, options in DEFAULTS.items():
+        recipe = recipe_for(teacher=not options.get("no_teacher"), task=options.get("task"))
+        if recipe.general:
+            recipe = with_arms(recipe, general=fixture["general"], examples=recipe.examples)
+        plan = plan_adapt(fixture["text"], root / "run", model=str(fixture["student"]), recipe=recipe, **options)
+        plans[f"{name}/cselab-adapt-{key}"] = plan_summary(plan, root)
+    return plans
+
+
+def main(argv: list[str] | None = None) -> None:
     import os
     import tempfile
-
-    from lab.domain_study import run_domains
-    from lab.domain_study.study import CONFIGURATIONS
 
     out = Path((argv or sys.argv[1:])[0])
     snapshot: dict[str, Any] = {}
@@ -80,21 +106,7 @@ def main(argv: list[str] | None = None) -> None:
             root = Path(tmp) / name
             fixture = make_fixture(root, lines)
             os.environ["CSELAB_HOME"] = str(fixture["home"])
-            args = argparse.Namespace(steps=None, batch_size=None, max_length=None)
-            for spec in CONFIGURATIONS:
-                if not spec.trains or spec.recipe:
-                    continue
-                plan = run_domains.configuration_plan(
-                    spec, fixture["text"], root / "run", args, seed=1, model=str(fixture["student"]),
-                    teacher=str(fixture["teacher"]), general=fixture["general"] if spec.general else None,
-                    runtime=["train.threads=1", "train.device=cpu"])
-                snapshot[f"{name}/{spec.key}"] = plan_summary(plan, root)
-            from cselab.adaptation import plan_adapt
-
-            for key, options in DEFAULTS.items():
-                plan = plan_adapt(fixture["text"], root / "run", model=str(fixture["student"]),
-                                  general=None if options.get("no_teacher") else fixture["general"], **options)
-                snapshot[f"{name}/cselab-adapt-{key}"] = plan_summary(plan, root)
+            snapshot.update(current_plans(name, root, fixture))
     out.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
     print(f"{len(snapshot)} plans -> {out}")
 

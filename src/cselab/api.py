@@ -186,6 +186,45 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     return Path(run_config.train.output_dir) / BEST_DIR
 
 
+def adapt(text: str | Path, output: str | Path, *, model: str | Path = "all-MiniLM-L6-v2",
+          teacher: str | Path | None = None, no_teacher: bool = False, task: str | None = None,
+          recipe: str | Path | None = None,
+          steps: int | None = None, seed: int = 1, max_sentences: int | None = None, device: str = "auto",
+          labels: str | Path | None = None, pairs: str | Path | None = None, retrieval: str | Path | None = None,
+          domain: str | None = None, resume: bool = False, progress: bool = True) -> Any:
+    """Adapt ``model`` to the unlabelled ``text`` (one sentence per line) as ``cselab adapt`` does, into the run
+    directory ``output``, and return the result (:class:`cselab.adaptation.AdaptResult`): ``.model_dir`` is the
+    model handed back (``output/model``), ``.before`` / ``.after`` the scores on the labelled files given
+    (``labels``, ``pairs``, ``retrieval``, ``domain``), ``.report`` the report. The arguments are the command's
+    options, checked by its rules before anything is written; ``progress`` prints what the run does and shows its
+    bars, as the command does; ``False``: nothing."""
+    check_path(text, "text")
+    check_path(output, "output")
+    check_path(model, "model")
+    check_path(teacher, "teacher", optional=True)
+    check_flag(no_teacher, "no_teacher")
+    check_text(task, "task", optional=True)
+    check_path(recipe, "recipe", optional=True)
+    check_optional_int(steps, "steps")
+    check_int(seed, "seed", minimum=0)
+    check_optional_int(max_sentences, "max_sentences")
+    check_text(device, "device")
+    for name, value in (("labels", labels), ("pairs", pairs), ("retrieval", retrieval)):
+        check_path(value, name, optional=True)
+    check_text(domain, "domain", optional=True)
+    check_flag(resume, "resume")
+    check_flag(progress, "progress")
+    from cselab.adaptation import adapt as adapt_text
+    from cselab.runtime.devices import set_inference_device
+
+    set_inference_device(device)
+    with reporting(console() if progress else QUIET):
+        return adapt_text(text, output, recipe=recipe, model=str(model),
+                          teacher=None if teacher is None else str(teacher), no_teacher=no_teacher, task=task,
+                          steps=steps, seed=seed, max_sentences=max_sentences, device=device, labels=labels,
+                          pairs=pairs, retrieval=retrieval, domain=domain, resume=resume)
+
+
 def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = ("stsb",), *,
              splits: Sequence[str] = ("test",), batch_size: int = 128) -> dict[str, dict[str, float]]:
     """Scores ``task -> split -> score`` (x 100). cselab's STS tasks (``stsb``, ``sts12-part`` ... ``sts17-en``,

@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from cselab.adaptation.plan import UNIT_COPIES, AdaptPlan
+from cselab.adaptation.examples import UNIT_COPIES
+from cselab.adaptation.plan import AdaptPlan
 
 # A training step's seconds per second of timed inference over as many tokens, by the precision both run in: the
 # backward pass and the optimizer cost more than the forward, and bf16 speeds the forward more than the rest. Fitted
@@ -25,13 +26,15 @@ class ForwardCost:
     precision: str = "fp32"
 
 
-def estimate_seconds(plan: AdaptPlan) -> float:
+def estimate_seconds(plan: AdaptPlan, student: Any = None, teacher: Any = None) -> float:
     """A rough wall-time estimate before training: a timed inference pass over up to 256 held-out sentences
-    through the student (and the teacher), in the precision the run will use (``auto``: bf16 where the probe says
-    it pays; the training steps' choice for the student, the teacher pass's for the teacher), extrapolated by
-    :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so their token lengths stand
-    for the text's. With ``--adapt-teacher`` the teacher's own adaptation is added (unless it is finished), and the
-    pass through the model it will keep is timed on the untouched teacher, which has its shape."""
+    through the student (and the teacher), at the training length, in the precision the run will use (``auto``:
+    bf16 where the probe says it pays; the training steps' choice for the student, the teacher pass's for the
+    teacher), extrapolated by :func:`extrapolate_seconds`. The held-out sentences are a random 5% of the text, so
+    their token lengths stand for the text's. ``student`` and ``teacher``: the models already loaded (else they are
+    loaded here). With the teacher adapted first (the recipe's ``adapt_teacher``), its own adaptation is added
+    (unless it is finished), and the pass through the model it will keep is timed on the untouched teacher, which
+    has its shape."""
     from cselab.adaptation.plan import ADAPT_FILE, TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
@@ -39,33 +42,42 @@ def estimate_seconds(plan: AdaptPlan) -> float:
 
     sample = list(plan.held_out[:256])
 
-    def forward_cost(model: Any, precision: str | None, batch_size: int) -> ForwardCost:
+    def forward_cost(model: Any, precision: str | None, batch_size: int, length: int | None = None) -> ForwardCost:
         device = next(model.parameters()).device
         precision = precision or inference_precision(plan.config.train.precision, model, batch_size).precision
-        length = getattr(model, "max_length", None) or 512  # a twin or an ensemble: its first member's tokens
+        kept = getattr(model, "max_length", None)
+        length = length or kept or 512  # a twin or an ensemble: its first member's tokens
         tokens = sum(len(ids) for ids in model.tokenizer(sample, truncation=True, max_length=length)["input_ids"])
         seconds = []
-        with autocast_context(precision, device):
-            model.encode(sample[:batch_size], batch_size=batch_size)  # warm-up: the first call of a shape is slower
-            for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
-                start = time.perf_counter()
-                model.encode(sample, batch_size=batch_size)
-                seconds.append(time.perf_counter() - start)
+        if kept is not None:
+            model.max_length = min(length, kept)  # timed at the training length, the model's own kept
+        try:
+            with autocast_context(precision, device):
+                model.encode(sample[:batch_size], batch_size=batch_size)  # warm-up: a shape's first call is slower
+                for _ in range(2):  # the faster of two: one pass of short sentences varies by a third between tries
+                    start = time.perf_counter()
+                    model.encode(sample, batch_size=batch_size)
+                    seconds.append(time.perf_counter() - start)
+        finally:
+            if kept is not None:
+                model.max_length = kept
         return ForwardCost(min(seconds) / max(1, tokens), tokens / max(1, len(sample)), precision)
 
-    student = forward_cost(load_model(plan.model, pooler="mean", max_length=plan.config.model.max_length),
-                           planned_precision(plan.config).precision, 64)
-    teacher, first = None, 0.0
+    if student is None:
+        student = load_model(plan.model, pooler="mean")
+    cost = forward_cost(student, planned_precision(plan.config).precision, 64, plan.config.model.max_length)
+    teacher_cost, first = None, 0.0
     inner = plan.teacher_plan
     if inner is not None and not (inner.output_dir / ADAPT_FILE).is_file():
-        first = estimate_seconds(inner)
-        teacher = forward_cost(load_teacher(inner.model), None, BATCH)
+        untouched = load_teacher(inner.model)  # once: the student of its own adaptation, and the pass's shape
+        first = estimate_seconds(inner, untouched)
+        teacher_cost = forward_cost(untouched, None, BATCH)
     elif plan.teacher is not None:
-        teacher_model = load_teacher(plan.teacher)  # loaded once: for the pass's key and, when not kept, its cost
+        teacher = teacher if teacher is not None else load_teacher(plan.teacher)
         if not pass_is_kept(plan.teacher, [*plan.train_units, *plan.held_out_units], plan.output_dir / TEACHER_DIR,
-                            teacher_model):
-            teacher = forward_cost(teacher_model, None, BATCH)  # torch: an export the pass may pick runs faster
-    return first + extrapolate_seconds(plan, student, teacher)
+                            teacher):
+            teacher_cost = forward_cost(teacher, None, BATCH)  # torch: an export the pass may pick runs faster
+    return first + extrapolate_seconds(plan, cost, teacher_cost)
 
 
 def extrapolate_seconds(plan: AdaptPlan, student: ForwardCost, teacher: ForwardCost | None = None) -> float:

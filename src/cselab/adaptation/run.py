@@ -22,6 +22,7 @@ import numpy as np
 from cselab.adaptation.plan import (
     ADAPT_FILE,
     ADAPTED_TEACHER_EXPORTS_DIR,
+    DEFAULT_MODEL,
     HELD_OUT_FILE,
     PLAN_FILE,
     TEACHER_DIR,
@@ -29,10 +30,10 @@ from cselab.adaptation.plan import (
     AdaptPlan,
     evaluation_every,
     mixed_phrase,
-    plan_facts,
-    read_text,
+    plan_adapt,
     write_texts,
 )
+from cselab.adaptation.recipe import Recipe
 from cselab.adaptation.report import annotate_model, scores_lost, teacher_not_ahead, write_report
 from cselab.adaptation.selection import (
     DISTILLATION_LOSS,
@@ -65,11 +66,12 @@ class AdaptResult:
     teacher_scores: dict[str, float] = field(default_factory=dict)  # the teacher's, before training
 
 
-def check_output(plan: AdaptPlan, facts: dict[str, Any], *, resume: bool) -> str:
+def check_output(plan: AdaptPlan, *, resume: bool) -> str:
     """Whether ``plan.output_dir`` may hold this adaptation: ``"fresh"`` (new or empty), ``"resume"`` or
     ``"finished"`` (only with ``resume``); anything else is refused in one line. Reads only."""
     from cselab.training.run_directory import RUN_MARKER
 
+    facts = plan.facts()
     directory = plan.output_dir
     if not directory.exists() or not [p for p in directory.iterdir() if not p.name.startswith(LOCK_FILE)]:
         if resume:
@@ -180,46 +182,114 @@ def held_out_teacher_vectors(plan: AdaptPlan, teacher: str, store_dir: str | Pat
     return vectors[[row[text] for text in plan.held_out_units]]
 
 
+def scorer(labels: str | Path | None = None, pairs: str | Path | None = None, retrieval: str | Path | None = None,
+           domain: str | None = None) -> Callable[[Any], dict[str, float]] | None:
+    """What scores a model on the user's labelled data (mteb's evaluators), every file checked now, before any
+    training; ``None`` when none is given."""
+    if labels is None and pairs is None and retrieval is None and domain is None:
+        return None
+    import importlib.util
+
+    from cselab.evaluation.domain import load_inputs, score_inputs
+
+    if importlib.util.find_spec("mteb") is None:  # scoring runs mteb: refused now, not after training
+        raise CselabError("scoring before/after runs mteb, which is not installed: pip install 'cselab[mteb]'")
+    inputs = load_inputs(labels, pairs, retrieval, domain=domain)
+
+    def evaluate(encoder: Any) -> dict[str, float]:
+        return score_inputs(encoder, inputs)
+    return evaluate
+
+
+def adapt(text: str | Path, output: str | Path, *, recipe: str | Path | Recipe | None = None,
+          model: str = DEFAULT_MODEL, teacher: str | None = None, no_teacher: bool = False, task: str | None = None,
+          steps: int | None = None, seed: int = 1, max_sentences: int | None = None, device: str = "auto",
+          labels: str | Path | None = None, pairs: str | Path | None = None, retrieval: str | Path | None = None,
+          domain: str | None = None, resume: bool = False) -> AdaptResult:
+    """``cselab adapt``, whole: plan (the text read once, the models and the recipe checked), check the scoring
+    files, then :func:`run_adapt` (the output checked once, under its lock, before any model loads)."""
+    plan = plan_adapt(text, output, recipe=recipe, model=model, teacher=teacher, no_teacher=no_teacher, task=task,
+                      steps=steps, seed=seed, max_sentences=max_sentences, device=device)
+    return run_adapt(plan, resume=resume, evaluate=scorer(labels, pairs, retrieval, domain))
+
+
+class _Models:
+    """The untouched student and the teacher, each loaded once for the whole run (the estimate, the scores, the
+    teacher's pass and the weight mix share them); training builds its own trainable copy."""
+
+    def __init__(self, plan: AdaptPlan) -> None:
+        self.plan = plan
+        self._student: Any = None
+        self._teacher: Any = None
+
+    @property
+    def student(self) -> Any:
+        if self._student is None:
+            from cselab.models.sentence_model import load_model
+
+            self._student = load_model(self.plan.model, pooler="mean")
+        return self._student
+
+    @property
+    def teacher(self) -> Any:
+        if self._teacher is None and self.plan.teacher is not None:
+            from cselab.runtime.devices import pick_device
+            from cselab.teacher_pass import load_teacher
+
+            self._teacher = load_teacher(self.plan.teacher, pick_device(self.plan.config.train.device))
+        return self._teacher
+
+    def drop_teacher(self) -> None:
+        self._teacher = None  # training reads the pass from disk: the teacher's memory is freed before it
+
+
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
               observe: Callable[[Any, int], dict[str, float]] | None = None,
-              observe_every: int | None = None, estimate_s: float | None = None) -> AdaptResult:
-    """Split the text, run the teacher's pass, train with the plan's selection, score before/after with
-    ``evaluate`` (the user's labelled files), and write the model card's figures and the report. ``estimate_s``, the
-    time estimate shown before training, is recorded beside the measured times in ``adapt.json``.
+              observe_every: int | None = None, estimate: bool = True) -> AdaptResult:
+    """Run a plan: check the output (once, under the run's lock), estimate the time, run the teacher's pass, train
+    with the plan's selection, hand back the model (``OUTPUT/model``: the selected weights, mixed with the untouched
+    model's when the recipe's ``mix`` is below 1), score before/after with ``evaluate`` (the user's labelled files),
+    and write the model card's figures and the report.
 
     ``observe(model, step)`` (optional) only watches the training: the trainer calls it at step 0, every
     ``observe_every`` steps (default :func:`evaluation_every` of the budget) and at the last step, and logs what it
     returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected. The domain study records the
     candidate selection criteria and the domain's score this way. What it does is said, and its bars shown, through
     the reporter in effect (:mod:`cselab.reporter`)."""
-    from cselab.models.sentence_model import load_model
-    from cselab.runtime.devices import pick_device
-    from cselab.teacher_pass import load_teacher
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
     start = time.perf_counter()
-    sentences = read_text(plan.text, plan.max_sentences)
-    facts = plan_facts(plan, sentences)
     with RunDirectory(plan.output_dir) as run_dir:
-        state = check_output(plan, facts, resume=resume)
+        state = check_output(plan, resume=resume)
         if state == "finished":
             report().say(f"adapt: {plan.output_dir} holds this adaptation, finished; nothing to do")
             return _finished_result(plan)
+        report().say(plan.describe())
+        models = _Models(plan)
+        estimate_s = None
+        if estimate:
+            from cselab.adaptation.estimate import check_budget, estimate_seconds
+
+            estimate_s = estimate_seconds(plan, models.student, models.teacher if plan.teacher_plan is None
+                                          else None)
+            check_budget(plan, estimate_s)
+            report().say(f"adapt: estimated {estimate_s / 60:.0f} min on this machine (training, its evaluations, "
+                         "the teacher pass; not loading models)")
         run_dir.mark()
         if state == "fresh":
-            write_json_atomic(plan.output_dir / PLAN_FILE, facts)
+            write_json_atomic(plan.output_dir / PLAN_FILE, plan.facts())
         if not _texts_in_place(plan):
             write_texts(plan)
         adapted_teacher = None
-        if plan.teacher_plan is not None:  # --adapt-teacher: the teacher's own adaptation first (a resume skips it)
+        if plan.teacher_plan is not None:  # the teacher's own adaptation first (a resume skips it)
             inner = plan.teacher_plan
             report().say(f"adapt: first {inner.model}, adapted to the text ({inner.steps} steps of SimCSE)")
-            kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file())
+            kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file(), estimate=False)
             adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
                                "wall_s": round(kept.wall_s, 3)}
         clock = time.perf_counter()
-        before = evaluate(load_model(plan.model, pooler="mean")) if evaluate else {}
+        before = evaluate(models.student) if evaluate else {}
         evaluate_s = time.perf_counter() - clock
         teacher_s = 0.0
         teacher_scores: dict[str, float] = {}
@@ -227,11 +297,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         teacher_views: dict[str, Any] = {}
         if plan.teacher is not None:
             clock = time.perf_counter()
-            device = pick_device(plan.config.train.device)
-            # loaded once for both passes (and gone before training, which reads the passes from disk)
             # an adapted teacher serves this run alone: its exports stay in the run, not in the data home
             exports = None if plan.teacher_plan is None else plan.output_dir / ADAPTED_TEACHER_EXPORTS_DIR
-            options = {"model": load_teacher(plan.teacher, device), "requested_precision": plan.config.train.precision,
+            options = {"model": models.teacher, "requested_precision": plan.config.train.precision,
                        "export_dir": exports}
             scoring_s = 0.0
             if evaluate:  # said before the pass and the training, so that a user can stop before paying for them
@@ -247,6 +315,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
             del options
+            models.drop_teacher()
             teacher_s = time.perf_counter() - clock - scoring_s
         selector = _selector(plan, teacher_held, teacher_views)
         trainer = Trainer(plan.config, selector=selector, observer=observe,
@@ -254,21 +323,19 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
         train_s = time.perf_counter() - clock
-        model_dir = plan.model_dir
-        if plan.mix < 1.0 and not model_dir.is_dir():  # saved whole or not at all: a kill before it mixes again
-            from cselab.experiments.ensemble import ensemble
-
-            ensemble(plan.model, plan.output_dir / BEST_DIR, model_dir, weight=plan.mix, combine="weights")
+        handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
         clock = time.perf_counter()
-        after = evaluate(load_model(model_dir)) if evaluate else {}
+        after = evaluate(handed_back) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
         wall = time.perf_counter() - start
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
+                   "text_train_sentences": plan.text_train_sentences,
                    "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
-                   "task": plan.task, "recipe": plan.recipe, "selection": plan.selection,
+                   "task": plan.task, "recipe": plan.recipe.name, "selection": plan.selection,
                    "criterion": getattr(selector, "primary", None),
                    "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
+                   "model_dir": str(plan.model_dir),
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after,
                    **({"teacher_scores": teacher_scores} if teacher_scores else {}),
@@ -278,11 +345,30 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
                       if plan.general_units else {}),
                    **({"adapted_teacher": adapted_teacher} if adapted_teacher is not None else {})}
-        annotate_model(model_dir, summary)
+        annotate_model(plan.model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
-    return AdaptResult(model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
+    return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
                        plan.teacher, teacher_scores)
+
+
+def hand_back(plan: AdaptPlan, models: _Models, best: Path) -> Any:
+    """Save the model handed back in ``plan.model_dir``: the selected model (``best``), its weights mixed with the
+    untouched model's as ``(1 - mix) * untouched + mix * selected`` (WiSE-FT,
+    :func:`cselab.experiments.ensemble.mixed_weights`) when the recipe's ``mix`` is below 1. Saved whole or not at
+    all: a kill before it is saved makes it again on ``--resume``. Returns the model."""
+    from cselab.experiments.ensemble import mixed_weights
+    from cselab.models.sentence_model import load_model, save_model
+
+    if plan.model_dir.is_dir():
+        return load_model(plan.model_dir)
+    selected = load_model(best, device="cpu")
+    if plan.mix < 1.0:
+        untouched = {k: v.detach().cpu() for k, v in models.student.state_dict().items()}
+        selected.load_state_dict(mixed_weights(untouched, selected.state_dict(), plan.mix), strict=True)
+    save_model(selected, plan.model_dir, extra={"sources": [str(plan.model), str(best)],
+                                                "weights_mixed": {"weight": plan.mix}})
+    return selected
 
 
 def summary_of(result: AdaptResult) -> str:
@@ -298,4 +384,3 @@ def summary_of(result: AdaptResult) -> str:
             lines.append(f"warning: {warning}")
     lines.append(f"report: {result.report} ({result.wall_s:.0f} s)")
     return "\n".join(lines)
-

@@ -164,6 +164,7 @@ class Trainer:
         # what selects the best step: STS dev of train.dev_task, unless the caller gives another scorer with the
         # same interface (cselab adapt: agreement with a teacher on held-out text)
         self._evaluator = selector
+        self._selector_given = selector is not None
         if observe_every is not None and observe_every < 1:
             raise CselabError(f"observe_every must be at least 1, got {observe_every}")
         self._observer = observer
@@ -444,8 +445,10 @@ class Trainer:
                 self._log({"step": self.state.step, "lr": self.scheduler.get_last_lr()[0], "sent_per_s": rate,
                            **values})
                 window_start, window_sentences = time.perf_counter(), 0
-                bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}",
-                                best_dev=f"{self.state.best_score:.4g}" if self.state.best_score is not None else "-")
+                # the best dev score only where a dev set selects (cselab adapt's held-out selection has none)
+                shown = {} if self._selector_given else {
+                    "best_dev": f"{self.state.best_score:.4g}" if self.state.best_score is not None else "-"}
+                bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}", **shown)
             bar.update(1)
             evaluate = self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps
             save = self.state.step % save_every == 0 or self.state.step == self.total_steps
