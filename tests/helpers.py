@@ -253,3 +253,17 @@ def build_tiny_marian_dir(path: Path, seed: int = 0) -> Path:
     MarianMTModel(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def recipe_with(base: str | Path = "vectors-and-head", **fields):
+    """A recipe of ``cselab adapt`` (a shipped recipe's name, or a YAML file such as ``lab/recipes/distill.yaml``)
+    with ``fields`` changed, validated as a recipe file is: what a user's ``--recipe FILE`` would say."""
+    from cselab.adaptation.recipe import Recipe, load_recipe
+
+    raw = load_recipe(base).model_dump(mode="json", by_alias=True)
+    if "steps" in fields and isinstance(fields["steps"], dict):
+        fields["steps"] = {**raw["steps"], **fields["steps"]}
+    return Recipe.model_validate({**raw, **fields})
+
+
+LAB_RECIPES = Path(__file__).resolve().parents[1] / "lab" / "recipes"  # the domain study's recipes, as test data
