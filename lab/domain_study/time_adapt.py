@@ -8,8 +8,13 @@ Whether the teacher's vectors of the text were already in the data home's cache 
 record also counts the teacher passes the command added to the cache (0: every pass was read from it).
 
     python -m lab.domain_study.time_adapt --domain stsb --max-sentences 10000            # the 10k goal, default budget
-    python -m lab.domain_study.time_adapt --domain stsb --max-sentences 10000 --adapt-teacher  # the teacher first
+    python -m lab.domain_study.time_adapt --domain stsb --max-sentences 10000 --task search  # the teacher first
     make demo-timed    # what `make demo` runs, with the Makefile's DEMO_* values
+    # the cost against the size of the text: the fetched corpus numbered into N distinct lines, no scoring
+    python -m lab.domain_study.time_adapt --corpus-lines 1000000 --steps 20
+
+The record holds the plan's sizes (sentences read, trained on, training examples, general sentences) and the peak
+memory of the command (its resident set, from the kernel's accounting of the finished child).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -30,32 +36,46 @@ RESULTS = RESULTS_DIR / "adapt_time.jsonl"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--domain", required=True, help="a suite domain: its train.txt is the text, its task is scored")
+    parser.add_argument("--domain", help="a suite domain: its train.txt is the text, its task is scored")
+    parser.add_argument("--corpus-lines", type=int, help="instead of a domain: the fetched corpus (`cselab data fetch "
+                        "corpus`) repeated into this many distinct lines (each repeat numbered), not scored")
     parser.add_argument("--max-sentences", type=int, help="the first N distinct sentences of the text")
     parser.add_argument("--steps", type=int, help="the budget (default: cselab adapt's, from the text's size)")
     parser.add_argument("--model", help="cselab adapt --model (default: cselab adapt's)")
     parser.add_argument("--teacher", help="cselab adapt --teacher")
-    parser.add_argument("--adapt-teacher", action="store_true", help="cselab adapt --adapt-teacher")
+    parser.add_argument("--task", help="cselab adapt --task")
+    parser.add_argument("--recipe", help="cselab adapt --recipe")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads in training (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads, as OMP_NUM_THREADS (0: torch's default)")
     parser.add_argument("--output", type=Path, default=RUNS_DIR / "time-adapt", help="the run directory (replaced)")
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="cselab adapt's config overrides")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if (args.domain is None) == (args.corpus_lines is None):
+        parser.error("give --domain or --corpus-lines")
+    return args
 
 
 def adapt_command(args: argparse.Namespace, text: Path) -> list[str]:
-    command = [sys.executable, "-m", "cselab.cli", "adapt", str(text), "--domain", args.domain,
-               "--output", str(args.output), "--seed", str(args.seed)]
-    for option, value in (("--max-sentences", args.max_sentences), ("--steps", args.steps),
-                          ("--model", args.model), ("--teacher", args.teacher)):
+    command = [sys.executable, "-m", "cselab.cli", "adapt", str(text), "--output", str(args.output),
+               "--seed", str(args.seed)]
+    for option, value in (("--domain", args.domain), ("--max-sentences", args.max_sentences), ("--steps", args.steps),
+                          ("--model", args.model), ("--teacher", args.teacher), ("--task", args.task),
+                          ("--recipe", args.recipe)):
         if value is not None:
             command += [option, str(value)]
-    if args.adapt_teacher:
-        command.append("--adapt-teacher")
-    if args.threads:
-        command.append(f"train.threads={args.threads}")
-    return command + list(args.overrides)
+    return command
+
+
+def numbered_corpus(lines: int, out: Path) -> Path:
+    """The fetched corpus repeated into ``lines`` distinct lines (the k-th repeat of a line ends in `` (k)``)."""
+    from cselab.data.training_data import corpus_path
+
+    source = [s for s in corpus_path("default").read_text(encoding="utf-8").splitlines() if s.strip()]
+    with out.open("w", encoding="utf-8") as f:
+        for i in range(lines):
+            repeat, line = divmod(i, len(source))
+            f.write(f"{source[line]} ({repeat})\n" if repeat else f"{source[line]}\n")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,24 +85,32 @@ def main(argv: list[str] | None = None) -> None:
     from cselab.teacher_pass import CACHE_DIR as TEACHER_CACHE_DIR
 
     args = parse_args(argv)
-    text = cselab_home() / "domains" / args.domain / "train.txt"
-    if not text.is_file():
-        sys.exit(f"error: {text} is missing; run `cselab data fetch domains`")
     if args.output.exists():
         shutil.rmtree(args.output)
+    if args.corpus_lines is not None:
+        text = numbered_corpus(args.corpus_lines, args.output.parent / f"corpus-{args.corpus_lines}.txt")
+    else:
+        text = cselab_home() / "domains" / args.domain / "train.txt"
+    if not text.is_file():
+        sys.exit(f"error: {text} is missing; run `cselab data fetch domains`")
     command = adapt_command(args, text)
     cache = cselab_home() / TEACHER_CACHE_DIR
     cached_before = set(os.listdir(cache)) if cache.is_dir() else set()
     print("$ " + " ".join(command), flush=True)
     start = time.perf_counter()
-    code = subprocess.run(command).returncode
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
+    code = subprocess.run(command, env=env).returncode
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kilobytes on Linux
     if code:
         sys.exit(f"error: cselab adapt exited with {code} (its message is above); nothing recorded")
     command_s = time.perf_counter() - start
     summary = json.loads((args.output / "adapt.json").read_text(encoding="utf-8"))
     passes_made = len(set(os.listdir(cache)) - cached_before) if cache.is_dir() else 0
     record = {
-        "domain": args.domain, "sentences": summary["sentences"], "train_sentences": summary["train_sentences"],
+        "domain": args.domain, "corpus_lines": args.corpus_lines, "sentences": summary["sentences"],
+        "train_sentences": summary["train_sentences"], "text_train_sentences": summary.get("text_train_sentences"),
+        "general_sentences": summary.get("general_sentences"), "recipe": summary.get("recipe"),
+        "peak_rss_mb": round(peak_rss_mb, 1),
         "held_out": summary["held_out"], "teacher": summary["teacher"], "selection": summary["selection"],
         "model": summary["model"], "steps": summary["steps"], "seed": args.seed, "threads": args.threads or None,
         "cpu_count": os.cpu_count(),
@@ -91,10 +119,10 @@ def main(argv: list[str] | None = None) -> None:
         "estimate_s": summary.get("estimate_s"), "adapted_teacher": summary.get("adapted_teacher"),
         "before": summary["before"], "after": summary["after"], "adapt_command": " ".join(command[1:]),
     }
-    print(f"{args.domain}: {summary['sentences']} sentences, {summary['steps']} steps: the command took "
+    print(f"{args.domain or text.name}: {summary['sentences']} sentences, {summary['steps']} steps: the command took "
           f"{command_s / 60:.1f} min ({summary['teacher_s'] / 60:.1f} the teacher's pass, {passes_made} passes made, "
           f"{summary['train_s'] / 60:.1f} training, {summary['evaluate_s'] / 60:.1f} "
-          f"scoring), estimated {(summary.get('estimate_s') or 0) / 60:.1f}")
+          f"scoring), estimated {(summary.get('estimate_s') or 0) / 60:.1f}; peak memory {peak_rss_mb:,.0f} MB")
     append_record(args.results, record, __file__, sys.argv[1:] if argv is None else argv)
 
 
