@@ -2,10 +2,11 @@
 the code: what ``lab/tests/test_recipes_as_data.py`` compares today's plans with, so that moving the study's arms out
 of the command into recipe files changes no configuration a record was made with.
 
-``python -m lab.tests.adapt_plan_snapshot OUT.json`` writes today's plans; ``lab/tests/fixtures/adapt_plans_before.json``
-was written once, by the code before the move (commit dff62ec, the study's arms then options of ``plan_adapt``). :func:`plan_summary` is what is
-compared: the effective configuration (paths made relative to the fixture's root), the budget, the selection, the
-mix, and a hash of each text the plan made (training examples, general sentences, held-out text and its views).
+``python -m lab.tests.adapt_plan_snapshot OUT.json`` writes today's plans;
+``lab/tests/fixtures/adapt_plans_before.json`` was written once, by the code before the move (commit dff62ec, the
+study's arms then options of ``plan_adapt``). :func:`plan_summary` is what is compared: the effective configuration
+(paths made relative to the fixture's root), the budget, the selection, the mix, and a hash of each text the plan made
+(training examples, general sentences, held-out text and its views).
 """
 
 from __future__ import annotations

@@ -11,13 +11,19 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from cselab.adaptation import default_steps, plan_adapt, split_held_out
+from cselab.adaptation import plan_adapt
 from cselab.adaptation.estimate import ForwardCost, extrapolate_seconds
+from cselab.adaptation.examples import split_held_out
+from cselab.adaptation.plan import default_steps
+from cselab.adaptation.recipe import load_recipe
 from cselab.adaptation.selection import held_out_pairs
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.models.sentence_model import load_model
-from tests.helpers import WORDS, build_tiny_model_dir, run_cli
+from tests.adaptation.test_adapt_distill import write_recipe
+from tests.helpers import LAB_RECIPES, WORDS, build_tiny_model_dir, recipe_with, run_cli
+
+DISTILL = LAB_RECIPES / "distill.yaml"  # the domain study's cosines recipe (guarded selection, mixed units)
 
 
 def write_text(path, n=240, seed=0):
@@ -43,10 +49,13 @@ def test_split_holds_out_five_percent_of_distinct_sentences_and_is_seeded():
 
 
 def test_default_budget_is_three_passes_within_bounds():
-    assert default_steps(9_500, 64) == 446  # ceil(3 * 9500 / 64): three passes, under the cap
-    assert default_steps(10_000, 64) == 450  # three passes would be 469: the cap
-    assert default_steps(100, 64) == 100
-    assert default_steps(10_000_000, 64) == 450
+    simcse = load_recipe("simcse")  # three passes of 64, 100 to 450 steps
+    assert default_steps(9_500, simcse) == 446  # ceil(3 * 9500 / 64): three passes, under the cap
+    assert default_steps(10_000, simcse) == 450  # three passes would be 469: the cap
+    assert default_steps(100, simcse) == 100
+    assert default_steps(10_000_000, simcse) == 450
+    # the passes are over the recipe's own batch: three passes of 4,000 examples in steps of 32
+    assert default_steps(4_000, recipe_with("simcse", batch_size=32)) == 375  # ceil(3 * 4000 / 32)
 
 
 def test_held_out_pairs_are_nearest_and_random_partners_with_teacher_cosines():
@@ -82,7 +91,8 @@ def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_ber
 
 def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_dir):
     text = write_text(tmp_path / "text.txt")  # 240 sentences: 220 to train on, 20 held out (the minimum)
-    simcse = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), steps=150, batch_size=32)
+    simcse = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), steps=150,
+                        recipe=recipe_with("simcse", batch_size=32))
     assert (simcse.train_sentences, len(simcse.held_out), simcse.config.train.eval_every) == (220, 20, 150)
     student = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20)  # 0.02 s a sentence
     # 150 steps x 2.2 x 2 rows x 32 sentences x 0.02 s = 422.4 s; one evaluation (the last step) x 2 rows x 20 x 0.02
@@ -93,49 +103,48 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert extrapolate_seconds(simcse, bf16) == pytest.approx(556.8 + 0.8)
     fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
     assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
-    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                        recipe="distill", steps=100,
-                        select="distillation-loss", units="lines", overrides=["train.eval_every=25"])
+    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                        recipe=recipe_with(DISTILL, select="distillation-loss", units="lines",
+                                           overrides=("train.eval_every=25",)))
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
     # 100 x 2.2 x 1 row (one view) x 64 x 0.02 s = 281.6 s; 5 evaluations (step 0 and every 25) x 1 row x 20 x
     # 0.02 = 2 s; the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(281.6 + 2 + 24)
     # target pairs: each anchor brings one neighbour and one random partner, 3 rows: 100 x 2.2 x 3 x 16 x 0.02 s
-    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                       recipe="distill", steps=100,
-                       units="lines", overrides=["train.eval_every=25", "method_options.target=pairs",
-                                                 "method_options.neighbours=10"])
+    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                       recipe=recipe_with(DISTILL, units="lines", overrides=("train.eval_every=25",),
+                                          method_options={**load_recipe(DISTILL).method_options, "target": "pairs",
+                                                          "neighbours": 10}))
     # and the default selection, the guard: 5 evaluations x 2 views (lines, passages) x 20 x 0.02 = 4 s; the
     # teacher's pass also over both views of the held-out text: (220 + 20 x 3) x 0.1 = 28 s
     assert pairs.selection == "guarded-distillation-loss"
     assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 4 + 28)
     # SimCSE's term beside the distillation: each example encoded twice, 100 x 2.2 x 2 x 64 x 0.02 s = 563.2 s
     contrastive = plan_adapt(text, tmp_path / "b2", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                             recipe="distill", steps=100, select="distillation-loss", units="lines",
-                             overrides=["train.eval_every=25", "method_options.contrastive=true"])
+                             steps=100, recipe=recipe_with(
+                                 DISTILL, select="distillation-loss", units="lines",
+                                 overrides=("train.eval_every=25",),
+                                 method_options={**load_recipe(DISTILL).method_options, "contrastive": True}))
     assert extrapolate_seconds(contrastive, student, teacher) == pytest.approx(563.2 + 2 + 24)
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s
-    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                       recipe="distill", steps=100,
-                       select="fixed-budget", units="lines")
+    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                       recipe=recipe_with(DISTILL, select="fixed-budget", units="lines"))
     assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
         ("fixed-budget", 100, False)
     assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(281.6 + 0.4 + 24)
     # passages: an example holds as many tokens as its lines, 220 lines in len(train_units) passages
-    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                          recipe="distill", steps=100,
-                          select="fixed-budget", units="passages")
+    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                          recipe=recipe_with(DISTILL, select="fixed-budget", units="passages"))
     lines = 220 / len(passages.train_units)
     assert lines > 1.5
     assert extrapolate_seconds(passages, student, teacher) == pytest.approx(281.6 * lines + 0.4 + 24)
     # mixed: the lines, then the same passages (the same seed); the examples hold every line twice, so an example
     # holds 440 / len(train_units) lines; the teacher's pass reads the training lines twice and the held-out lines
     # twice (as lines and in passages): (440 + 20 x 2) x 0.1 = 48 s
-    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                       recipe="distill", steps=100,
-                       select="fixed-budget", units="mixed")
+    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+                       recipe=recipe_with(DISTILL, select="fixed-budget", units="mixed"))
     train_lines = mixed.train_units[:220]
     assert mixed.train_units == [*train_lines, *passages.train_units]
     assert train_lines == [s for s in text.read_text().splitlines() if s not in set(mixed.held_out)]
@@ -146,13 +155,12 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
 
 def test_the_time_estimate_loads_each_model_once(tmp_path, tiny_bert_dir, monkeypatch):
     """The student once, the teacher once: for its pass's key and, with no pass kept, its timed forward."""
-    from cselab.adaptation import estimate_seconds
+    from cselab.adaptation.estimate import estimate_seconds
     from cselab.models import sentence_model
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                      recipe="distill", steps=20,
-                      units="lines")
+    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=20,
+                      recipe=recipe_with(DISTILL, units="lines"))
     loads: list[str] = []
     load = sentence_model.load_model
     monkeypatch.setattr(sentence_model, "load_model", lambda name, **k: loads.append(str(name)) or load(name, **k))
@@ -177,26 +185,36 @@ def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--steps", "0"], "--steps"), (["--batch-size", "1"], "--batch-size"), (["--max-length", "2"], "--max-length"),
-    (["--teacher", "T", "--no-teacher"], "not both"),
-    (["--select", "teacher-agreement", "--no-teacher"], "compares the model with a teacher"),
-    (["--select", "best"], "--select must be one of"),
+@pytest.mark.parametrize("args, recipe, message", [
+    (["--steps", "0"], None, "--steps"),
+    ([], ("simcse", {"batch_size": 1}), ": batch_size: Input should be greater than or equal to 2"),
+    ([], ("simcse", {"max_length": 2}), ": max_length: Input should be greater than or equal to 8"),
+    (["--teacher", "T", "--no-teacher"], None, "not both"),
+    # a recipe that selects by a teacher, with no teacher: refused, and a SimCSE recipe cannot select by one
+    (["--no-teacher"], (DISTILL, {"select": "teacher-agreement"}), "the distill recipe distils a teacher: drop "
+     "--no-teacher"),
+    ([], ("simcse", {"select": "teacher-agreement"}), "a simcse recipe trains without a teacher"),
+    ([], ("simcse", {"select": "best"}), ": select: Input should be 'fixed-budget', 'distillation-loss', "
+     "'teacher-agreement' or 'guarded-distillation-loss'"),
+    (["--recipe", "nonsense"], None, "--recipe nonsense: no such file"),
 ])
-def test_cli_refuses_bad_options_before_any_work(tmp_path, capsys, tiny_bert_dir, args, message):
+def test_cli_refuses_bad_options_before_any_work(tmp_path, capsys, tiny_bert_dir, args, recipe, message):
     text = write_text(tmp_path / "text.txt")
+    if recipe is not None:
+        args = [*args, "--recipe", str(write_recipe(tmp_path / "recipe.yaml", recipe[0], **recipe[1]))]
     code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(tmp_path / "o"), *args],
                            capsys)
-    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert not (tmp_path / "o").exists()
 
 
 def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
+    recipe = write_recipe(tmp_path / "recipe.yaml", DISTILL, batch_size=8, max_length=16, select="teacher-agreement",
+                          overrides=("train.eval_every=2",))
     args = ["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir), "--output", str(out),
-            "--recipe", "distill", "--steps", "4", "--batch-size", "8", "--max-length", "16", "--select",
-            "teacher-agreement", "train.eval_every=2"]
+            "--recipe", str(recipe), "--steps", "4"]
     code, stdout, err = run_cli(args, capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
@@ -207,28 +225,31 @@ def test_a_tiny_adaptation_runs_selects_without_labels_and_resumes(tiny_bert_dir
     scores = {r["step"]: r["dev"] for r in dev if "dev" in r}
     assert sorted(scores) == [0, 2, 4]  # the untouched model is a candidate
     assert summary["best_step"] == max(scores, key=lambda s: (scores[s], -s))
-    card = (out / "best" / "README.md").read_text()
+    # the model handed back is OUTPUT/model (the selected step, unmixed: the recipe's mix is 1), with its card
+    card = (out / "model" / "README.md").read_text()
     assert "## Adaptation" in card and (out / "adapt-report.png").stat().st_size > 0
-    assert load_model(out / "best").encode(["a sentence"]).shape == (1, 32)
+    assert load_model(out / "model").encode(["a sentence"]).shape == (1, 32)
+    assert summary["model_dir"] == str(out / "model") and (out / "best").is_dir()
     # a second run into the finished directory is refused, the resume reports it again without training
     code, _, err = run_cli(args, capsys)
     assert code == 2 and "finished adaptation" in err
 
 
 def test_a_teacher_run_keeps_the_last_step_with_a_fixed_budget(tiny_bert_dir, tiny_teacher_dir, tmp_path, capsys):
-    """--teacher --select fixed-budget: the teacher agreement is scored once, at the last step, and the last step
-    is the model (the untouched model is no candidate)."""
+    """--teacher with a recipe that selects fixed-budget: the teacher agreement is scored once, at the last step,
+    and the last step is the model (the untouched model is no candidate)."""
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
+    recipe = write_recipe(tmp_path / "recipe.yaml", DISTILL, batch_size=8, max_length=16, select="fixed-budget")
     code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--teacher", str(tiny_teacher_dir),
-                            "--recipe", "distill", "--output", str(out), "--steps", "3", "--batch-size", "8",
-                            "--max-length", "16", "--select", "fixed-budget"], capsys)
+                            "--recipe", str(recipe), "--output", str(out), "--steps", "3"], capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["selection"], summary["best_step"]) == ("fixed-budget", 3)
     dev = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in dev if "dev" in r] == [3]
     assert json.loads((out / "best" / "cselab.json").read_text())["training"]["method"] == "distill"
+    assert json.loads((out / "model" / "cselab.json").read_text())["adaptation"]["best_step"] == 3
 
 
 def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tiny_bert_dir, tmp_path, monkeypatch,
@@ -238,11 +259,15 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "empty-home"))  # no STS data, no teacher fetched
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
+    # SimCSE's recipe (the default without a teacher) on a tiny batch and length, in fp32 (exact scores)
+    recipe = write_recipe(tmp_path / "recipe.yaml", "simcse", batch_size=8, max_length=16,
+                          overrides=("train.precision=fp32",))
     code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps",
-                                 "3", "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)
+                                 "3", "--recipe", str(recipe)], capsys)
     assert code == 0, err  # fp32 above: exact scores
     summary = json.loads((out / "adapt.json").read_text())
-    assert (summary["teacher"], summary["selection"], summary["best_step"]) == (None, "fixed-budget", 3)
+    assert (summary["teacher"], summary["recipe"], summary["selection"], summary["best_step"]) == (
+        None, "simcse", "fixed-budget", 3)
     assert 0 < summary["train_s"] <= summary["wall_s"] and summary["evaluate_s"] >= 0
     # the estimate shown before training is the one recorded beside the measured times
     assert summary["estimate_s"] is not None and f"estimated {summary['estimate_s'] / 60:.0f} min" in stdout
@@ -256,10 +281,13 @@ def test_the_default_adaptation_is_simcse_on_a_fixed_budget_without_sts_data(tin
     held = (out / "held-out.txt").read_text().splitlines()
     expected = -HeldOutScores(held)(load_model(out / "best"))["infonce"]
     assert scores[3] == pytest.approx(expected, abs=1e-4)
+    # handed back unmixed (SimCSE's mix is 1): OUTPUT/model holds the selected step's weights
+    handed, selected = (load_model(out / name, device="cpu").state_dict() for name in ("model", "best"))
+    assert handed.keys() == selected.keys() and all(torch.equal(handed[k], selected[k]) for k in handed)
 
 
 def test_passages_hold_every_line_once_within_the_length():
-    from cselab.adaptation.plan import make_passages
+    from cselab.adaptation.examples import make_passages
 
     sentences = [f"s{i}" for i in range(500)]
     lengths = [1 + (7 * i) % 40 for i in range(500)]  # tokens of each line, 1 to 40
@@ -278,7 +306,7 @@ def test_passages_hold_every_line_once_within_the_length():
 def test_nearest_in_words_ranks_by_tfidf_cosine_computed_by_hand():
     import math
 
-    from cselab.adaptation.plan import nearest_in_words
+    from cselab.adaptation.examples import nearest_in_words
 
     sentences = ["red apple pie", "red apple", "apple", "blue car engine", "car engine", "zebra"]
     words = [s.split() for s in sentences]
@@ -301,7 +329,7 @@ def test_nearest_in_words_ranks_by_tfidf_cosine_computed_by_hand():
 
 
 def test_similar_passages_group_lines_that_share_words():
-    from cselab.adaptation.plan import make_passages
+    from cselab.adaptation.examples import make_passages
 
     topics = ["football goal match", "election vote party", "piano concert music"]
     sentences = [f"{topics[i % 3]} w{i}" for i in range(90)]  # each line: its topic's words and a word of its own
@@ -320,18 +348,16 @@ def test_similar_passages_group_lines_that_share_words():
 
 
 def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp_path, tiny_bert_dir):
-    from cselab.adaptation.plan import make_passages, plan_facts, read_text
+    from cselab.adaptation.examples import make_passages
     from cselab.adaptation.selection import GUARD_MAX_LENGTH
 
     text = tmp_path / "text.txt"
     topics = ["football goal match", "election vote party", "piano concert music", "river boat water"]
     text.write_text("".join(f"{topics[i % 4]} number{i}\n" for i in range(240)))
-    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                      recipe="distill", steps=10,
-                      units="mixed", passages="similar")
-    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
-                          recipe="distill", steps=10,
-                          units="mixed")
+    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+                      recipe=recipe_with(DISTILL, units="mixed", passages="similar"))
+    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+                          recipe=recipe_with(DISTILL, units="mixed"))
     assert (plan.passages, shuffled.passages) == ("similar", "shuffled")
     assert "passages of similar lines" in plan.describe() and "similar" not in shuffled.describe()
     from transformers import AutoTokenizer
@@ -347,7 +373,8 @@ def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp
     assert plan.held_out_units == [*plan.held_out, *made(plan.held_out, 256)]
     assert plan.guard_views["passages"] == made(plan.held_out, GUARD_MAX_LENGTH)
     assert plan.train_units != shuffled.train_units
-    facts = plan_facts(plan, read_text(text))
-    assert facts["passages"] == "similar" and "passages" not in plan_facts(shuffled, read_text(text))
-    with pytest.raises(CselabError, match="--passages must be one of"):
-        plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), passages="near")
+    facts = plan.facts()
+    assert facts["passages"] == "similar" and "passages" not in shuffled.facts()
+    near = write_recipe(tmp_path / "near.yaml", DISTILL, passages="near")
+    with pytest.raises(CselabError, match="passages: Input should be 'shuffled' or 'similar'"):
+        plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), recipe=near)

@@ -42,6 +42,25 @@ def write_general(path: Path, n: int, also: list[str] = ()) -> Path:
     return path
 
 
+def write_recipe(path: Path, base: str | Path = "vectors-and-head", **fields) -> Path:
+    """A user's recipe file (YAML) for ``cselab adapt --recipe FILE``: ``base`` (a shipped recipe's name or a YAML
+    file) with ``fields`` changed, written as a user would write it (:func:`tests.helpers.recipe_with`); a field that
+    no recipe may hold (a bad value) is written as given, for the command to refuse."""
+    import yaml
+
+    from cselab.adaptation.recipe import load_recipe
+    from tests.helpers import recipe_with
+
+    try:
+        raw = recipe_with(base, **fields).model_dump(mode="json", by_alias=True)
+    except ValueError:  # pydantic's ValidationError: a recipe the command is to refuse
+        raw = {**load_recipe(base).model_dump(mode="json", by_alias=True), **fields}
+    raw["overrides"] = list(raw.get("overrides", ()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
 def _unit(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
