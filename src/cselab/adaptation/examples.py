@@ -138,8 +138,8 @@ def read_general(path: str | Path) -> list[str]:
         raise CselabError(f"general sentences {path}: no such file (general sentences, one per line)")
     corpus = read_corpus(path)
     if corpus.skipped_invalid_utf8:
-        raise CselabError(f"general sentences {path}: {corpus.skipped_invalid_utf8} lines are not valid UTF-8; give a UTF-8 file, "
-                          "one sentence per line")
+        raise CselabError(f"general sentences {path}: {corpus.skipped_invalid_utf8} lines are not valid UTF-8; give "
+                          "a UTF-8 file, one sentence per line")
     longest = max(corpus.sentences, key=len)
     if len(longest) > MAX_GENERAL_CHARACTERS:
         raise CselabError(f"general sentences {path}: a line of {len(longest):,} characters; give one sentence per "

@@ -204,6 +204,27 @@ def check_model(model: str, what: str) -> str:
     return model
 
 
+# model types whose position embeddings start after the padding index (as the encoder counts its positions)
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer")
+
+
+def check_length(model: str, max_length: int) -> None:
+    """Refuse a recipe's ``max_length`` that ``model`` has no positions for, before anything runs (training would
+    refuse it after the teacher's pass)."""
+    try:
+        config = json.loads((_model_dir(model, "--model") / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a sentence-transformers module directory: the encoder checks when it loads
+    positions, pad = config.get("max_position_embeddings"), config.get("pad_token_id")
+    if not isinstance(positions, int):
+        return
+    if config.get("model_type") in OFFSET_POSITIONS and isinstance(pad, int):
+        positions -= pad + 1
+    if max_length > positions:
+        raise CselabError(f"--model {model} takes at most {positions} tokens, the recipe's max_length is {max_length}: "
+                          f"give a recipe with max_length at most {positions}")
+
+
 def resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
     """The teacher's directory or fetched name: ``teacher``, else :data:`DEFAULT_TEACHER` where it is fetched;
     ``None`` with ``--no-teacher`` or when no teacher is at hand (SimCSE then)."""
@@ -263,6 +284,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, recipe: str | Path |
     if not chosen.needs_teacher:
         teacher_name = None
     check_model(model, "--model")
+    check_length(model, chosen.max_length)
     if teacher_name is not None:
         check_model(teacher_name, "the teacher")  # its pass truncates at the teacher's own length
     general = general_text(chosen) if chosen.general else None  # refused before the text is read when missing
