@@ -18,14 +18,28 @@ so they go with it. A way is eligible when its vectors of
 the probe agree with torch fp32's to a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the
 pass. A precision the run asks for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not
 agree), ``fp32`` never runs bf16. The choice and every candidate's time and agreement are kept in the store's
-``state.json``. A text of fewer than :data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the
-exports."""
+``state.json`` (:func:`pass_backend` reads which way computed a pass). A text of fewer than
+:data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the exports.
+
+**Reproducible by default.** Timings move on a busy machine, so the choice is made once per machine and teacher
+(and requested precision and candidates) and kept in ``$CSELAB_HOME/teacher_backend.json``, as the precision probe
+keeps its own (:mod:`cselab.runtime.precision`): a later pass with the same teacher on the same machine runs the
+kept way without timing anything, so two runs of one command compute the same vectors. The kept way is still
+checked against torch fp32 on the pass's probe; where it does not agree, torch fp32 runs the pass.
+
+**Checked when read.** The store keeps checksums of what was written (:mod:`cselab.data.vector_store`). A damaged
+store in the cache is computed again (with a line saying so); a damaged store in a run directory is refused in one
+line naming the file. A resumed pass checks the way it continues with against torch fp32 again. A kept export whose
+files changed (each kept export's sha256 is kept beside it), that no longer loads or no longer agrees is removed
+and made again, once. A finished pass is linked into the cache whenever it is read, so a kill between finishing and
+publishing costs nothing."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -38,8 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from cselab.data.vector_store import VectorStore, content_key, write_texts
+from cselab.data.vector_store import DamagedStore, VectorStore, content_key, write_texts
 from cselab.errors import CselabError
+from cselab.fileio import write_atomic, write_json_atomic
 from cselab.paths import cselab_home, resolve_model_path
 from cselab.reporter import QUIET, report, reporting
 from cselab.vocabulary import FORMATS
@@ -51,6 +66,7 @@ CHUNK = 512  # sentences per chunk of the pass (what a kill can lose)
 BATCH = 16  # sentences per batch: on a 2-core CPU small batches ran the teacher faster (docs)
 CACHE_DIR = "teacher-vectors"
 EXPORT_CACHE_DIR = "teacher-exports"
+CHOICE_FILE = "teacher_backend.json"  # in $CSELAB_HOME: the way each teacher runs on this machine, chosen once
 
 
 @dataclass(frozen=True)
@@ -141,13 +157,22 @@ def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
     return time.perf_counter() - start, vectors
 
 
+def _agreement(vectors: np.ndarray, reference: np.ndarray) -> float:
+    """The mean cosine of unit vectors with the reference's (torch fp32's) of the same texts."""
+    return float((vectors * reference).sum(1).mean())
+
+
 def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path, *,
                   requested_precision: str = "auto", backends: Sequence[str] | None = None,
                   export_dir: str | Path | None = None) -> tuple[_Runner, list[Candidate]]:
     """The fastest way of running ``teacher`` on this machine whose vectors of ``probe`` agree with torch fp32's
     (mean cosine >= :data:`AGREEMENT`), and what the probe measured of each candidate. ``model``: the teacher
     loaded for torch, on its device. ``backends`` limits the candidates (default: torch and every installed export
-    backend, on a CPU; torch alone on a GPU). ``export_dir``: where the exports are kept (:func:`teacher_export`)."""
+    backend, on a CPU; torch alone on a GPU). ``export_dir``: where the exports are kept (:func:`teacher_export`).
+
+    The way is chosen by timing once per machine, teacher, requested precision and candidates, and kept in
+    ``$CSELAB_HOME/teacher_backend.json``; later calls run the kept way without timing the others (still checked
+    against torch fp32 on ``probe``: torch fp32 runs where it does not agree)."""
     from cselab.runtime.precision import inference_precision
 
     device = next(model.parameters()).device
@@ -157,26 +182,27 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
     runners = {("torch", "fp32"): reference_runner}
     allowed = (set(backends) if backends is not None
                else {"torch", *(_exports_available() if device.type == "cpu" else [])})
-    precision = inference_precision(requested_precision, model, batch_size=BATCH).precision
     if requested_precision == "bf16":  # asked for: torch in bf16 runs the pass (fp32 only if bf16 does not agree)
         allowed = {"torch"}
+    key = _choice_key(teacher, device, requested_precision, allowed)
+    kept = _kept_choice(key)
+    if kept is not None:
+        return _kept_runner(kept, teacher, probe, scratch, export_dir, reference_runner, reference, candidates)
+    precision = inference_precision(requested_precision, model, batch_size=BATCH).precision
     if "torch" in allowed and precision != "fp32":
         runner = _Runner("torch", precision, model, device)
         seconds, vectors = _timed(runner, probe)
-        candidates.append(Candidate("torch", precision, seconds, float((vectors * reference).sum(1).mean())))
+        candidates.append(Candidate("torch", precision, seconds, _agreement(vectors, reference)))
         runners[("torch", precision)] = runner
     for fmt in FORMATS:
         if fmt not in allowed:
             continue
-        from cselab.export import load_exported
-
         try:
-            runner = _Runner(fmt, "fp32", load_exported(teacher_export(teacher, fmt, scratch, export_dir), fmt))
+            runner, seconds, agreement = _export_runner(teacher, fmt, scratch, export_dir, probe, reference)
         except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
             report().say(f"teacher pass: no {fmt} export ({exc})")
             continue
-        seconds, vectors = _timed(runner, probe)
-        candidates.append(Candidate(fmt, "fp32", seconds, float((vectors * reference).sum(1).mean())))
+        candidates.append(Candidate(fmt, "fp32", seconds, agreement))
         runners[(fmt, "fp32")] = runner
 
     def eligible(c: Candidate) -> bool:
@@ -186,7 +212,149 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
 
     # torch fp32 is the reference: the way left when no other agrees (or none other is allowed)
     best = min((c for c in candidates if eligible(c)), key=lambda c: c.seconds, default=candidates[0])
-    return runners[(best.backend, best.precision)], candidates
+    chosen = _keep_choice(key, best, candidates)
+    return runners.get(chosen, runners[(best.backend, best.precision)]), candidates
+
+
+def _choice_key(teacher: str, device: Any, requested_precision: str, allowed: set[str]) -> str:
+    """What the kept choice of a way depends on: the machine (chip or GPU, torch build, threads), the teacher's
+    files, the requested precision and the candidates."""
+    import torch
+
+    from cselab.runtime.precision import cpu_model_name
+
+    if device.type == "cuda":
+        chip = torch.cuda.get_device_name(device)
+    else:
+        chip = cpu_model_name() if device.type == "cpu" else device.type
+    return (f"{chip}|{device.type}|torch {torch.__version__}|threads {torch.get_num_threads()}"
+            f"|teacher {model_fingerprint(resolve_model_path(teacher))}|precision {requested_precision}"
+            f"|candidates {','.join(sorted(allowed))}")
+
+
+def _choices_file() -> Path:
+    return cselab_home() / CHOICE_FILE
+
+
+def _read_choices() -> dict[str, Any]:
+    try:
+        data = json.loads(_choices_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # absent or unreadable: chosen again (and kept again)
+    return data if isinstance(data, dict) else {}
+
+
+def _kept_choice(key: str) -> tuple[str, str] | None:
+    """The (backend, precision) kept for ``key``, or None."""
+    entry = _read_choices().get(key)
+    if (isinstance(entry, dict) and entry.get("backend") in ("torch", *FORMATS)
+            and entry.get("precision") in ("fp32", "bf16")):
+        return str(entry["backend"]), str(entry["precision"])
+    return None
+
+
+def _keep_choice(key: str, best: Candidate, candidates: Sequence[Candidate]) -> tuple[str, str]:
+    """Keep ``best`` as the way for ``key`` (the first kept stays: another process that chose meanwhile wins); returns
+    the kept (backend, precision)."""
+    data = _read_choices()
+    entry = data.get(key)
+    if (isinstance(entry, dict) and entry.get("backend") in ("torch", *FORMATS)
+            and entry.get("precision") in ("fp32", "bf16")):
+        return str(entry["backend"]), str(entry["precision"])
+    data[key] = {"backend": best.backend, "precision": best.precision,
+                 "chosen": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "candidates": [asdict(c) for c in candidates]}
+    with contextlib.suppress(OSError):  # a home that cannot be written: chosen again by the next pass
+        write_json_atomic(_choices_file(), data, indent=1)
+        report().say(f"teacher pass: {best.backend} {best.precision} kept as the way to run this teacher on this "
+                     f"machine ({_choices_file()}; delete it to choose again)")
+    return best.backend, best.precision
+
+
+def _kept_runner(kept: tuple[str, str], teacher: str, probe: Sequence[str], scratch: Path,
+                 export_dir: str | Path | None, reference_runner: _Runner, reference: np.ndarray,
+                 candidates: list[Candidate]) -> tuple[_Runner, list[Candidate]]:
+    """The kept way, checked against torch fp32 on ``probe`` (torch fp32 where it does not agree)."""
+    backend, precision = kept
+    where = f"the way kept for this teacher on this machine ({_choices_file()})"
+    if kept == ("torch", "fp32"):
+        report().say(f"teacher pass: torch fp32, {where}")
+        return reference_runner, candidates
+    try:
+        if backend == "torch":
+            runner = _Runner("torch", precision, reference_runner.model, reference_runner.device)
+            seconds, vectors = _timed(runner, probe)
+            agreement = _agreement(vectors, reference)
+        else:
+            runner, seconds, agreement = _export_runner(teacher, backend, scratch, export_dir, probe, reference)
+    except CselabError as exc:
+        report().say(f"teacher pass: {backend} {precision}, {where}, cannot run ({exc}); torch fp32 runs this pass")
+        return reference_runner, candidates
+    candidates.append(Candidate(backend, precision, seconds, agreement))
+    if agreement >= AGREEMENT:
+        report().say(f"teacher pass: {backend} {precision}, {where}")
+        return runner, candidates
+    report().say(f"teacher pass: {backend} {precision}, {where}, does not agree with torch fp32 on this text (mean "
+                 f"cosine {agreement:.4f} < {AGREEMENT}); torch fp32 runs this pass")
+    return reference_runner, candidates
+
+
+def _export_runner(teacher: str, fmt: str, scratch: Path, export_dir: str | Path | None, probe: Sequence[str],
+                   reference: np.ndarray) -> tuple[_Runner, float, float]:
+    """The teacher's ``fmt`` export loaded, with its time and agreement on ``probe``. A kept export whose files
+    changed since it was made, that no longer loads or runs, or whose vectors no longer agree with torch fp32's is
+    said to be damaged, removed and made again, once."""
+    from cselab.export import load_exported
+
+    path = None
+    for _ in range(2):
+        path, reused = _teacher_export(teacher, fmt, scratch, export_dir)
+        problem = _export_changed(path) if reused else None
+        if problem is None:
+            try:
+                runner = _Runner(fmt, "fp32", load_exported(path, fmt))
+                seconds, vectors = _timed(runner, probe)
+            except Exception as exc:  # a damaged file fails in the runtime's own way
+                if not reused:
+                    raise
+                problem = f"it does not load or run: {type(exc).__name__}"
+            else:
+                agreement = _agreement(vectors, reference)
+                if agreement >= AGREEMENT or not reused:
+                    return runner, seconds, agreement
+                problem = f"its vectors no longer agree with torch fp32, mean cosine {agreement:.4f}"
+        report().say(f"teacher pass: the {fmt} export kept in {path} is damaged ({problem}); making it again")
+        _remove_export(path)
+    raise CselabError(f"the {fmt} export kept in {path} is damaged and could not be made again; delete {path}")
+
+
+def _export_digest(path: Path) -> str:
+    """A sha256 of an export directory's files (names, sizes and contents; hashed again only when one changed)."""
+    root = Path(path).resolve()
+    files = []
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        stat = file.stat()
+        files.append((file.relative_to(root).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return _hash_of_files(str(root), tuple(files))
+
+
+def _digest_file(kept: Path) -> Path:
+    """Beside a kept export ``<fingerprint>/<fmt>``: ``<fingerprint>/<fmt>.sha256``, its files' sha256 when made."""
+    return kept.with_name(f"{kept.name}.sha256")
+
+
+def _export_changed(kept: Path) -> str | None:
+    """What changed in a kept export since it was made (None: nothing, or made before the sha256 was kept)."""
+    try:
+        recorded = _digest_file(kept).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return None if recorded == _export_digest(kept) else "its files changed since it was made"
+
+
+def _remove_export(kept: Path) -> None:
+    shutil.rmtree(kept, ignore_errors=True)
+    _digest_file(kept).unlink(missing_ok=True)
 
 
 def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path | None = None) -> Path:
@@ -194,6 +362,11 @@ def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path
     fingerprint>/<fmt>`` (``export_dir/<its fingerprint>/<fmt>`` when given: a teacher made for one run keeps its
     exports in that run, not in the data home), else made there now, or in ``scratch`` where that cannot be
     written."""
+    return _teacher_export(teacher, fmt, scratch, export_dir)[0]
+
+
+def _teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path | None = None) -> tuple[Path, bool]:
+    """:func:`teacher_export`, and whether the export was kept from before (else made now)."""
     from cselab.export import export_model
     from cselab.export.output import is_earlier_export
 
@@ -202,7 +375,11 @@ def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path
     kept = root / model_fingerprint(source) / fmt
     if is_earlier_export(kept):
         report().say(f"teacher pass: the {fmt} export of {teacher} kept in {kept}")
-        return kept
+        return kept, True
+    if kept.is_dir() and not kept.is_symlink():  # files missing from it or added to it: made again
+        report().say(f"teacher pass: the {fmt} export kept in {kept} is damaged (its files are not the ones its "
+                     "manifest lists); making it again")
+        _remove_export(kept)
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)
         writable = os.access(kept.parent, os.W_OK | os.X_OK)
@@ -214,17 +391,40 @@ def teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Path
         report().say(f"teacher pass: exporting {teacher} to {fmt} for this pass ({kept.parent} cannot be written)")
         kept = scratch / fmt
     with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
-        return export_model(source, fmt, output=kept)
+        made = export_model(source, fmt, output=kept)
+    if writable:
+        with contextlib.suppress(OSError):
+            write_atomic(_digest_file(Path(made)), _export_digest(Path(made)) + "\n")
+    return Path(made), False
 
 
-def _load_runner(teacher: str, model: Any, backend: str, precision: str, scratch: Path,
-                 export_dir: str | Path | None = None) -> _Runner:
-    """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike)."""
+def _resumed_runner(store: VectorStore, teacher: str, model: Any, sentences: Sequence[str], scratch: Path,
+                    export_dir: str | Path | None = None) -> _Runner:
+    """The way a store's pass was started with (a resumed pass keeps it, so every row is computed alike), checked
+    again against torch fp32 on the probe: :class:`NoLongerAgrees` when it does not agree (an export replaced by
+    another teacher's that cannot be made again, say)."""
+    info = store.state.get("info", {})
+    backend, precision = str(info.get("backend", "torch")), str(info.get("precision", "fp32"))
+    device = next(model.parameters()).device
+    reference_runner = _Runner("torch", "fp32", model, device)
+    if (backend, precision) == ("torch", "fp32"):
+        return reference_runner
+    probe = _probe(sentences)
+    reference = reference_runner.encode(probe)
     if backend == "torch":
-        return _Runner("torch", precision, model, next(model.parameters()).device)
-    from cselab.export import load_exported
+        runner = _Runner("torch", precision, model, device)
+        agreement = _agreement(runner.encode(probe), reference)
+    else:
+        runner, _, agreement = _export_runner(teacher, backend, scratch, export_dir, probe, reference)
+    if agreement < AGREEMENT:
+        raise NoLongerAgrees(f"{store.path}: its pass was started on {backend} {precision}, which no longer agrees "
+                             f"with torch fp32 here (mean cosine {agreement:.4f} < {AGREEMENT}); delete {store.path} "
+                             "to run the pass again")
+    return runner
 
-    return _Runner(backend, "fp32", load_exported(teacher_export(teacher, backend, scratch, export_dir), backend))
+
+class NoLongerAgrees(CselabError):
+    """A resumed pass's way of running the teacher no longer agrees with torch fp32."""
 
 
 def load_teacher(teacher: str, device: Any = None) -> Any:
@@ -246,53 +446,63 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
     """The teacher's unit vectors of ``sentences`` ``[N, d]`` (float32, in the order of ``sentences``; the store holds
     each distinct text once, :func:`store_texts`), computed on the fastest agreeing path (module docstring) unless a
     store of the same key is in ``store_dir`` or in the cache. A store of another key in ``store_dir`` is refused
-    (it holds other vectors). ``store_dir`` ``None``: the pass is kept in the cache only. ``model``: the teacher
-    already loaded by :func:`load_teacher` (a caller passing several texts loads it once). ``export_dir``: where the
-    teacher's exports are kept (:func:`teacher_export`; default: the data home's). What it does is said, and its bar
-    shown, through the reporter in effect (:mod:`cselab.reporter`)."""
+    (it holds other vectors), and so is a damaged one (:class:`~cselab.data.vector_store.DamagedStore`, naming the
+    file); a damaged store in the cache is computed again. ``store_dir`` ``None``: the pass is kept in the cache
+    only. ``model``: the teacher already loaded by :func:`load_teacher` (a caller passing several texts loads it
+    once). ``export_dir``: where the teacher's exports are kept (:func:`teacher_export`; default: the data home's).
+    What it does is said, and its bar shown, through the reporter in effect (:mod:`cselab.reporter`)."""
     model = model if model is not None else load_teacher(teacher, device)
     request = list(sentences)
     sentences = store_texts(request)
     max_length = _truncation_length(model)
     key = teacher_key(resolve_model_path(teacher), sentences, max_length)
     shared = cselab_home() / CACHE_DIR / key
+    in_cache = store_dir is None
     store_dir = Path(store_dir) if store_dir is not None else shared
-    store = _open_own(store_dir, key)
-    if store is None and cache and VectorStore.open(shared) is not None:
-        cached = VectorStore.open(shared)
-        if cached is not None and cached.complete and cached.key == key:
+    store = _open_cached(shared, key, "computing them again") if in_cache else _open_own(store_dir, key)
+    if store is None and cache and not in_cache:
+        cached = _open_cached(shared, key, "computing them again")
+        if cached is not None and cached.complete:
             report().say(f"teacher pass: reusing the vectors of {len(sentences)} sentences from {shared}")
             store = cached.copy_to(store_dir)
     if store is not None and store.texts() is None:
         write_texts(store.path, sentences, store.rows)  # the key says these are the store's texts
-    if store is not None and store.complete:
-        return _in_order(store, request)
-    with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch_name:
-        scratch = Path(scratch_name)
-        if store is None:
-            probe = _probe(sentences)
-            if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
-                backends = ["torch"]
-            runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
-                                               requested_precision=requested_precision, export_dir=export_dir)
-            measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
-                                 f"(agreement {c.agreement:.4f})" for c in candidates)
-            report().say(f"teacher pass: {measured}; running {runner.backend} {runner.precision}")
-            order = _length_order(runner, sentences)
-            info = {"teacher": str(teacher), "max_length": max_length, "backend": runner.backend,
-                    "precision": runner.precision, "candidates": [asdict(c) for c in candidates]}
-            store = VectorStore.create(store_dir, key, len(sentences), int(runner.encode(sentences[:1]).shape[1]),
-                                       order=order, info=info, texts=sentences)
-        else:
-            info = store.state.get("info", {})
-            runner = _load_runner(teacher, model, info.get("backend", "torch"), info.get("precision", "fp32"), scratch,
-                                  export_dir)
-            report().say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
-                f"({runner.backend} {runner.precision})")
-        _fill(store, runner, sentences)
-    if cache:
-        _publish(store, shared)
-    return _in_order(store, request)
+    if store is None or not store.complete:
+        with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch_name:
+            scratch = Path(scratch_name)
+            runner = None
+            if store is not None:
+                try:
+                    runner = _resumed_runner(store, teacher, model, sentences, scratch, export_dir)
+                except NoLongerAgrees as exc:
+                    if not in_cache:
+                        raise
+                    report().say(f"teacher pass: {exc}; computing the cached pass again")
+                    shutil.rmtree(shared, ignore_errors=True)
+                    store = None
+                else:
+                    report().say(f"teacher pass: resuming at {store.filled} of {store.rows} sentences "
+                                 f"({runner.backend} {runner.precision})")
+            if store is None or runner is None:
+                probe = _probe(sentences)
+                if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
+                    backends = ["torch"]
+                runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
+                                                   requested_precision=requested_precision, export_dir=export_dir)
+                measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
+                                     f"(agreement {c.agreement:.4f})" for c in candidates)
+                report().say(f"teacher pass: {measured}; running {runner.backend} {runner.precision}")
+                order = _length_order(runner, sentences)
+                info = {"teacher": str(teacher), "max_length": max_length, "backend": runner.backend,
+                        "precision": runner.precision, "candidates": [asdict(c) for c in candidates]}
+                store = VectorStore.create(store_dir, key, len(sentences),
+                                           int(runner.encode(sentences[:1]).shape[1]), order=order, info=info,
+                                           texts=sentences)
+            _fill(store, runner, sentences)
+    vectors = _in_order(store, request)  # checked against what was written
+    if cache and not in_cache:
+        _publish(store, shared, key)  # also a pass finished by a process killed before it published it
+    return vectors
 
 
 def _in_order(store: VectorStore, request: Sequence[str]) -> np.ndarray:
@@ -327,23 +537,64 @@ def _fill(store: VectorStore, runner: _Runner, sentences: Sequence[str]) -> None
         bar.close()
 
 
-def _publish(store: VectorStore, shared: Path) -> None:
-    """Link a finished store into the cache (skipped when it is there already or cannot be written)."""
-    if shared.exists():
+def _publish(store: VectorStore, shared: Path, key: str) -> None:
+    """Link a finished store into the cache (skipped when a sound one is there already or it cannot be written;
+    a damaged one there is replaced)."""
+    if shared.exists() and _open_cached(shared, key, "putting this pass there instead") is not None:
         return
     with contextlib.suppress(OSError):  # a cache that cannot be written costs the next run a pass, nothing else
+        shutil.rmtree(shared, ignore_errors=True)
         store.copy_to(shared)
+
+
+def _open_cached(shared: Path, key: str, then: str) -> VectorStore | None:
+    """The store in the cache at ``shared`` (None: there is none), checked: a damaged one, or one of another key, is
+    said (``then``: what happens instead) and removed, and None returned."""
+    try:
+        store = VectorStore.open(shared)
+        if store is None:
+            return None
+        if store.key != key:
+            raise DamagedStore(f"{shared / 'state.json'} names another pass than its directory", shared)
+        store.verify()
+        return store
+    except DamagedStore as exc:
+        report().say(f"teacher pass: the vectors cached in {shared} are damaged ({exc.problem}); {then}")
+        shutil.rmtree(shared, ignore_errors=True)
+        return None
 
 
 def pass_is_kept(teacher: str, sentences: Sequence[str], store_dir: str | Path, model: Any = None) -> bool:
     """Whether the teacher's pass over ``sentences`` is already finished in ``store_dir`` or in the cache (nothing to
-    run). ``model``: the teacher already loaded (:func:`load_teacher`), else loaded here to read its length."""
+    run), checked against what was written: a damaged store in ``store_dir`` is refused
+    (:class:`~cselab.data.vector_store.DamagedStore`), a damaged one in the cache is not kept. ``model``: the teacher
+    already loaded (:func:`load_teacher`), else loaded here to read its length."""
     key = _pass_key(teacher, sentences, model)
-    for place in (Path(store_dir), cselab_home() / CACHE_DIR / key):
-        store = VectorStore.open(place) if (place / "state.json").is_file() else None
-        if store is not None and store.key == key and store.complete:
+    store = VectorStore.open(store_dir)
+    if store is not None and store.key == key and store.complete:
+        store.verify()
+        return True
+    shared = cselab_home() / CACHE_DIR / key
+    try:
+        cached = VectorStore.open(shared)
+        if cached is not None and cached.key == key and cached.complete:
+            cached.verify()
             return True
+    except DamagedStore:
+        return False  # computed again by the pass (which says so)
     return False
+
+
+def pass_backend(store_dir: str | Path) -> dict[str, str]:
+    """Which way of running the teacher computed the pass in ``store_dir``: ``{"backend": "torch" | "onnx" |
+    "openvino", "precision": "fp32" | "bf16"}`` (a pass assembled from parts run differently names each, joined by
+    ``+``; ``"unknown"`` for a pass an older cselab made). :class:`CselabError` when ``store_dir`` holds no pass."""
+    store = VectorStore.open(store_dir)
+    if store is None:
+        raise CselabError(f"{store_dir} holds no teacher pass")
+    info = store.state.get("info")
+    info = info if isinstance(info, dict) else {}
+    return {name: str(info.get(name) or "unknown") for name in ("backend", "precision")}
 
 
 def read_teacher_vectors(store_dir: str | Path, sentences: Sequence[str]) -> np.ndarray:
@@ -400,12 +651,17 @@ def teacher_vectors_of_parts(teacher: str, parts: dict[str, Sequence[str]], stor
     if store is None or not store.complete:
         part_dirs = [store_dir.with_name(f"{store_dir.name}-{name}") for name in parts]
         row: dict[str, np.ndarray] = {}
+        ways: dict[str, list[str]] = {"backend": [], "precision": []}
         for part, part_dir in zip(texts_of, part_dirs, strict=True):
             for text, vector in zip(part, teacher_vectors(teacher, part, part_dir, **options), strict=True):
                 row.setdefault(text, vector)  # a text in several parts keeps its first part's vector
-        if store is None:
+            for name, value in pass_backend(part_dir).items():
+                ways[name].append(value)
+        if store is None:  # which way computed it: each part's, joined where they differ (pass_backend)
+            info = {"teacher": str(teacher), "parts": list(parts),
+                    **{name: "+".join(dict.fromkeys(values)) for name, values in ways.items()}}
             store = VectorStore.create(store_dir, key, len(texts), len(next(iter(row.values()))), texts=texts,
-                                       info={"teacher": str(teacher), "parts": list(parts)})
+                                       info=info)
         store.fill(lambda indices: np.stack([row[texts[i]] for i in indices]), chunk=max(1, len(texts)))
         for part_dir in part_dirs:
             shutil.rmtree(part_dir, ignore_errors=True)

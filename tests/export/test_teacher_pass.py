@@ -296,3 +296,297 @@ def test_the_teachers_fingerprint_reads_its_files_again_only_when_one_changed(te
     config = teacher / "config.json"
     config.write_text(config.read_text() + " ")  # still the same JSON, another file
     assert teacher_pass.model_fingerprint(teacher) != first and len(opened) > reads  # a changed file: hashed again
+
+
+# -- issue 87: every store read back is checked; the way a teacher runs is chosen once per machine -------------
+def _files(root) -> dict[str, str]:
+    """Every file under ``root`` -> its sha256 (computed here, not by cselab)."""
+    import hashlib
+
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _flip_a_row(vectors_file) -> None:
+    """Change one float of the last row of a ``.npy`` in place (its size stays)."""
+    data = bytearray(vectors_file.read_bytes())
+    data[-3] ^= 0x40
+    vectors_file.write_bytes(bytes(data))
+
+
+def test_store_checksums_catch_a_changed_row_a_cut_file_and_changed_texts(tmp_path) -> None:
+    from cselab.data.vector_store import DamagedStore, VectorStore
+
+    store = VectorStore.create(tmp_path / "s", "k", 7, 3, order=[4, 0, 3, 1, 2, 6, 5], texts=list("abcdefg"))
+    store.fill(_rows, chunk=3)
+    state = json.loads((tmp_path / "s" / "state.json").read_text())
+    # one sha256 per chunk, of its rows in the order they were filled, computed here independently
+    import hashlib
+
+    expected = [[end, hashlib.sha256(_rows(idx).tobytes()).hexdigest()]
+                for end, idx in ((3, [4, 0, 3]), (6, [1, 2, 6]), (7, [5]))]
+    assert state["checksums"] == expected
+    assert state["texts_sha256"] == hashlib.sha256(b"a\nb\nc\nd\ne\nf\ng\n").hexdigest()
+    np.testing.assert_array_equal(VectorStore.open(tmp_path / "s").vectors(), _rows(list(range(7))))
+
+    _flip_a_row(tmp_path / "s" / "vectors.npy")  # row 6: filled in the second chunk, positions 3-5
+    with pytest.raises(DamagedStore) as err:
+        VectorStore.open(tmp_path / "s").vectors()
+    assert str(err.value) == (f"{tmp_path / 's' / 'vectors.npy'} is not what was written: the rows filled at "
+                              f"positions 3-5 of its order have another sha256 than state.json recorded; delete "
+                              f"{tmp_path / 's'} to compute the vectors again")
+    full = (tmp_path / "s" / "vectors.npy").read_bytes()
+    (tmp_path / "s" / "vectors.npy").write_bytes(full[:-12])  # cut: numpy would fail on mapping it
+    with pytest.raises(DamagedStore, match=r"vectors.npy has \d+ bytes, not the \d+ its shape \(7, 3\) takes"):
+        VectorStore.open(tmp_path / "s")
+    (tmp_path / "s" / "vectors.npy").write_bytes(full)
+    (tmp_path / "s" / "texts.txt").write_text("a\nb\nc\nd\ne\ng\nf\n")  # two texts swapped: rows mean other texts
+    with pytest.raises(DamagedStore, match="texts.txt is not the file the store was written with"):
+        VectorStore.open(tmp_path / "s").texts()
+
+
+def test_a_resumed_store_checks_what_it_continues(tmp_path) -> None:
+    from cselab.data.vector_store import DamagedStore, VectorStore
+
+    store = VectorStore.create(tmp_path / "s", "k", 6, 3)
+
+    def dying(indices):
+        if indices[0] >= 4:
+            raise KeyboardInterrupt
+        return _rows(indices)
+
+    with pytest.raises(KeyboardInterrupt):
+        store.fill(dying, chunk=2)
+    data = bytearray((tmp_path / "s" / "vectors.npy").read_bytes())
+    data[-3 * 4 * 5 + 1] ^= 0x01  # a byte of row 1 (filled, counted), changed before the resume
+    (tmp_path / "s" / "vectors.npy").write_bytes(bytes(data))
+    with pytest.raises(DamagedStore, match="positions 0-1 of its order"):
+        VectorStore.open(tmp_path / "s").fill(_rows, chunk=2)
+    assert VectorStore.open(tmp_path / "s").filled == 4  # nothing was filled onto damaged rows
+
+
+def test_a_damaged_run_store_is_refused_in_one_line_and_left_as_it_is(teacher_and_text, tmp_path) -> None:
+    from cselab import teacher_pass
+    from cselab.errors import CselabError
+
+    teacher, sentences = teacher_and_text
+    options = {"backends": ["torch"], "requested_precision": "fp32", "cache": False}
+    run = tmp_path / "run" / "teacher"
+    teacher_pass.teacher_vectors(str(teacher), sentences, run, **options)
+    _flip_a_row(run / "vectors.npy")
+    before = _files(tmp_path / "run")
+    for call in (lambda: teacher_pass.teacher_vectors(str(teacher), sentences, run, **options),
+                 lambda: teacher_pass.read_teacher_vectors(run, sentences[:3]),
+                 lambda: teacher_pass.pass_is_kept(str(teacher), sentences, run)):
+        with pytest.raises(CselabError) as err:
+            call()
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"{run / 'vectors.npy'} is not what was written"), message
+        assert message.endswith(f"delete {run} to compute the vectors again")
+        assert _files(tmp_path / "run") == before
+    (run / "vectors.npy").write_bytes((run / "vectors.npy").read_bytes()[:-100])  # cut short (a full disk, a copy)
+    before = _files(tmp_path / "run")
+    with pytest.raises(CselabError, match=r"vectors.npy has \d+ bytes, not the \d+ its shape \(150, 48\) takes"):
+        teacher_pass.teacher_vectors(str(teacher), sentences, run, **options)
+    assert _files(tmp_path / "run") == before
+
+
+@pytest.mark.parametrize("damage", ["changed", "cut"])
+def test_a_damaged_cache_store_is_computed_again_with_a_line(teacher_and_text, tmp_path, damage) -> None:
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    options = {"backends": ["torch"], "requested_precision": "fp32"}
+    first = teacher_pass.teacher_vectors(str(teacher), sentences, None, **options)  # in the cache only
+    (cached,) = (cselab_home() / "teacher-vectors").iterdir()
+    if damage == "changed":
+        _flip_a_row(cached / "vectors.npy")
+    else:
+        (cached / "vectors.npy").write_bytes((cached / "vectors.npy").read_bytes()[:-40])
+    messages: list[str] = []
+    with reporting(Reporter(lines=messages.append)):
+        again = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    np.testing.assert_array_equal(again, first)
+    said = [m for m in messages if "are damaged (" in m]
+    assert len(said) == 1 and said[0].startswith(f"teacher pass: the vectors cached in {cached} are damaged (")
+    assert said[0].endswith("); computing them again")
+    np.testing.assert_array_equal(teacher_pass.teacher_vectors(str(teacher), sentences, None, **options), first)
+
+
+def test_a_finished_pass_is_published_after_a_kill_before_publishing(teacher_and_text, tmp_path, monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    options = {"backends": ["torch"], "requested_precision": "fp32"}
+    publish = teacher_pass._publish
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the kill, after the store was finished and before it was linked into the cache
+
+    monkeypatch.setattr(teacher_pass, "_publish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    assert not (cselab_home() / "teacher-vectors").exists()
+    monkeypatch.setattr(teacher_pass, "_publish", publish)
+    first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)  # read, published
+    monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: pytest.fail("the teacher ran again"))
+    np.testing.assert_array_equal(teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "other", **options),
+                                  first)
+
+
+def _fake_timing(monkeypatch, seconds: dict) -> None:
+    """The probe's timings as ``seconds[(backend, precision)]`` (the vectors are the runner's own)."""
+    from cselab import teacher_pass
+
+    monkeypatch.setattr(teacher_pass, "_timed",
+                        lambda runner, probe: (seconds[(runner.backend, runner.precision)], runner.encode(probe)))
+
+
+def test_the_way_a_teacher_runs_is_chosen_once_per_machine_so_two_runs_are_identical(teacher_and_text, tmp_path,
+                                                                                      monkeypatch) -> None:
+    import cselab.runtime.precision as precision_mod
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    monkeypatch.setattr(precision_mod, "inference_precision",  # a machine where bf16 is a candidate
+                        lambda *a, **k: precision_mod.PrecisionChoice("auto", "bf16", "test"))
+    options = {"backends": ["torch"], "requested_precision": "auto", "cache": False}
+    _fake_timing(monkeypatch, {("torch", "fp32"): 1.0, ("torch", "bf16"): 0.1})  # bf16 is faster now
+    first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "first", **options)
+    assert teacher_pass.pass_backend(tmp_path / "first") == {"backend": "torch", "precision": "bf16"}
+    kept = json.loads((cselab_home() / "teacher_backend.json").read_text())
+    assert [(v["backend"], v["precision"]) for v in kept.values()] == [("torch", "bf16")]
+    _fake_timing(monkeypatch, {("torch", "fp32"): 0.1, ("torch", "bf16"): 1.0})  # the machine got busy: fp32 is
+    messages: list[str] = []
+    with reporting(Reporter(lines=messages.append)):
+        second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "second", **options)
+    assert teacher_pass.pass_backend(tmp_path / "second") == {"backend": "torch", "precision": "bf16"}
+    np.testing.assert_array_equal(second, first)  # bit-identical
+    assert any("the way kept for this teacher on this machine" in m for m in messages)
+    # the test can fail: without the kept choice this timing picks fp32, whose vectors are not bf16's
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "another-home"))
+    third = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "third", **options)
+    assert teacher_pass.pass_backend(tmp_path / "third") == {"backend": "torch", "precision": "fp32"}
+    assert not np.array_equal(third, first)
+
+
+def test_the_kept_way_is_chosen_between_torch_and_an_export_too(teacher_and_text, tmp_path, monkeypatch) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    from cselab import teacher_pass
+
+    teacher, sentences = teacher_and_text
+    options = {"backends": ["torch", "onnx"], "requested_precision": "fp32", "cache": False}
+    _fake_timing(monkeypatch, {("torch", "fp32"): 1.0, ("onnx", "fp32"): 0.1})
+    first = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "first", **options)
+    _fake_timing(monkeypatch, {("torch", "fp32"): 0.1, ("onnx", "fp32"): 1.0})
+    second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "second", **options)
+    assert teacher_pass.pass_backend(tmp_path / "first") == teacher_pass.pass_backend(tmp_path / "second") == {
+        "backend": "onnx", "precision": "fp32"}
+    np.testing.assert_array_equal(second, first)
+
+
+def _another_teachers_export(tmp_path, fmt: str = "onnx"):
+    """An export of another tiny teacher (same shapes, other weights)."""
+    from cselab import teacher_pass
+
+    other = build_tiny_model_dir(tmp_path / "other-teacher", "bert", seed=9, hidden_size=48)
+    return teacher_pass.teacher_export(str(other), fmt, tmp_path / "other-scratch", export_dir=tmp_path / "other")
+
+
+@pytest.mark.parametrize("digest", ["kept", "lost"])
+def test_a_resumed_pass_checks_the_export_it_continues_with(teacher_and_text, tmp_path, monkeypatch, digest) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    import shutil
+
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
+    options = {"backends": ["onnx"], "requested_precision": "fp32", "cache": False}
+    original_fill = _killed_at_chunk(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    monkeypatch.setattr(VectorStore, "fill", original_fill)
+    kept = cselab_home() / "teacher-exports" / teacher_pass.model_fingerprint(teacher) / "onnx"
+    shutil.rmtree(kept)
+    shutil.copytree(_another_teachers_export(tmp_path), kept)  # the kept export is now another teacher's
+    if digest == "lost":  # made by a cselab that kept no sha256: the agreement check finds it
+        kept.with_name("onnx.sha256").unlink()
+    messages: list[str] = []
+    with reporting(Reporter(lines=messages.append)):
+        vectors = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    why = "its files changed since it was made" if digest == "kept" else "its vectors no longer agree with torch fp32"
+    assert [m for m in messages if "is damaged (" in m] == [
+        m for m in messages if m.startswith(f"teacher pass: the onnx export kept in {kept} is damaged ({why}")]
+    assert any("is damaged (" in m for m in messages)
+    np.testing.assert_allclose(vectors, _teacher_reference(teacher, sentences), atol=1e-4)  # every row the teacher's
+
+
+def test_a_resumed_pass_that_no_longer_agrees_is_refused(teacher_and_text, tmp_path, monkeypatch) -> None:
+    from cselab import teacher_pass
+    from cselab.data.vector_store import VectorStore
+    from cselab.errors import CselabError
+
+    teacher, sentences = teacher_and_text
+    monkeypatch.setattr(teacher_pass, "CHUNK", 40)
+    options = {"backends": ["torch"], "requested_precision": "bf16", "cache": False}
+    original_fill = _killed_at_chunk(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    monkeypatch.setattr(VectorStore, "fill", original_fill)
+    assert teacher_pass.pass_backend(tmp_path / "run") == {"backend": "torch", "precision": "bf16"}
+    monkeypatch.setattr(teacher_pass, "_agreement", lambda vectors, reference: 0.5)  # bf16 no longer agrees here
+    before = _files(tmp_path / "run")
+    with pytest.raises(CselabError) as err:
+        teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", **options)
+    assert str(err.value) == (f"{tmp_path / 'run'}: its pass was started on torch bf16, which no longer agrees with "
+                              f"torch fp32 here (mean cosine 0.5000 < 0.995); delete {tmp_path / 'run'} to run the "
+                              "pass again")
+    assert _files(tmp_path / "run") == before
+
+
+def test_a_damaged_kept_export_is_made_again_once(teacher_and_text, tmp_path, monkeypatch) -> None:
+    pytest.importorskip("onnxruntime", reason="the export extra is not installed (pip install 'cselab[export]')")
+    import cselab.export
+    from cselab import teacher_pass
+    from cselab.paths import cselab_home
+
+    teacher, sentences = teacher_and_text
+    exports: list[str] = []
+    export = cselab.export.export_model
+    monkeypatch.setattr(cselab.export, "export_model", lambda *a, **k: exports.append(a[1]) or export(*a, **k))
+    options = {"backends": ["onnx"], "requested_precision": "fp32", "cache": False}
+    third = len(sentences) // 3
+    teacher_pass.teacher_vectors(str(teacher), sentences[:third], tmp_path / "a", **options)
+    kept = cselab_home() / "teacher-exports" / teacher_pass.model_fingerprint(teacher) / "onnx"
+    (kept / "onnx" / "model.onnx").write_bytes(b"not a graph")  # damaged: it would fail to load
+    kept.with_name("onnx.sha256").unlink()  # and no sha256 to find it by: found when it does not load
+    messages: list[str] = []
+    with reporting(Reporter(lines=messages.append)):
+        second = teacher_pass.teacher_vectors(str(teacher), sentences[third:2 * third], tmp_path / "b", **options)
+        third_pass = teacher_pass.teacher_vectors(str(teacher), sentences[2 * third:], tmp_path / "c", **options)
+    assert exports == ["onnx", "onnx"]  # made again once, then kept
+    said = [m for m in messages if "is damaged (" in m]
+    assert len(said) == 1, said
+    said = said[0]
+    assert said.startswith(f"teacher pass: the onnx export kept in {kept} is damaged (it does not load or run: "), said
+    assert said.endswith("); making it again")
+    reference = _teacher_reference(teacher, sentences)
+    np.testing.assert_allclose(np.concatenate([second, third_pass]), reference[third:], atol=1e-4)
+
+
+def test_pass_backend_names_the_way_of_a_pass_and_of_parts(teacher_and_text, tmp_path) -> None:
+    from cselab import teacher_pass
+    from cselab.errors import CselabError
+
+    teacher, sentences = teacher_and_text
+    options = {"backends": ["torch"], "requested_precision": "fp32"}
+    teacher_pass.teacher_vectors_of_parts(str(teacher), {"lines": sentences[:80], "passages": sentences[80:]},
+                                          tmp_path / "run" / "teacher", **options)
+    assert teacher_pass.pass_backend(tmp_path / "run" / "teacher") == {"backend": "torch", "precision": "fp32"}
+    with pytest.raises(CselabError, match="holds no teacher pass"):
+        teacher_pass.pass_backend(tmp_path / "nothing")
