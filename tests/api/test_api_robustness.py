@@ -224,6 +224,28 @@ api_case("evaluate-domain-pairs-score-text", "evaluate_domain", (MODEL,), {"pair
 api_case("evaluate-domain-unknown", "evaluate_domain", (MODEL,), {"domain": "atlantis"}, "atlantis", CselabError)
 api_case("evaluate-domain-and-files", "evaluate_domain", (MODEL,), {"domain": "stsb", "labels": "{T}/l.tsv"},
          "not both", CselabError)
+# issue 87: each argument is checked before any work (a model given by its path is not loaded)
+LABELS = {"labels": "{W}/labels.tsv"}
+for cid, args, kwargs, expect in (
+    ("labels-number", (MODEL,), {"labels": 5}, "labels: 5 is not a path or name"),
+    ("labels-empty", (MODEL,), {"labels": ""}, "labels is empty"),
+    ("pairs-list", (MODEL,), {"pairs": ["{W}/labels.tsv"]}, "pairs: ['"),
+    ("retrieval-bytes", (MODEL,), {"retrieval": b"dir"}, "retrieval: b'dir' is not a path or name"),
+    ("domain-number", (MODEL,), {"domain": 3}, "domain: 3 is not text"),
+    ("domain-empty", (MODEL,), {"domain": " "}, "domain is empty"),
+    ("model-none", (None,), LABELS, "model: a NoneType is not a model path, a SentenceEncoder or a sentence model"),
+    ("model-number", (7,), LABELS, "model: a int is not a model path, a SentenceEncoder or a sentence model"),
+    ("model-empty", ("",), LABELS, "model is empty"),
+    ("batch-size-0", ("{W}/model",), {**LABELS, "batch_size": 0}, "batch_size: 0 is not in the range x>=1"),
+    ("batch-size-text", ("{W}/model",), {**LABELS, "batch_size": "8"}, "batch_size: '8' is not a valid integer"),
+    ("batch-size-bool", ("{W}/model",), {**LABELS, "batch_size": True}, "batch_size: True is not a valid integer"),
+    ("progress-yes", ("{W}/model",), {**LABELS, "progress": "yes"}, "progress: 'yes' is not True or False"),
+    ("progress-1", ("{W}/model",), {**LABELS, "progress": 1}, "progress: 1 is not True or False"),
+    ("precision-unknown", ("{W}/model",), {**LABELS, "precision": "fp8"},
+     "precision: 'fp8' is not one of auto, fp32, bf16, fp16"),
+    ("pooler-number", ("{W}/model",), {**LABELS, "pooler": 3}, "pooler: 3 is not text"),
+):
+    api_case(f"evaluate-domain-{cid}", "evaluate_domain", args, kwargs, expect)
 
 # -- the workspace ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -313,6 +335,16 @@ def test_the_suite_covers_every_public_function():
     exported -= {"CselabError", "UsageError"}
     assert exported <= covered | {"SentenceEncoder"} and {"encode", "save"} <= covered, exported - covered
     assert len(API_CASES) >= 80
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"progress": "yes"}, {"labels": 5}, {"precision": "fast"}])
+def test_evaluate_domain_refuses_a_misuse_before_any_work(kwargs, workspace, monkeypatch):
+    from cselab.evaluation import domain
+
+    monkeypatch.setattr(domain, "load_inputs", lambda *a, **k: pytest.fail("a file was read"))
+    monkeypatch.setattr(domain, "score_inputs", lambda *a, **k: pytest.fail("the model was loaded or run"))
+    with pytest.raises(UsageError):
+        cselab.evaluate_domain(str(workspace / "model"), **{"labels": str(workspace / "labels.tsv"), **kwargs})
 
 
 def test_a_save_replaces_only_what_cselab_saved(loaded, tmp_path):

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cselab.errors import CselabError
+from cselab.errors import CselabError, UsageError, check_flag, check_int, check_path, check_text
 from cselab.evaluation.domain_files import (
     LabelledTexts,
     RetrievalSet,
@@ -166,11 +167,32 @@ def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | P
     the suite domain ``domain``; returns task -> main score x 100, for the tasks the inputs give (``clustering``
     and ``classification`` from labels, ``sts`` from pairs, ``retrieval`` from a retrieval directory).
 
-    Every file is checked before the model loads (:class:`CselabError` naming file and line). ``progress`` shows
-    mteb's bars (on stderr)."""
+    Every argument is checked before any work (a misuse is :class:`UsageError`, one line), and every file before the
+    model loads (:class:`CselabError` naming file and line). ``progress`` shows mteb's bars (on stderr)."""
+    _check_arguments(model, labels=labels, pairs=pairs, retrieval=retrieval, domain=domain, home=home,
+                     pooler=pooler, batch_size=batch_size, precision=precision)
+    check_flag(progress, "progress")
     inputs = load_inputs(labels, pairs, retrieval, domain=domain, home=home)
     with reporting(report().with_bars(progress)):
         return score_inputs(model, inputs, pooler=pooler, batch_size=batch_size, precision=precision)
+
+
+def _check_arguments(model: Any, *, labels: Any, pairs: Any, retrieval: Any, domain: Any, home: Any, pooler: Any,
+                     batch_size: Any, precision: Any) -> None:
+    """:func:`evaluate_domain`'s arguments, with the rules of ``cselab eval``'s options (:mod:`cselab.errors`)."""
+    from cselab.runtime.precision import PRECISIONS
+
+    if isinstance(model, (str, os.PathLike)):
+        check_path(model, "model")
+    elif not callable(getattr(model, "encode", None)):
+        raise UsageError(f"model: a {type(model).__name__} is not a model path, a SentenceEncoder or a sentence model")
+    for name, value in (("labels", labels), ("pairs", pairs), ("retrieval", retrieval), ("home", home)):
+        check_path(value, name, optional=True)
+    check_text(domain, "domain", optional=True)
+    check_text(pooler, "pooler", optional=True)
+    check_int(batch_size, "batch_size")
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise UsageError(f"precision: {precision!r} is not one of {', '.join(PRECISIONS)}")
 
 
 def evaluate_inputs(model_name: str, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
