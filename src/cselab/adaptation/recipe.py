@@ -110,6 +110,15 @@ class Recipe(BaseModel):
                 raise ValueError(f"{key}: set it in method_options")
         return overrides
 
+    @field_validator("method_options")
+    @classmethod
+    def _not_the_commands(cls, options: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(options) & {"teacher", "teacher_vectors", "neighbour_blocks"})
+        if owned:
+            raise ValueError(f"method_options.{owned[0]} is set by the command (--teacher, the run directory, the "
+                             "text), not by a recipe")
+        return options
+
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
         if self.method == "simcse" and (self.adapt_teacher or self.select != "fixed-budget"):
