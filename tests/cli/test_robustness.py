@@ -753,6 +753,44 @@ case("train-user-config-in-output-overwrite", [*TRAIN, "--overwrite"], write("ou
 case("distill-overwrite-and-resume", [*DISTILL, "--resume", "--overwrite"], expect="give --resume or --overwrite")
 case("distill-preset-empty", [*DISTILL, "--preset", ""], expect="--preset is empty")
 case("distill-user-file-in-output", [*DISTILL], write("d/notes.txt", "mine\n"), "holds files that cselab did not write")
+
+
+def teacher_pass_store(damage: Callable[[Path], None]) -> Setup:
+    """``T/tv``: a finished teacher pass over the workspace's corpus (its vectors made up), then ``damage``."""
+    def setup(t: Path, w: Path) -> None:
+        import numpy as np
+
+        from cselab.data.vector_store import VectorStore
+
+        texts = sorted(set(w.joinpath("corpus.txt").read_text().splitlines()))
+        store = VectorStore.create(t / "tv", "k", len(texts), 32, texts=texts)
+        store.fill(lambda rows: np.eye(32, dtype=np.float32)[[r % 32 for r in rows]], chunk=16)
+        damage(t / "tv")
+    return setup
+
+
+def flip_last_float(file: str) -> Callable[[Path], None]:
+    def edit(d: Path) -> None:
+        data = bytearray((d / file).read_bytes())
+        data[-2] ^= 0x40
+        (d / file).write_bytes(bytes(data))
+    return edit
+
+
+# issue 87: a teacher pass read back is what was written, or refused naming the file
+TV = [*DISTILL, "method_options.teacher_vectors={T}/tv"]  # a store of 40 rows of 32 floats: a 128-byte header
+case("distill-teacher-vectors-changed", TV, teacher_pass_store(flip_last_float("vectors.npy")),
+     "tv/vectors.npy is not what was written: the rows filled at positions 32-39 of its order have another sha256")
+case("distill-teacher-vectors-cut", TV, teacher_pass_store(lambda d: (d / "vectors.npy").write_bytes(
+     (d / "vectors.npy").read_bytes()[:-8])), "tv/vectors.npy has 5240 bytes, not the 5248 its shape (40, 32) takes")
+case("distill-teacher-vectors-header-cut", TV, teacher_pass_store(truncate("vectors.npy")),
+     "tv/vectors.npy is damaged (EOF: reading array header")
+case("distill-teacher-texts-changed", TV, teacher_pass_store(set_bytes("texts.txt", b"another text\n" * 40)),
+     "tv/texts.txt is not the file the store was written with")
+case("distill-teacher-order-changed", TV, teacher_pass_store(flip_last_float("order.npy")),
+     "tv/order.npy is damaged (not an order of the")
+case("distill-teacher-vectors-checksum-dropped", TV, teacher_pass_store(edit_json("state.json", lambda s: s.update(
+     checksums=s["checksums"][:-1]))), "tv/state.json is damaged (its checksums cover 32 rows, it counts 40 filled)")
 case("ensemble-grid-without-dev", [*ENSEMBLE, "--weight", "0.5", "--grid", "garbage"],
      expect="--grid applies only with --weight dev")
 case("ensemble-grid-default-weight", [*ENSEMBLE, "--grid", "0,0.5,1"], expect="--grid applies only with --weight dev")
