@@ -73,6 +73,17 @@ def test_the_text_is_read_once_the_output_checked_once_and_each_model_loaded_onc
     assert set(result.before) == set(result.after) == set(result.teacher_scores) and result.before
     summary = json.loads((out / "adapt.json").read_text())
     assert summary["model_dir"] == str(out / "model") and summary["recipe"] == "vectors-and-head"
+    # both models' serving cost beside their scores: the size is the served form's files, summed here
+    serving = summary["serving"]
+    for who, directory in (("model", out / "model"), ("teacher", home_with_teacher / "models" / "all-mpnet-base-v2")):
+        cost = serving[who]
+        assert cost["sentences_per_s"] > 0 and cost["backend"] in ("torch", "onnx", "openvino")
+        if cost["backend"] == "torch":
+            assert cost["size_mb"] == round(sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+                                            / 1e6, 1)
+    report = (out / "adapt-report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| your model (handed back) |"))
+    assert f"{result.after[next(iter(result.after))]:.2f}" in row and f"{serving['model']['size_mb']:,.0f} MB" in row
     with pytest.raises(cselab.CselabError, match="takes at most 128 tokens, the recipe's max_length is 256"):
         cselab.adapt(text, tmp_path / "long", model=str(tiny_bert_dir), progress=False)  # before anything is written
     assert not (tmp_path / "long").exists()

@@ -118,7 +118,8 @@ def test_the_api_refuses_as_the_command_does_and_changes_nothing_it_is_given(tin
         ({"teacher": "x", "no_teacher": True}, cselab.CselabError, "give --teacher or --no-teacher, not both"),
         ({"labels": 5, "no_teacher": True}, cselab.UsageError, "labels"),
         ({"progress": "no", "no_teacher": True}, cselab.UsageError, "progress"),
-        ({"max_sentences": 10, "no_teacher": True}, cselab.UsageError, "--max-sentences: 10 is not in the range x>=200"),
+        ({"max_sentences": 10, "no_teacher": True}, cselab.UsageError,
+         "--max-sentences: 10 is not in the range x>=200"),
         ({"recipe": tmp_path / "none.yaml", "no_teacher": True}, cselab.CselabError, "no such file"),
     ]
     for options, error, message in cases:

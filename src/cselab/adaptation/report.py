@@ -99,6 +99,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
         if teacher_scores:
             lines += ["The teacher on your labelled data, before training: "
                       + ", ".join(f"{key} {value:.2f}" for key, value in teacher_scores.items()) + ".", ""]
+        lines += serving_table(summary)
         for warning in (teacher_not_ahead(summary["before"], teacher_scores, str(summary["teacher"])),
                         scores_lost(summary["before"], summary["after"])):
             if warning:
@@ -110,6 +111,25 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
         lines += [f"![{caption}]({PLOT_FILE})", ""]
     write_atomic(output_dir / REPORT_FILE, "\n".join(lines))
     return output_dir / REPORT_FILE
+
+
+def serving_table(summary: dict[str, Any]) -> list[str]:
+    """The model handed back and the teacher side by side: their scores on the user's labelled data and what each
+    costs to serve on this machine (``summary["serving"]``); no lines when either was not timed."""
+    serving = summary.get("serving") or {}
+    if not {"model", "teacher"} <= set(serving):
+        return []
+    keys = list(summary.get("after") or {})
+    rows = [("your model (handed back)", summary.get("after") or {}, serving["model"]),
+            (f"the teacher ({summary['teacher']})", summary.get("teacher_scores") or {}, serving["teacher"])]
+    lines = ["What each costs to serve on this machine (the fastest way that agrees with torch fp32, timed on "
+             "your held-out lines):", "", "| model | " + " | ".join(keys) + " | sentences/s | size on disk |",
+             "|---|" + "---|" * len(keys) + "---|---|"]
+    for name, scores, cost in rows:
+        shown = " | ".join(f"{scores[k]:.2f}" if k in scores else "" for k in keys)
+        lines.append(f"| {name} | {shown} | {cost['sentences_per_s']:,.0f} ({cost['backend']} {cost['precision']}) "
+                     f"| {cost['size_mb']:,.0f} MB |")
+    return [*lines, ""]
 
 
 def _adapted_first(summary: dict[str, Any]) -> str:

@@ -293,6 +293,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         evaluate_s = time.perf_counter() - clock
         teacher_s = 0.0
         teacher_scores: dict[str, float] = {}
+        serving: dict[str, dict[str, Any]] = {}  # what the teacher and the model handed back cost to serve here
         teacher_held = None
         teacher_views: dict[str, Any] = {}
         if plan.teacher is not None:
@@ -314,6 +315,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
+            if teacher_scores:  # after its passes: timing it moves it to the CPU
+                serving["teacher"] = _serving(plan, plan.teacher, options["model"], exports)
             del options
             models.drop_teacher()
             teacher_s = time.perf_counter() - clock - scoring_s
@@ -327,6 +330,9 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         clock = time.perf_counter()
         after = evaluate(handed_back) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
+        if teacher_scores:  # the user sees both models' scores: each beside its price
+            serving["model"] = _serving(plan, str(plan.model_dir), handed_back,
+                                        plan.output_dir / SERVING_EXPORTS_DIR)
         wall = time.perf_counter() - start
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
@@ -339,6 +345,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "selection_score": result.best_dev, "selection_start": result.dev_at_start,
                    "before": before, "after": after,
                    **({"teacher_scores": teacher_scores} if teacher_scores else {}),
+                   **({"serving": serving} if serving else {}),
                    "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
@@ -350,6 +357,24 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
     return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
                        plan.teacher, teacher_scores)
+
+
+SERVING_EXPORTS_DIR = "serving-exports"  # the exports of the model handed back, timed for its serving cost
+
+
+def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) -> dict[str, Any]:
+    """What ``model`` costs to serve on this machine (:func:`cselab.adaptation.serving.serving_cost`), timed on the
+    held-out lines; a failure to time it is said, not fatal (the scores stand without it)."""
+    import tempfile
+
+    from cselab.adaptation.serving import serving_cost
+
+    clock = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        cost = serving_cost(name, model, plan.held_out, Path(scratch), export_dir).to_dict()
+    report().say(f"adapt: {name} serves {cost['sentences_per_s']:,.0f} sentences/s here ({cost['backend']} "
+                 f"{cost['precision']}, {cost['size_mb']:,.0f} MB; timed in {time.perf_counter() - clock:.0f} s)")
+    return cost
 
 
 def hand_back(plan: AdaptPlan, models: _Models, best: Path) -> Any:
