@@ -16,7 +16,9 @@ import pytest
 
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
-from tests.helpers import WORDS, run_cli
+from tests.helpers import LAB_RECIPES, WORDS, recipe_with, run_cli
+
+DISTILL = LAB_RECIPES / "distill.yaml"  # the domain study's cosines recipe, what this file tests
 
 
 def write_text(path: Path, n: int = 240, seed: int = 0) -> Path:
@@ -72,34 +74,49 @@ def snapshot(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file() and ".cselab.lock" not in p.name}
 
 
-def _args(text, student, out, *extra):
-    """``cselab adapt`` with the cosines recipe (``distill``, what this file tests) on a tiny budget."""
-    return ["adapt", str(text), "--model", str(student), "--output", str(out), "--recipe", "distill",
-            "--batch-size", "8", "--max-length", "16", "--steps", "4", "train.precision=fp32", *extra]
+def tiny_recipe(path: Path, *overrides: str, **fields) -> Path:
+    """The cosines recipe (``distill``, what this file tests) on a tiny batch (8) and length (16) in fp32, with
+    ``fields`` and the run-configuration ``overrides`` (KEY=VALUE) beside: a user's recipe file."""
+    return write_recipe(path, DISTILL, batch_size=8, max_length=16,
+                        overrides=("train.precision=fp32", *overrides), **fields)
 
 
-def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_with_teacher, tiny_bert_dir, tmp_path):
+def _args(text, student, out, *extra, recipe: Path | None = None):
+    """``cselab adapt`` with ``recipe`` (default: :func:`tiny_recipe` as it is, written beside ``out``) for 4
+    steps."""
+    if recipe is None:
+        recipe = tiny_recipe(Path(out).parent / "tiny-distill.yaml")
+    return ["adapt", str(text), "--model", str(student), "--output", str(out), "--recipe", str(recipe),
+            "--steps", "4", *extra]
+
+
+def test_the_fetched_teacher_is_used_by_default_and_no_teacher_is_simcse(home_with_teacher, long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
-    assert (plan.teacher, plan.recipe, plan.config.method, plan.mix) == (
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir))
+    assert (plan.teacher, plan.recipe.name, plan.config.method, plan.mix) == (
         "all-mpnet-base-v2", "vectors-and-head", "distill", 0.75)
-    simcse = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), no_teacher=True)
-    assert (simcse.teacher, simcse.recipe, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
+    simcse = plan_adapt(text, tmp_path / "b", model=str(long_bert_dir), no_teacher=True)
+    assert (simcse.teacher, simcse.recipe.name, simcse.config.method, simcse.mix) == (None, "simcse", "simcse", 1.0)
 
 
 def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_three_quarters(
         home_with_teacher, tiny_bert_dir, tmp_path, capsys):
-    """`cselab adapt` with no recipe named, end to end: the fetched corpus's sentences trained on beside the user's
-    passages, both vector terms trained, the last step kept, and the model handed back 0.25 untouched + 0.75 adapted
-    of every weight, of the student's width (the head dropped)."""
+    """`cselab adapt`'s default recipe with a teacher (vectors-and-head, on a tiny batch and length), end to end: the
+    fetched corpus's sentences trained on beside the user's passages, as many as the budget draws, both vector terms
+    trained, the last step kept, and the model handed back (OUTPUT/model) 0.25 untouched + 0.75 adapted of every
+    weight, of the student's width (the head dropped)."""
+    from collections import Counter
+
     from tests.adaptation.test_adapt_mix import _assert_mixed
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
+    recipe = write_recipe(tmp_path / "recipe.yaml", "vectors-and-head", batch_size=8, max_length=16,
+                          overrides=("train.precision=fp32",))
     code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), "--steps",
-                                 "3", "--batch-size", "8", "--max-length", "16", "train.precision=fp32"], capsys)
+                                 "3", "--recipe", str(recipe)], capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["recipe"], summary["selection"], summary["best_step"], summary["mix"]) == (
@@ -113,17 +130,19 @@ def test_the_default_with_a_teacher_trains_on_general_sentences_and_hands_back_t
     general = summary["general_sentences"]
     own, drawn = examples[:len(examples) - general], examples[len(examples) - general:]
     assert 0 < general == len(own) and set(drawn) <= corpus and not set(drawn) & mine
-    assert sorted(" ".join(own).split()) == sorted(" ".join(mine - set(
-        (out / "held-out.txt").read_text().splitlines())).split())  # passages of the training lines
-    _assert_mixed(tiny_bert_dir, out / "best", out / "weight-mix", 0.75)
-    assert f"model: {out / 'weight-mix'} " in stdout
+    # the budget trains on 3 steps of 8 examples: half of them passages of the user's text, half general sentences
+    assert len(own) == 3 * 8 // 2
+    training_words = Counter(" ".join(mine - set((out / "held-out.txt").read_text().splitlines())).split())
+    assert Counter(" ".join(own).split()) <= training_words  # passages of training lines, each line at most once
+    _assert_mixed(tiny_bert_dir, out / "best", out / "model", 0.75)
+    assert f"model: {out / 'model'} " in stdout and summary["model_dir"] == str(out / "model")
 
 
-def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with_teacher, tiny_bert_dir, tmp_path):
+def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with_teacher, long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="distill")
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), recipe=DISTILL)
     options = plan.config.method_options
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
         "similarities", "none", "mse", 3)
@@ -140,11 +159,11 @@ def test_the_cosines_recipe_plans_neighbours_mixed_units_and_the_guard(home_with
 
 
 def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarter_mix(home_with_teacher,
-                                                                                      tiny_bert_dir, tmp_path):
+                                                                                      long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors-general")
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), recipe=LAB_RECIPES / "vectors-general.yaml")
     assert (plan.teacher, plan.config.method) == ("all-mpnet-base-v2", "distill")
     options = plan.config.method_options
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"]) == (
@@ -157,26 +176,28 @@ def test_the_general_vector_recipe_plans_passages_general_sentences_and_a_quarte
     assert sorted(" ".join(plan.text_units).split()) == sorted(" ".join(
         set(text.read_text().splitlines()) - set(plan.held_out)).split())
     assert (plan.units, plan.config.model.max_length, plan.config.train.batch_size) == ("passages", 256, 64)
-    # 200 steps whatever the text, the last one kept, a quarter of its weights handed back in weight-mix
+    # 200 steps whatever the text, the last one kept, a quarter of its weights handed back in OUTPUT/model
     assert (plan.selection, plan.steps, plan.config.train.lr) == ("fixed-budget", 200, 1e-4)
-    assert (plan.mix, plan.model_dir) == (0.25, tmp_path / "a" / "weight-mix")
-    # the same recipe by its options, as the domain study ran it before it had a name
-    spelled = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), recipe="vectors-passages", steps=200,
-                         general=home_with_teacher / "corpus" / "default.txt", mix=0.25)
+    assert (plan.mix, plan.model_dir) == (0.25, tmp_path / "a" / "model")
+    # the same recipe by its fields, as the domain study ran it before it had a name: the passages recipe with the
+    # fetched corpus's general sentences and a quarter mix
+    spelled = plan_adapt(text, tmp_path / "b", model=str(long_bert_dir), steps=200, recipe=recipe_with(
+        LAB_RECIPES / "vectors-passages.yaml", general=True,
+        general_file=str(home_with_teacher / "corpus" / "default.txt"), mix=0.25))
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == plan.config.model_dump(exclude=paths)
     assert spelled.general_units == plan.general_units and spelled.train_units == plan.train_units
 
 
 def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotation_and_three_quarters_mixed(
-        home_with_teacher, tiny_bert_dir, tmp_path):
+        home_with_teacher, long_bert_dir, tmp_path):
     """vectors-and-head plans vectors-general's training with projection pca-rotation+linear-head and nothing else
     changed, and hands back three quarters of the adapted weights."""
     from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir))
-    general = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors-general")
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir))
+    general = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), recipe=LAB_RECIPES / "vectors-general.yaml")
     assert plan.config.method_options["projection"] == "pca-rotation+linear-head"
     changed = general.config.model_dump()
     changed["method_options"]["projection"] = "pca-rotation+linear-head"
@@ -184,42 +205,54 @@ def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotat
     assert (plan.train_units, plan.general_units, plan.held_out) == (
         general.train_units, general.general_units, general.held_out)
     assert (plan.steps, plan.selection, plan.mix, general.mix) == (200, "fixed-budget", 0.75, 0.25)
-    assert plan.model_dir == tmp_path / "a" / "weight-mix"
+    assert plan.model_dir == general.model_dir == tmp_path / "a" / "model"
 
 
-def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(home_with_teacher, tiny_bert_dir,
-                                                                                 tmp_path, capsys):
+def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(home_with_teacher, long_bert_dir,
+                                                                                 tmp_path, capsys, monkeypatch):
+    import cselab.data.fetch
+
+    def offline(*args, **kwargs):  # no registry reachable: the corpus cannot be fetched here either
+        raise CselabError("offline")
+
+    monkeypatch.setattr(cselab.data.fetch, "fetch", offline)
     (home_with_teacher / "corpus" / "default.txt").unlink()
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "out"
-    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out)], capsys)
-    assert code == 2 and err.count("\n") == 1 and "cselab data fetch corpus" in err and "--general" in err, err
+    code, _, err = run_cli(["adapt", str(text), "--model", str(long_bert_dir), "--output", str(out)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "cselab data fetch corpus" in err, err
     assert not out.exists()
-    # a file of the user's own general sentences serves instead
+    # a file of the user's own general sentences serves instead (the recipe's general_file)
     from cselab.adaptation import plan_adapt
 
     general = write_general(tmp_path / "general.txt", 50)
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), general=general)
-    assert (plan.recipe, plan.general) == ("vectors-and-head", str(general))
+    plan = plan_adapt(text, out, model=str(long_bert_dir), recipe=recipe_with(general_file=str(general)))
+    assert (plan.recipe.name, plan.general) == ("vectors-and-head", str(general))
     assert len(plan.general_units) == len(plan.text_units) and set(plan.general_units) <= set(
         general.read_text().splitlines())
 
 
 def test_no_teacher_at_hand_means_simcse(tiny_bert_dir, tmp_path):
+    from pydantic import ValidationError
+
     from cselab.adaptation import plan_adapt
 
     plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir))  # empty home
-    assert (plan.teacher, plan.recipe) == (None, "simcse")
-    with pytest.raises(CselabError, match="compares the model with a teacher"):
+    assert (plan.teacher, plan.recipe.name) == (None, "simcse")
+    # a recipe that selects by the teacher, with none at hand: refused, saying how to get one
+    with pytest.raises(CselabError, match=r"distils a teacher: give --teacher \(or fetch all-mpnet-base-v2"):
         plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir),
-                   select="distillation-loss")
+                   recipe=recipe_with(DISTILL, select="distillation-loss"))
+    # and SimCSE's recipe cannot select by a teacher at all
+    with pytest.raises(ValidationError, match="a simcse recipe trains without a teacher"):
+        recipe_with("simcse", select="distillation-loss")
 
 
 def test_the_distillation_loss_selects_with_step_zero_a_candidate(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "passages", "--select", "distillation-loss",
-                                 "train.eval_every=2"), capsys)
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", "train.eval_every=2", units="passages", select="distillation-loss")
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, recipe=recipe), capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["teacher"], summary["recipe"], summary["selection"]) == ("all-mpnet-base-v2", "distill",
@@ -256,8 +289,8 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
                                                                          capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--units", "mixed", "--select", "distillation-loss",
-                                 "train.eval_every=2"), capsys)
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", "train.eval_every=2", units="mixed", select="distillation-loss")
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, recipe=recipe), capsys)
     assert code == 0, err
     examples = (out / "train.txt").read_text().splitlines()
     held = (out / "held-out.txt").read_text().splitlines()
@@ -269,8 +302,7 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
     from cselab.methods import METHODS
 
     # the run's own plan (planning writes nothing)
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                      units="mixed", select="distillation-loss", recipe="distill")
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe=recipe, steps=4)
     units = plan.held_out_units
     assert plan.config.method_options["neighbour_blocks"] == [220]
     # the training groups the method builds from the run's text and teacher store: a line's neighbours are lines,
@@ -299,8 +331,8 @@ def test_mixed_units_train_on_lines_and_passages_from_one_teacher_store(home_wit
 
 def test_a_fixed_budget_without_labels_draws_no_empty_plot(home_with_teacher, tiny_bert_dir, tmp_path, capsys):
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(write_text(tmp_path / "text.txt"), tiny_bert_dir, out, "--select", "fixed-budget"),
-                           capsys)
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", select="fixed-budget")
+    code, _, err = run_cli(_args(write_text(tmp_path / "text.txt"), tiny_bert_dir, out, recipe=recipe), capsys)
     assert code == 0, err
     assert json.loads((out / "adapt.json").read_text())["best_step"] == 4
     assert not (out / "adapt-report.png").exists() and "adapt-report.png" not in (out / "adapt-report.md").read_text()
@@ -313,12 +345,12 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
 
     text = write_text(tmp_path / "text.txt")
     # the default selection, the guard: the resumed run compares with the untouched model's losses kept on disk
-    args = ["train.save_every=2", "train.eval_every=2"]
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", "train.save_every=2", "train.eval_every=2")
     loads, real_load = [], teacher_pass.load_teacher
     monkeypatch.setattr(teacher_pass, "load_teacher", lambda *a, **k: loads.append(1) or real_load(*a, **k))
-    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "whole", *args), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "whole", recipe=recipe), capsys)
     assert code == 0, err
-    assert len(loads) == 2  # the teacher loaded once by the time estimate, once for the run's two passes
+    assert len(loads) == 1  # the teacher loaded once for the whole run: the time estimate and its two passes
     real_step, passes = Trainer.train_step, []
 
     def killed_at_step_3(self, batch):
@@ -329,10 +361,10 @@ def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_wit
     real_choose = teacher_pass.choose_runner
     monkeypatch.setattr(teacher_pass, "choose_runner", lambda *a, **k: passes.append(1) or real_choose(*a, **k))
     monkeypatch.setattr(Trainer, "train_step", killed_at_step_3)
-    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", *args), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", recipe=recipe), capsys)
     assert code == 130 and "--resume" in err
     monkeypatch.setattr(Trainer, "train_step", real_step)
-    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", *args, "--resume"), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, tmp_path / "killed", "--resume", recipe=recipe), capsys)
     assert code == 0, err
     assert passes == [], "the teacher's pass was kept in the cache (the first run) and in the run: never run again"
     assert json.loads((tmp_path / "killed" / "adapt.json").read_text())["selection"] == "guarded-distillation-loss"
@@ -352,7 +384,7 @@ def test_a_guarded_resume_without_its_reference_after_a_save_is_refused(home_wit
     from cselab.training.trainer import Trainer
 
     text = write_text(tmp_path / "text.txt")
-    args = ["train.save_every=2", "train.eval_every=2"]  # the default selection, the guard
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", "train.save_every=2", "train.eval_every=2")  # the guard
     real_step = Trainer.train_step
 
     def kill_at(step: int):
@@ -365,23 +397,23 @@ def test_a_guarded_resume_without_its_reference_after_a_save_is_refused(home_wit
     # killed after the save of step 2, the reference lost: step 0 is never scored again, so the resume is refused
     saved = tmp_path / "saved"
     monkeypatch.setattr(Trainer, "train_step", kill_at(3))
-    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, *args), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, recipe=recipe), capsys)
     assert code == 130 and (saved / "last").is_dir()
     (saved / "guard-reference.json").unlink()
     before = snapshot(saved)
     monkeypatch.setattr(Trainer, "train_step", real_step)
-    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, *args, "--resume"), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, saved, "--resume", recipe=recipe), capsys)
     assert code == 2 and err.count("\n") == 1 and "guard-reference.json" in err, err
     assert "untouched model's held-out losses" in err and "afresh in a new --output" in err
     assert snapshot(saved) == before, "a refused resume changes nothing"
     # killed before the first save: the resume starts at step 0 again, which is scored again as the reference
     unsaved = tmp_path / "unsaved"
     monkeypatch.setattr(Trainer, "train_step", kill_at(1))
-    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, *args), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, recipe=recipe), capsys)
     assert code == 130 and not (unsaved / "last").exists()
     (unsaved / "guard-reference.json").unlink()
     monkeypatch.setattr(Trainer, "train_step", real_step)
-    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, *args, "--resume"), capsys)
+    code, _, err = run_cli(_args(text, tiny_bert_dir, unsaved, "--resume", recipe=recipe), capsys)
     assert code == 0, err
     assert (unsaved / "guard-reference.json").is_file() and (unsaved / "adapt.json").is_file()
 
@@ -427,16 +459,18 @@ def test_resume_refuses_another_text_and_changes_nothing_of_a_finished_run(home_
     assert code == 2 and "finished adaptation" in err and snapshot(out) == before
 
 
-@pytest.mark.parametrize("case", ["user-files", "train-run", "nothing-to-resume", "bogus-method", "output-dir-override",
-                                  "absurd-steps"])
-def test_refused_runs_leave_no_trace(case, home_with_teacher, tiny_bert_dir, tmp_path, capsys):
+@pytest.mark.parametrize("case", ["user-files", "train-run", "nothing-to-resume", "bogus-method", "bogus-option",
+                                  "output-dir-override", "absurd-steps"])
+def test_refused_runs_leave_no_trace(case, home_with_teacher, long_bert_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "out"
     out.mkdir()
     extra: list[str] = []
     message = {"user-files": "did not write", "train-run": "not an adaptation",
-               "nothing-to-resume": "no adaptation to resume", "bogus-method": "unknown method",
-               "output-dir-override": "train.output_dir", "absurd-steps": "days on this machine"}[case]
+               "nothing-to-resume": "no adaptation to resume",
+               "bogus-method": "method: Input should be 'simcse' or 'distill'",
+               "bogus-option": "bogus", "output-dir-override": "train.output_dir is set by --output, not by a recipe",
+               "absurd-steps": "days on this machine"}[case]
     if case == "user-files":
         (out / "config.yaml").write_text("mine: 1\n")
         (out / "results.json").write_text("{}\n")
@@ -448,17 +482,21 @@ def test_refused_runs_leave_no_trace(case, home_with_teacher, tiny_bert_dir, tmp
     elif case == "nothing-to-resume":
         extra = ["--resume"]
         out.rmdir()
-    elif case == "bogus-method":
-        extra = ["method=bogus"]
-    elif case == "output-dir-override":
-        extra = [f"train.output_dir={tmp_path / 'elsewhere'}"]
+    elif case == "bogus-method":  # a recipe file's method that cselab has not
+        extra = ["--recipe", str(write_recipe(tmp_path / "recipe.yaml", method="bogus"))]
+    elif case == "bogus-option":  # a method option the method does not take: refused when the plan is made
+        options = {**recipe_with().method_options, "bogus": 1}
+        extra = ["--recipe", str(write_recipe(tmp_path / "recipe.yaml", method_options=options))]
+    elif case == "output-dir-override":  # the run directory is --output's, not a recipe's to move
+        extra = ["--recipe", str(write_recipe(tmp_path / "recipe.yaml",
+                                              overrides=(f"train.output_dir={tmp_path / 'elsewhere'}",)))]
     else:
         extra = ["--steps", "1000000000000"]
     def users_files() -> dict[str, str]:  # the data home is cselab's cache (a precision probe may be kept there)
         return {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home/")}
 
     before = users_files()
-    code, _, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out), *extra], capsys)
+    code, _, err = run_cli(["adapt", str(text), "--model", str(long_bert_dir), "--output", str(out), *extra], capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
     assert users_files() == before, "a refused adaptation writes nothing"
     assert not (tmp_path / "elsewhere").exists()
@@ -542,15 +580,14 @@ def test_the_guarded_selection_scores_lines_and_passages_against_the_start(home_
                                                                           capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    code, _, err = run_cli(_args(text, tiny_bert_dir, out, "--select", "guarded-distillation-loss",
-                                 "train.eval_every=2"), capsys)
+    recipe = tiny_recipe(tmp_path / "recipe.yaml", "train.eval_every=2", select="guarded-distillation-loss")
+    code, _, err = run_cli(_args(text, tiny_bert_dir, out, recipe=recipe), capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert summary["selection"] == "guarded-distillation-loss"
     from cselab.adaptation import plan_adapt
 
-    plan = plan_adapt(text, tmp_path / "again", model=str(tiny_bert_dir), batch_size=8, max_length=16, steps=4,
-                      select="guarded-distillation-loss", recipe="distill")
+    plan = plan_adapt(text, tmp_path / "again", model=str(tiny_bert_dir), recipe=recipe, steps=4)
     held, passages = plan.guard_views["lines"], plan.guard_views["passages"]
     assert held == (out / "held-out.txt").read_text().splitlines()
     # the teacher's pass over both views is kept in the run; passages of up to 256 tokens, not the training's 16
@@ -607,14 +644,14 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
 
 
 @pytest.mark.parametrize("name", ["vectors", "vectors-passages"])
-def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name, home_with_teacher, tiny_bert_dir,
+def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name, home_with_teacher, long_bert_dir,
                                                                          tmp_path):
     from cselab.adaptation import plan_adapt
 
     text = write_text(tmp_path / "text.txt", n=2000)
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe=name)
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), recipe=LAB_RECIPES / f"{name}.yaml")
     options = plan.config.method_options
-    assert (plan.recipe, plan.teacher, plan.config.method) == (name, "all-mpnet-base-v2", "distill")
+    assert (plan.recipe.name, plan.teacher, plan.config.method) == (name, "all-mpnet-base-v2", "distill")
     assert (options["target"], options["projection"], options["vector_loss"], options["neighbours"],
             options["length_groups"]) == ("vectors", "pca-rotation", "cosine", 0, 1)
     assert (plan.selection, plan.config.train.batch_size, plan.config.train.lr) == ("fixed-budget", 64, 1e-4)
@@ -627,28 +664,32 @@ def test_a_vector_recipe_plans_the_teachers_whole_vector_on_a_fixed_budget(name,
         # passages of up to 256 tokens, 100 steps whatever the text
         assert (plan.units, plan.config.model.max_length, plan.steps) == ("passages", 256, 100)
         assert len(plan.train_units) < 1900
-    assert plan.describe().startswith("adapt: the teacher's whole vector of each")
+    assert plan.describe().startswith(f"adapt ({name}): the teacher's whole vector of each")
 
 
 def test_the_vector_recipe_caps_its_budget_at_448_steps(home_with_teacher, tiny_bert_dir, tmp_path):
-    from cselab.adaptation.plan import RECIPES, default_steps
+    from cselab.adaptation.plan import default_steps
+    from cselab.adaptation.recipe import load_recipe
 
+    vectors = load_recipe(LAB_RECIPES / "vectors.yaml")
     # one pass: 64 lines a step, at least 100 and at most 448 steps
-    assert [default_steps(n, 64, RECIPES["vectors"]) for n in (640, 6400, 28_672, 28_673, 35_000)] == [
-        100, 100, 448, 448, 448]
-    assert default_steps(12_800, 64, RECIPES["vectors"]) == 200
+    assert [default_steps(n, vectors) for n in (640, 6400, 28_672, 28_673, 35_000)] == [100, 100, 448, 448, 448]
+    assert default_steps(12_800, vectors) == 200
 
 
 @pytest.mark.parametrize(("recipe", "extra", "message"), [
-    ("vectors", {"no_teacher": True}, "--recipe vectors distils a teacher: drop --no-teacher"),
-    ("simcse", {"teacher": "all-mpnet-base-v2"}, "--recipe simcse trains without a teacher"),
-    ("nonsense", {}, "--recipe must be one of simcse, distill, vectors, vectors-passages"),
+    (LAB_RECIPES / "vectors.yaml", {"no_teacher": True}, "the vectors recipe distils a teacher: drop --no-teacher"),
+    ("simcse", {"teacher": "all-mpnet-base-v2"}, "the simcse recipe trains without a teacher: drop --teacher"),
+    ("nonsense", {}, "--recipe nonsense: no such file (a recipe YAML file, or one of simcse, vectors-and-head, "
+     "vectors-and-head-teacher-first)"),
 ])
 def test_a_recipe_that_cannot_run_is_refused_in_one_line(recipe, extra, message, home_with_teacher, tiny_bert_dir,
                                                          tmp_path):
+    import re
+
     from cselab.adaptation import plan_adapt
 
-    with pytest.raises(CselabError, match="^" + message.replace("-", r"\-")):
+    with pytest.raises(CselabError, match="^" + re.escape(message) + "$"):
         plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe=recipe,
                    **extra)
 
@@ -657,29 +698,36 @@ def test_a_vector_recipe_without_a_teacher_at_hand_says_how_to_fetch_one(tiny_be
     from cselab.adaptation import plan_adapt
 
     with pytest.raises(CselabError, match="cselab data fetch models-mpnet"):  # empty home: no teacher fetched
-        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe="vectors")
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir),
+                   recipe=LAB_RECIPES / "vectors.yaml")
     simcse = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "b", model=str(tiny_bert_dir), recipe="simcse")
-    assert (simcse.recipe, simcse.teacher) == ("simcse", None)
+    assert (simcse.recipe.name, simcse.teacher) == ("simcse", None)
 
 
 def test_the_recipes_are_the_vocabularys():
-    from cselab.adaptation.plan import RECIPES
-    from cselab.vocabulary import ADAPT_RECIPES
+    """The recipes cselab ships (the ones ``--recipe NAME`` and the defaults name) are the vocabulary's, each a file
+    whose name is the recipe's, and the defaults and ``--task`` choose among them."""
+    from cselab.adaptation.recipe import RECIPES_DIR, TASK_RECIPES, load_recipe, recipe_for, shipped_recipes
+    from cselab.vocabulary import ADAPT_RECIPES, ADAPT_TASKS
 
-    assert tuple(RECIPES) == ADAPT_RECIPES
+    assert shipped_recipes() == ADAPT_RECIPES
+    assert all(load_recipe(RECIPES_DIR / f"{name}.yaml").name == name for name in ADAPT_RECIPES)
+    chosen = {recipe_for(teacher=False).name, *(recipe_for(teacher=True, task=t).name for t in (None, *ADAPT_TASKS))}
+    assert chosen == set(ADAPT_RECIPES) and set(TASK_RECIPES.values()) <= set(ADAPT_RECIPES)
 
 
 def test_adapt_with_the_vector_recipe_trains_and_keeps_its_last_step(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                     capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
+    recipe = write_recipe(tmp_path / "vectors.yaml", LAB_RECIPES / "vectors.yaml", batch_size=8,
+                          overrides=("train.precision=fp32",))
     code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out),
-                                 "--recipe", "vectors", "--steps", "3", "--batch-size", "8",
-                                 "train.precision=fp32"], capsys)
+                                 "--recipe", str(recipe), "--steps", "3"], capsys)
     assert code == 0, err
     summary = json.loads((out / "adapt.json").read_text())
     assert (summary["recipe"], summary["selection"], summary["best_step"]) == ("vectors", "fixed-budget", 3)
     assert "the teacher's whole vector of each line" in stdout
     # the kept student is the student alone (no projection module): it loads and encodes at its own width
-    model = load_model(out / "best")
+    model = load_model(out / "model")  # handed back unmixed (the recipe's mix is 1)
     assert model.encode(["a sentence"]).shape[-1] == load_model(tiny_bert_dir).encode(["a sentence"]).shape[-1]

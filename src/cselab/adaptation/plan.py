@@ -180,9 +180,10 @@ def _model_dir(model: str, what: str) -> Path:
     return path
 
 
-def check_model(model: str, what: str) -> str:
+def check_model(model: str, what: str, *, one_encoder: bool = True) -> str:
     """``model`` as a directory of one encoder (a fetched name, a sentence-transformers or HF directory, a saved
-    cselab encoder) that can tokenise; anything else is refused in one line that says what to give instead."""
+    cselab encoder) that can tokenise; anything else is refused in one line that says what to give instead.
+    ``one_encoder=False`` (a teacher that is not adapted) also takes a twin or an ensemble, which encode as one."""
     from cselab.models.sentence_model import read_description
 
     path = _model_dir(model, what)
@@ -192,7 +193,7 @@ def check_model(model: str, what: str) -> str:
         raise CselabError(f"{what} {model} is a run directory; its model is {path / 'best'}")
     description = read_description(path)
     kind = description.get("kind") if description else None
-    if kind is not None and kind != "encoder":
+    if one_encoder and kind is not None and kind != "encoder":
         raise CselabError(f"{what} {model} is a {kind}, not one encoder; adapt one encoder (e.g. a -D student, or "
                           "one member of the twin)")
     if description is None and not (path / "config.json").is_file() and not (path / "modules.json").is_file():
@@ -298,7 +299,9 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, recipe: str | Path |
     check_model(model, "--model")
     check_length(model, chosen.max_length)
     if teacher_name is not None:
-        check_model(teacher_name, "the teacher")  # its pass truncates at the teacher's own length
+        # its pass truncates at the teacher's own length; a twin or an ensemble teaches (the papers' -D teachers),
+        # only one encoder is adapted first
+        check_model(teacher_name, "the teacher", one_encoder=chosen.adapt_teacher)
     general = general_text(chosen) if chosen.general else None  # refused before the text is read when missing
     sentences = read_text(text, max_sentences)
     if len(sentences) < MIN_SENTENCES:
