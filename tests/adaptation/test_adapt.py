@@ -89,9 +89,9 @@ def test_the_selection_score_is_spearman_of_student_and_teacher_cosines(tiny_ber
     assert score == pytest.approx(100 * spearmanr(student_cos, teacher_cos).statistic, abs=1e-4)
 
 
-def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_dir):
+def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, long_bert_dir):
     text = write_text(tmp_path / "text.txt")  # 240 sentences: 220 to train on, 20 held out (the minimum)
-    simcse = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), steps=150,
+    simcse = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), steps=150,
                         recipe=recipe_with("simcse", batch_size=32))
     assert (simcse.train_sentences, len(simcse.held_out), simcse.config.train.eval_every) == (220, 20, 150)
     student = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20)  # 0.02 s a sentence
@@ -103,7 +103,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert extrapolate_seconds(simcse, bf16) == pytest.approx(556.8 + 0.8)
     fp16 = ForwardCost(seconds_per_token=0.001, tokens_per_sentence=20, precision="fp16")
     assert extrapolate_seconds(simcse, fp16) == pytest.approx(422.4 + 0.8)
-    distil = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    distil = plan_adapt(text, tmp_path / "b", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=100,
                         recipe=recipe_with(DISTILL, select="distillation-loss", units="lines",
                                            overrides=("train.eval_every=25",)))
     teacher = ForwardCost(seconds_per_token=0.004, tokens_per_sentence=25)  # 0.1 s a sentence
@@ -111,7 +111,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # 0.02 = 2 s; the teacher's pass over all 240 sentences: 240 x 0.1 s = 24 s
     assert extrapolate_seconds(distil, student, teacher) == pytest.approx(281.6 + 2 + 24)
     # target pairs: each anchor brings one neighbour and one random partner, 3 rows: 100 x 2.2 x 3 x 16 x 0.02 s
-    pairs = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    pairs = plan_adapt(text, tmp_path / "c", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=100,
                        recipe=recipe_with(DISTILL, units="lines", overrides=("train.eval_every=25",),
                                           method_options={**load_recipe(DISTILL).method_options, "target": "pairs",
                                                           "neighbours": 10}))
@@ -120,7 +120,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     assert pairs.selection == "guarded-distillation-loss"
     assert extrapolate_seconds(pairs, student, teacher) == pytest.approx(211.2 + 4 + 28)
     # SimCSE's term beside the distillation: each example encoded twice, 100 x 2.2 x 2 x 64 x 0.02 s = 563.2 s
-    contrastive = plan_adapt(text, tmp_path / "b2", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir),
+    contrastive = plan_adapt(text, tmp_path / "b2", model=str(long_bert_dir), teacher=str(long_bert_dir),
                              steps=100, recipe=recipe_with(
                                  DISTILL, select="distillation-loss", units="lines",
                                  overrides=("train.eval_every=25",),
@@ -129,13 +129,13 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # a teacher pass already kept (teacher None): no pass to count
     assert extrapolate_seconds(distil, student) == pytest.approx(281.6 + 2)
     # a fixed budget: one evaluation (the last step), 1 row x 20 x 0.02 = 0.4 s
-    fixed = plan_adapt(text, tmp_path / "c", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    fixed = plan_adapt(text, tmp_path / "c", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=100,
                        recipe=recipe_with(DISTILL, select="fixed-budget", units="lines"))
     assert (fixed.selection, fixed.config.train.eval_every, fixed.config.train.eval_at_start) == \
         ("fixed-budget", 100, False)
     assert extrapolate_seconds(fixed, student, teacher) == pytest.approx(281.6 + 0.4 + 24)
     # passages: an example holds as many tokens as its lines, 220 lines in len(train_units) passages
-    passages = plan_adapt(text, tmp_path / "d", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    passages = plan_adapt(text, tmp_path / "d", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=100,
                           recipe=recipe_with(DISTILL, select="fixed-budget", units="passages"))
     lines = 220 / len(passages.train_units)
     assert lines > 1.5
@@ -143,7 +143,7 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
     # mixed: the lines, then the same passages (the same seed); the examples hold every line twice, so an example
     # holds 440 / len(train_units) lines; the teacher's pass reads the training lines twice and the held-out lines
     # twice (as lines and in passages): (440 + 20 x 2) x 0.1 = 48 s
-    mixed = plan_adapt(text, tmp_path / "e", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=100,
+    mixed = plan_adapt(text, tmp_path / "e", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=100,
                        recipe=recipe_with(DISTILL, select="fixed-budget", units="mixed"))
     train_lines = mixed.train_units[:220]
     assert mixed.train_units == [*train_lines, *passages.train_units]
@@ -153,19 +153,19 @@ def test_the_time_estimate_extrapolates_one_forward_by_hand(tmp_path, tiny_bert_
         281.6 * 440 / len(mixed.train_units) + 0.4 + 48)
 
 
-def test_the_time_estimate_loads_each_model_once(tmp_path, tiny_bert_dir, monkeypatch):
+def test_the_time_estimate_loads_each_model_once(tmp_path, long_bert_dir, monkeypatch):
     """The student once, the teacher once: for its pass's key and, with no pass kept, its timed forward."""
     from cselab.adaptation.estimate import estimate_seconds
     from cselab.models import sentence_model
 
     text = write_text(tmp_path / "text.txt")
-    plan = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=20,
+    plan = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=20,
                       recipe=recipe_with(DISTILL, units="lines"))
     loads: list[str] = []
     load = sentence_model.load_model
     monkeypatch.setattr(sentence_model, "load_model", lambda name, **k: loads.append(str(name)) or load(name, **k))
     assert estimate_seconds(plan) > 0
-    assert loads == [str(tiny_bert_dir), str(tiny_bert_dir)]
+    assert loads == [str(long_bert_dir), str(long_bert_dir)]
 
 
 def test_plan_refuses_bad_input_in_one_line(tmp_path, tiny_bert_dir):
@@ -347,22 +347,22 @@ def test_similar_passages_group_lines_that_share_words():
         make_passages(sentences, lengths, 40, grouping="nearest")
 
 
-def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp_path, tiny_bert_dir):
+def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp_path, long_bert_dir):
     from cselab.adaptation.examples import make_passages
     from cselab.adaptation.selection import GUARD_MAX_LENGTH
 
     text = tmp_path / "text.txt"
     topics = ["football goal match", "election vote party", "piano concert music", "river boat water"]
     text.write_text("".join(f"{topics[i % 4]} number{i}\n" for i in range(240)))
-    plan = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+    plan = plan_adapt(text, tmp_path / "s", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=10,
                       recipe=recipe_with(DISTILL, units="mixed", passages="similar"))
-    shuffled = plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), steps=10,
+    shuffled = plan_adapt(text, tmp_path / "s", model=str(long_bert_dir), teacher=str(long_bert_dir), steps=10,
                           recipe=recipe_with(DISTILL, units="mixed"))
     assert (plan.passages, shuffled.passages) == ("similar", "shuffled")
     assert "passages of similar lines" in plan.describe() and "similar" not in shuffled.describe()
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+    tokenizer = AutoTokenizer.from_pretrained(str(long_bert_dir))
 
     def made(lines: list[str], max_length: int) -> list[str]:  # the passages of lines as make_passages groups them
         lengths = [len(tokenizer(s)["input_ids"]) - 2 for s in lines]
@@ -377,4 +377,4 @@ def test_similar_passages_reach_the_training_the_held_out_text_and_the_guard(tmp
     assert facts["passages"] == "similar" and "passages" not in shuffled.facts()
     near = write_recipe(tmp_path / "near.yaml", DISTILL, passages="near")
     with pytest.raises(CselabError, match="passages: Input should be 'shuffled' or 'similar'"):
-        plan_adapt(text, tmp_path / "s", model=str(tiny_bert_dir), teacher=str(tiny_bert_dir), recipe=near)
+        plan_adapt(text, tmp_path / "s", model=str(long_bert_dir), teacher=str(long_bert_dir), recipe=near)
