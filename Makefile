@@ -1,7 +1,7 @@
 # cselab: the entry points of a fresh machine.
-#   make demo    installs, fetches the models, the general sentences and the domain suite, adapts all-MiniLM-L6-v2 to
-#                one domain's text with `cselab adapt` (about 5 minutes on 2 cores with AMX; see the README) and prints
-#                the domain's score before and after
+#   make demo    installs, fetches the models and the domain suite, adapts all-MiniLM-L6-v2 to one domain's text
+#                with `cselab adapt` (see the README for its time) and prints the domain's score before and after, the
+#                teacher's, what each costs to serve, and the model handed back (runs/demo-adapt/model)
 #   make test    installs (with the dev extras) and runs the linter and the test suite (what CI runs: .ci/run)
 #   make report  renders every table of the docs and the lab books again from lab/results/*.jsonl (python -m lab.render)
 #
@@ -51,12 +51,12 @@ install: install-torch
 install-dev: install-torch
 	$(PIP) install -e ".[dev,bench,mteb,export]"
 
-# the domain scoring before/after is mteb's: the demo installs that extra
+# the domain scoring before/after is mteb's, and the teacher's pass and the serving cost try ONNX Runtime and
+# OpenVINO: the demo installs both extras (`cselab adapt` fetches the general sentences itself when missing)
 demo-setup: install-torch
-	$(PIP) install -e ".[mteb]"
+	$(PIP) install -e ".[mteb,export]"
 	$(PYTHON) -m cselab.cli data fetch models
 	$(PYTHON) -m cselab.cli data fetch models-mpnet
-	$(PYTHON) -m cselab.cli data fetch corpus
 	$(PYTHON) -m cselab.cli data fetch domains
 
 demo: demo-setup
