@@ -261,3 +261,48 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
                               f"for other tasks ({exc}): pip install 'cselab[mteb]'") from exc
         scores.update(run_mteb(loaded, other, batch_size=batch_size))
     return scores
+
+
+def reproduce(method: str, backbone: str = "bert-base-uncased", *overrides: str, seeds: Sequence[int] = (1,),
+              preset: str | None = None, output_dir: str | Path | None = None, senteval_dir: str | Path | None = None,
+              sts: str = "auto", from_dir: str | Path | None = None, rtt_models: Mapping[str, str] | None = None,
+              fetch: bool = True, progress: bool = True) -> Any:
+    """A paper's row, as ``cselab reproduce`` makes it: fetch (and round-trip translate) what the preset needs,
+    train every seed, score the seven STS tasks in SentEval's "all" setting (the partial sets, marked, when SentEval's
+    data cannot be had) and compare with the paper's figures. Returns a
+    :class:`cselab.experiments.reproduce.ReproduceResult`: ``rows`` (task, paper, ours, std over the seeds, the set
+    scored, ``difference``), ``scores`` (seed -> task -> score), ``estimate_s`` and ``wall_s``; None on the other ranks
+    of a torchrun launch. ``progress`` prints the plan, the time estimate and the runs."""
+    check_text(method, "method")
+    check_text(backbone, "backbone")
+    for text in overrides:
+        if not isinstance(text, str):
+            raise UsageError(f"overrides: {text!r} is not a KEY=VALUE string")
+    if isinstance(seeds, (str, bytes)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise UsageError(f"seeds: {seeds!r} is not a list of whole numbers")
+    check_text(preset, "preset", optional=True)
+    check_path(output_dir, "output_dir", optional=True)
+    check_path(senteval_dir, "senteval_dir", optional=True)
+    check_path(from_dir, "from_dir", optional=True)
+    check_flag(fetch, "fetch")
+    check_flag(progress, "progress")
+    if rtt_models is not None and not (isinstance(rtt_models, Mapping) and all(
+            isinstance(k, str) and isinstance(v, (str, os.PathLike)) for k, v in rtt_models.items())):
+        raise UsageError("rtt_models: give a mapping of 'SRC-TGT' to a model name or directory")
+
+    from cselab.experiments.reproduce import describe, estimate_seconds, plan_reproduction, prepare, run_reproduction
+
+    with reporting(console() if progress else QUIET):
+        plan = plan_reproduction(method, backbone, seeds=list(seeds), preset=preset, overrides=list(overrides),
+                                 out_dir=output_dir, senteval_dir=senteval_dir, sts=sts,
+                                 rtt_models={k: str(v) for k, v in (rtt_models or {}).items()})
+        for line in describe(plan):
+            report().say(line)
+        prepare(plan, from_dir=Path(from_dir) if from_dir is not None else None, fetch=fetch)
+        estimate = estimate_seconds(plan)
+        if estimate is not None:
+            report().say(f"estimate: about {estimate / 60:.0f} min for {len(plan.seeds)} seed(s) (rough)")
+        result = run_reproduction(plan)
+    if result is not None:
+        result.estimate_s = estimate
+    return result

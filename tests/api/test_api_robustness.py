@@ -247,6 +247,23 @@ for cid, args, kwargs, expect in (
 ):
     api_case(f"evaluate-domain-{cid}", "evaluate_domain", args, kwargs, expect)
 
+# -- reproduce: every argument checked before anything is fetched, trained or written ---------------------------
+for cid, args, kwargs, expect in (
+    ("method-none", (None,), {}, "method: None is not text"),
+    ("method-unknown", ("simcsx",), {}, "unknown method 'simcsx'; reproduce one of: simcse, simcse++"),
+    ("backbone-number", ("simcse", 3), {}, "backbone: 3 is not text"),
+    ("no-paper-row", ("ifcl", "roberta-base"), {}, "the ifcl paper reports no roberta-base row"),
+    ("seeds-text", ("simcse",), {"seeds": "1,2"}, "seeds: '1,2' is not a list of whole numbers"),
+    ("seeds-twice", ("simcse",), {"seeds": [1, 1]}, "--seeds: give distinct whole numbers >= 0"),
+    ("sts-unknown", ("simcse",), {"sts": "full"}, "--sts 'full': choose one of auto, senteval, partial"),
+    ("progress-yes", ("simcse",), {"progress": "yes"}, "progress: 'yes' is not True or False"),
+    ("rtt-models-list", ("tncse",), {"rtt_models": ["en-fr"]}, "rtt_models: give a mapping"),
+):
+    api_case(f"reproduce-{cid}", "reproduce", args, kwargs, expect)
+api_case("reproduce-missing-no-fetch", "reproduce", ("simcse",), {"fetch": False, "sts": "partial",
+                                                                  "output_dir": "{T}/out"},
+         "missing: cselab data fetch wiki1m", CselabError)
+
 # -- the workspace ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
@@ -308,6 +325,7 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
 
     functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate,
                  "evaluate_domain": cselab.evaluate_domain, "SentenceEncoder": cselab.SentenceEncoder,
+                 "reproduce": cselab.reproduce,
                  "encode": loaded.encode, "save": loaded.save, "save_export": lambda *a, **k: exported().save(*a, **k),
                  "evaluate_domain_export": lambda *a, **k: cselab.evaluate_domain(exported(), *a, **k)}
     args = tuple(fill(a, workspace, t, loaded) for a in args)

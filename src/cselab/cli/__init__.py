@@ -24,6 +24,7 @@ from cselab.cli.data import data
 from cselab.cli.evaluate import encode_command, eval_command, mteb_command
 from cselab.cli.experiments import ablate_command, ensemble_command, report_command, seeds_command
 from cselab.cli.export import export_command
+from cselab.cli.reproduce import reproduce_command
 from cselab.cli.train import config_group, distill_command, presets_command, train_command
 from cselab.errors import CselabError
 from cselab.reporter import QUIET, console, reporting
@@ -46,7 +47,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 for _command in (data, eval_command, encode_command, export_command, mteb_command, presets_command, config_group,
                  train_command, distill_command, adapt_command, ensemble_command, analyze, seeds_command,
-                 ablate_command, report_command):
+                 ablate_command, report_command, reproduce_command):
     cli.add_command(_command)
 
 

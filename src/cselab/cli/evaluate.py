@@ -117,7 +117,8 @@ def encode_command(model: str, input_file: Path, output_file: Path, pooler: str 
 @click.argument("model")
 @click.option("--tasks", default="STSBenchmark", show_default=True, callback=names("--tasks"),
               help="comma-separated mteb task names; cselab's zero-shot tasks: BBCNewsClassification, "
-                   "BBCNewsClustering, TweetSentimentClassification (`cselab data fetch zeroshot`)")
+                   "BBCNewsClustering, TweetSentimentClassification (`cselab data fetch zeroshot`); "
+                   "jtcse-zero-shot: the tasks JTCSE's tables name (data from the hub)")
 @click.option("--pooler", help="override the pooler of a single-encoder model")
 @click.option("--batch-size", default=64, show_default=True, type=POSITIVE)
 @click.option("--hub", is_flag=True, help="take every task's data from the hub, not from the local data home")

@@ -194,7 +194,10 @@ class _Translator:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CselabError(f"cannot load the translation model {model!r} ({first}); give a local directory of a "
                               "MarianMT-style model with --models SRC-TGT=DIR") from None
-        self.max_length, self.num_beams, self.torch = max_length, num_beams, torch
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        # tokens in and out: never more than the model has positions for
+        self.max_length = min(max_length, positions) if isinstance(positions, int) else max_length
+        self.num_beams, self.torch = num_beams, torch
 
     def translate(self, texts: list[str], batch_size: int) -> list[str]:
         out = [""] * len(texts)

@@ -266,7 +266,11 @@ def _runs(model: Any) -> bool:
 def run_mteb(model: str | Path | nn.Module, task_names: Sequence[str], *, home: Path | None = None,
              batch_size: int = 64, local: bool = True, pooler: str | None = None) -> dict[str, dict[str, float]]:
     """Evaluate ``model`` on ``task_names`` with mteb; returns task -> split -> main score x 100. mteb shows its
-    bars if the reporter in effect shows bars (:mod:`cselab.reporter`)."""
+    bars if the reporter in effect shows bars (:mod:`cselab.reporter`). A list name (``jtcse-zero-shot``,
+    :mod:`cselab.evaluation.task_lists`) stands for its tasks."""
+    from cselab.evaluation.task_lists import expand_task_lists
+
+    task_names = expand_task_lists(task_names)
     tasks = get_tasks(task_names, home=home, local=local)  # data problems surface before the model loads
     encoder = as_mteb_encoder(model, pooler=pooler)
     result = mteb.evaluate(encoder, tasks, cache=None, encode_kwargs={"batch_size": batch_size},
