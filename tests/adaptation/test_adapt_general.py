@@ -1,6 +1,6 @@
-"""`cselab adapt --general FILE`: general sentences trained on beside the user's text (as many as the text gives
-training examples), never one of the user's sentences, their own part of the teacher's pass and their own block of
-neighbours, and a refusal in one line for a file that cannot serve.
+"""A recipe's general sentences (``general: true``, ``general_file: FILE``): general sentences trained on beside the
+user's text (as many as the text gives training examples), never one of the user's sentences, their own part of the
+teacher's pass and their own block of neighbours, and a refusal in one line for a file that cannot serve.
 
 Expected values are computed here from the files the test writes (sets, counts), never read from the code's output.
 """
@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from cselab.errors import CselabError
-from tests.adaptation.test_adapt_distill import write_general, write_text
-from tests.helpers import build_tiny_model_dir, run_cli
+from tests.adaptation.test_adapt_distill import write_general, write_recipe, write_text
+from tests.helpers import LAB_RECIPES, build_tiny_model_dir, recipe_with, run_cli
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def home_with_teacher(tmp_path, monkeypatch, tmp_path_factory):
 
 
 def test_draw_general_never_takes_the_users_sentences_and_is_seeded(tmp_path):
-    from cselab.adaptation.plan import draw_general
+    from cselab.adaptation.examples import draw_general
 
     own = write_text(tmp_path / "text.txt").read_text().splitlines()
     general = write_general(tmp_path / "general.txt", 50, also=own[:10])
@@ -41,31 +41,42 @@ def test_draw_general_never_takes_the_users_sentences_and_is_seeded(tmp_path):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("missing", "--general {path}: no such file"),
-    ("only-mine", "--general {path}: no sentence that is not also in the text to adapt to"),
+    ("missing", "general sentences {path}: no such file (general sentences, one per line)"),
+    ("only-mine", "general sentences {path}: no sentence that is not also in the text to adapt to"),
+    ("not-utf8", "general sentences {path}: 2 lines are not valid UTF-8; give a UTF-8 file, one sentence per line"),
+    ("one-long-line", "general sentences {path}: a line of 10,001 characters; give one sentence per line (at most "
+     "10,000 characters)"),
 ])
 def test_a_general_file_that_cannot_serve_is_refused_in_one_line(case, message, tmp_path):
-    from cselab.adaptation.plan import draw_general
+    from cselab.adaptation.examples import draw_general
 
     own = write_text(tmp_path / "text.txt").read_text().splitlines()
     path = tmp_path / "general.txt"
+    fine = write_general(tmp_path / "fine.txt", 50).read_bytes()
     if case == "only-mine":
         path.write_text("\n".join(own[:20]) + "\n")
+    elif case == "not-utf8":  # two lines of Latin-1 among good ones: a dropped line would change the training silently
+        path.write_bytes(fine + "caf\xe9 cr\xe8me\n".encode("latin-1") + fine[:40] + b"\n\xff\xfe\n")
+    elif case == "one-long-line":  # a file that is not one sentence per line (10,000 characters at most)
+        path.write_bytes(fine + b"a" * 10_001 + b"\n")
     with pytest.raises(CselabError) as err:
         draw_general(path, own, 10)
-    assert str(err.value) == message.format(path=path) + (" (general sentences, one per line)"
-                                                           if case == "missing" else "")
+    assert str(err.value) == message.format(path=path)
+    # 10,000 characters is still a sentence
+    path.write_bytes(fine + b"a" * 10_000 + b"\n")
+    assert len(draw_general(path, own, 60)) == 51
 
 
 def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_block(home_with_teacher,
-                                                                                   tiny_bert_dir, tmp_path):
+                                                                                   long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
-    from cselab.adaptation.plan import plan_facts, read_text
 
     text = write_text(tmp_path / "text.txt")
     general = write_general(tmp_path / "general.txt", 2000)
-    plain = plan_adapt(text, tmp_path / "a", model=str(tiny_bert_dir), recipe="distill")
-    plan = plan_adapt(text, tmp_path / "b", model=str(tiny_bert_dir), recipe="distill", general=general)
+    distill = LAB_RECIPES / "distill.yaml"
+    plain = plan_adapt(text, tmp_path / "a", model=str(long_bert_dir), recipe=distill)
+    plan = plan_adapt(text, tmp_path / "b", model=str(long_bert_dir),
+                      recipe=recipe_with(distill, general=True, general_file=str(general)))
     own = plain.train_units  # the cosines recipe: 220 lines, then their passages
     assert plan.text_units == own
     assert plan.train_units[len(own):] == plan.general_units and len(plan.general_units) == len(own)
@@ -76,24 +87,27 @@ def test_the_plan_adds_one_general_sentence_per_example_in_their_own_part_and_bl
     assert plan.config.method_options["neighbour_blocks"] == [220, len(own)]
     # the budget's one pass counts the general sentences too: ceil(2 * len(own) / 16), within 100..450
     assert plan.steps == min(450, max(100, -(-2 * len(own) // 16)))
-    facts, plain_facts = (plan_facts(p, read_text(text)) for p in (plan, plain))
+    facts, plain_facts = plan.facts(), plain.facts()
     assert "general_sha256" in facts and "general_sha256" not in plain_facts
-    assert {k: v for k, v in facts.items() if k not in ("general_sha256", "steps")} == {
-        k: v for k, v in plain_facts.items() if k != "steps"}
+    # the recipe recorded whole (so its hash) differs by the general sentences; nothing else but the steps does
+    assert facts["recipe_sha256"] != plain_facts["recipe_sha256"]
+    assert {k: v for k, v in facts.items() if k not in ("general_sha256", "steps", "recipe_sha256")} == {
+        k: v for k, v in plain_facts.items() if k not in ("steps", "recipe_sha256")}
     assert f", and {len(own)} general sentences of {general}, 20 held out" in plan.describe()
 
 
-def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_teacher, tiny_bert_dir, tmp_path,
-                                                                     capsys):
+def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_teacher, tiny_bert_dir, long_bert_dir,
+                                                                     tmp_path, capsys):
     from cselab.adaptation import plan_adapt
     from cselab.methods import METHODS
 
     text = write_text(tmp_path / "text.txt")
     general = write_general(tmp_path / "general.txt", 400)
     out = tmp_path / "adapted"
+    recipe = write_recipe(tmp_path / "recipe.yaml", LAB_RECIPES / "vectors.yaml", general=True,
+                          general_file=str(general), batch_size=8, overrides=("train.precision=fp32",))
     code, stdout, err = run_cli(["adapt", str(text), "--model", str(tiny_bert_dir), "--output", str(out),
-                                 "--recipe", "vectors", "--general", str(general), "--steps", "3",
-                                 "--batch-size", "8", "train.precision=fp32"], capsys)
+                                 "--recipe", str(recipe), "--steps", "3"], capsys)
     assert code == 0, err
     examples = (out / "train.txt").read_text().splitlines()
     held = (out / "held-out.txt").read_text().splitlines()
@@ -109,10 +123,10 @@ def test_adapt_with_general_sentences_trains_on_them_and_records_them(home_with_
     assert (summary["general"], summary["general_sentences"]) == (str(general), 220)
     assert "220 general sentences of" in stdout
     # passages: the count the plan names is the user's passages, the general sentences named apart
-    passages = plan_adapt(text, tmp_path / "p", model=str(tiny_bert_dir), recipe="vectors-passages", general=general)
+    passages = plan_adapt(text, tmp_path / "p", model=str(long_bert_dir), recipe=recipe_with(
+        LAB_RECIPES / "vectors-passages.yaml", general=True, general_file=str(general)))
     assert f"in {len(passages.text_units)} passages, and {len(passages.general_units)} general" in passages.describe()
     # the method reads a target for every training example, general sentences included
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe="vectors", general=general, steps=3,
-                      batch_size=8)
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), recipe=recipe, steps=3)
     method = METHODS.get("distill")(plan.config)
     assert len(method.training_examples()) == 440
