@@ -67,14 +67,15 @@ def adapt_command(args: argparse.Namespace, text: Path) -> list[str]:
 
 
 def numbered_corpus(lines: int, out: Path) -> Path:
-    """The fetched corpus repeated into ``lines`` distinct lines (the k-th repeat of a line ends in `` (k)``)."""
+    """The fetched corpus repeated into ``lines`` distinct lines, each ending in `` (k)`` for its k-th repeat: none is a
+    line of the corpus itself, which the default also draws its general sentences from."""
     from cselab.data.training_data import corpus_path
 
     source = [s for s in corpus_path("default").read_text(encoding="utf-8").splitlines() if s.strip()]
     with out.open("w", encoding="utf-8") as f:
         for i in range(lines):
             repeat, line = divmod(i, len(source))
-            f.write(f"{source[line]} ({repeat})\n" if repeat else f"{source[line]}\n")
+            f.write(f"{source[line]} ({repeat + 1})\n")
     return out
 
 
