@@ -11,6 +11,7 @@ from cselab.adaptation.report import scores_lost, teacher_not_ahead, write_repor
 from cselab.adaptation.run import AdaptResult, run_adapt, summary_of
 from cselab.reporter import Reporter, reporting
 from tests.adaptation.test_adapt import write_text
+from tests.helpers import LAB_RECIPES, recipe_with
 
 
 def test_only_the_scores_that_fell_are_named() -> None:
@@ -66,7 +67,8 @@ def test_the_teacher_is_scored_before_its_pass_and_the_warning_reaches_summary_a
     report."""
     out = tmp_path / "adapted"
     plan = plan_adapt(write_text(tmp_path / "text.txt"), out, model=str(tiny_bert_dir), teacher=str(teacher_dir),
-                      recipe="vectors", steps=2, batch_size=8, max_length=16, overrides=("train.precision=fp32",))
+                      steps=2, recipe=recipe_with(LAB_RECIPES / "vectors.yaml", batch_size=8, max_length=16,
+                                                  overrides=("train.precision=fp32",)))
     seen = []
 
     def evaluate(encoder):
