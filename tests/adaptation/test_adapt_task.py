@@ -1,5 +1,6 @@
-"""`cselab adapt --task`: similarity and search adapt the teacher first (as --adapt-teacher does) when a teacher
-distils with the default recipe; clustering and classification keep the default; options the user gives are kept."""
+"""`cselab adapt --task`: with a teacher and no recipe named, similarity and search run the recipe that adapts the
+teacher first (vectors-and-head-teacher-first: the default with ``adapt_teacher``); clustering and classification keep
+the default; a recipe the user gives is kept."""
 
 from __future__ import annotations
 
@@ -7,28 +8,33 @@ import pytest
 
 from cselab.errors import CselabError
 from tests.adaptation.test_adapt_distill import write_text
-from tests.helpers import run_cli
+from tests.helpers import LAB_RECIPES, recipe_with, run_cli
 
 
 @pytest.mark.parametrize("task", ["similarity", "search"])
-def test_similarity_and_search_adapt_the_teacher_first(task, home_with_teacher, tiny_bert_dir, tmp_path):
+def test_similarity_and_search_adapt_the_teacher_first(task, home_with_teacher, long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), task=task)
-    same = plan_adapt(text, out, model=str(tiny_bert_dir), adapt_teacher=True)
-    assert plan.teacher_plan is not None and plan.teacher == same.teacher == str(out / "teacher-adapted" / "best")
-    assert (plan.recipe, plan.mix) == ("vectors-and-head", 0.75) and plan.config == same.config
-    assert f"\nadapt for {task}: the teacher's whole vector" in plan.describe()
+    plan = plan_adapt(text, out, model=str(long_bert_dir), task=task)
+    named = plan_adapt(text, out, model=str(long_bert_dir), recipe="vectors-and-head-teacher-first")
+    # the default recipe with the teacher adapted first, as a user's recipe file would say it
+    same = plan_adapt(text, out, model=str(long_bert_dir), recipe=recipe_with(adapt_teacher=True))
+    assert plan.teacher_plan is not None and plan.teacher == same.teacher == str(out / "teacher-adapted" / "model")
+    assert (plan.recipe.name, plan.mix) == ("vectors-and-head-teacher-first", 0.75)
+    assert plan.config == named.config == same.config and plan.train_units == same.train_units
+    assert plan.teacher_plan.config == same.teacher_plan.config
+    assert f"\nadapt for {task} (vectors-and-head-teacher-first): the teacher's whole vector" in plan.describe()
 
 
 @pytest.mark.parametrize("task", ["clustering", "classification"])
-def test_clustering_and_classification_keep_the_default(task, home_with_teacher, tiny_bert_dir, tmp_path):
+def test_clustering_and_classification_keep_the_default(task, home_with_teacher, long_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), task=task)
-    default = plan_adapt(text, out, model=str(tiny_bert_dir))
+    plan = plan_adapt(text, out, model=str(long_bert_dir), task=task)
+    default = plan_adapt(text, out, model=str(long_bert_dir))
+    assert plan.recipe.name == default.recipe.name == "vectors-and-head"
     assert plan.teacher_plan is None and plan.teacher == default.teacher == "all-mpnet-base-v2"
     assert plan.config == default.config and plan.task == task and default.task is None
 
@@ -38,18 +44,18 @@ def test_options_given_are_kept(home_with_teacher, tiny_bert_dir, tmp_path):
 
     text, out = write_text(tmp_path / "text.txt"), tmp_path / "adapted"
     # a recipe named by the user is not replaced: the untouched teacher distils
-    named = plan_adapt(text, out, model=str(tiny_bert_dir), task="search", recipe="vectors")
-    assert (named.recipe, named.teacher, named.teacher_plan) == ("vectors", "all-mpnet-base-v2", None)
+    named = plan_adapt(text, out, model=str(tiny_bert_dir), task="search", recipe=LAB_RECIPES / "vectors.yaml")
+    assert (named.recipe.name, named.teacher, named.teacher_plan) == ("vectors", "all-mpnet-base-v2", None)
     # no teacher: SimCSE, as without --task
     alone = plan_adapt(text, out, model=str(tiny_bert_dir), task="search", no_teacher=True)
-    assert (alone.recipe, alone.teacher, alone.teacher_plan) == ("simcse", None, None)
+    assert (alone.recipe.name, alone.teacher, alone.teacher_plan) == ("simcse", None, None)
 
 
 def test_search_without_a_fetched_teacher_trains_simcse(tiny_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
     plan = plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), task="search")
-    assert (plan.recipe, plan.teacher, plan.teacher_plan) == ("simcse", None, None)
+    assert (plan.recipe.name, plan.teacher, plan.teacher_plan) == ("simcse", None, None)
 
 
 def test_an_unknown_task_is_refused_in_one_line(tiny_bert_dir, tmp_path, capsys):
