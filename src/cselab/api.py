@@ -87,7 +87,9 @@ class SentenceEncoder:
         return out if convert_to_tensor else out.numpy().astype(np.float32, copy=False)
 
     def save(self, path: str | Path) -> Path:
-        """Save as a cselab and sentence-transformers model directory."""
+        """Save as a cselab and sentence-transformers model directory: to a new path, an empty directory or over a
+        model cselab saved; a file, a link or a directory of yours there is refused (``CselabError``), never
+        replaced."""
         from cselab.models.sentence_model import save_model
 
         check_path(path, "path")
