@@ -81,7 +81,11 @@ def test_the_text_is_read_once_the_output_checked_once_and_each_model_loaded_onc
         if cost["backend"] == "torch":
             assert cost["size_mb"] == round(sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
                                             / 1e6, 1)
+    from cselab.teacher_pass import pass_backend
+
+    assert summary["teacher_pass"] == pass_backend(out / "teacher")  # the way the pass ran, in the record
     report = (out / "adapt-report.md").read_text()
+    assert f"its pass ran on {summary['teacher_pass']['backend']} {summary['teacher_pass']['precision']}" in report
     row = next(line for line in report.splitlines() if line.startswith("| your model (handed back) |"))
     assert f"{result.after[next(iter(result.after))]:.2f}" in row and f"{serving['model']['size_mb']:,.0f} MB" in row
     with pytest.raises(cselab.CselabError, match="takes at most 128 tokens, the recipe's max_length is 256"):

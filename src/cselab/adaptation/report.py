@@ -83,7 +83,7 @@ def write_report(output_dir: Path, summary: dict[str, Any]) -> Path:
     lines = ["# cselab adapt", "", f"- text: `{summary['text']}` ({summary['sentences']} sentences, "
              f"{summary['held_out']} held out)", f"- model: {summary['model']}",
              f"- teacher: {summary['teacher'] or 'none'}" + (f" (recipe {summary['recipe']})" if summary.get("recipe")
-                                                             else "") + _adapted_first(summary),
+                                                             else "") + _adapted_first(summary) + _pass_way(summary),
              f"- selection: {summary['selection']}, step {summary['best_step']} of {summary['steps']}"
              + mixed_phrase(float(summary.get("mix", 1.0))),
              f"- wall time: {summary['wall_s']:.0f} s" + _time_split(summary), ""]
@@ -130,6 +130,11 @@ def serving_table(summary: dict[str, Any]) -> list[str]:
         lines.append(f"| {name} | {shown} | {cost['sentences_per_s']:,.0f} ({cost['backend']} {cost['precision']}) "
                      f"| {cost['size_mb']:,.0f} MB |")
     return [*lines, ""]
+
+
+def _pass_way(summary: dict[str, Any]) -> str:
+    way = summary.get("teacher_pass")
+    return "" if not way else f"; its pass ran on {way['backend']} {way['precision']}"
 
 
 def _adapted_first(summary: dict[str, Any]) -> str:

@@ -346,6 +346,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "before": before, "after": after,
                    **({"teacher_scores": teacher_scores} if teacher_scores else {}),
                    **({"serving": serving} if serving else {}),
+                   **({"teacher_pass": _pass_way(plan)} if plan.teacher is not None else {}),
                    "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
@@ -357,6 +358,14 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
     return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
                        plan.teacher, teacher_scores)
+
+
+def _pass_way(plan: AdaptPlan) -> dict[str, str]:
+    """How the teacher's pass over the text ran (backend and precision, chosen once per machine and teacher and
+    kept: the same command hands back the same model), as the pass's store records it."""
+    from cselab.teacher_pass import pass_backend
+
+    return pass_backend(plan.output_dir / TEACHER_DIR)
 
 
 SERVING_EXPORTS_DIR = "serving-exports"  # the exports of the model handed back, timed for its serving cost
