@@ -1,6 +1,7 @@
-"""`cselab adapt --adapt-teacher`: the teacher adapted to the text with SimCSE first, inside the run directory, then
-distilled; its adaptation planned with the student's held-out part, run once (a resume never runs it again), and
-counted in the time estimate.
+"""A recipe's ``adapt_teacher`` (the shipped vectors-and-head-teacher-first, which ``--task similarity`` and ``search``
+run): the teacher adapted to the text with SimCSE first, inside the run directory, then distilled; its adaptation
+planned with the student's held-out part, run once (a resume never runs it again), and counted in the time
+estimate.
 
 Expected vectors come from numpy over the adapted teacher's own ``encode``, never from the code under test.
 """
@@ -14,55 +15,64 @@ import pytest
 
 from cselab.errors import CselabError
 from cselab.models.sentence_model import load_model
-from tests.adaptation.test_adapt_distill import _unit, snapshot, write_text
-from tests.helpers import run_cli
+from tests.adaptation.test_adapt_distill import _unit, snapshot, write_recipe, write_text
+from tests.helpers import recipe_with, run_cli
 
-TINY = {"batch_size": 8, "max_length": 16, "steps": 3, "adapted_teacher_steps": 3}
+FIRST = "vectors-and-head-teacher-first"
+# the recipe on a tiny batch and length, the teacher adapted for 3 steps, in fp32 (the student trains --steps 3)
+TINY = {"batch_size": 8, "max_length": 16, "adapted_teacher_steps": 3, "overrides": ("train.precision=fp32",)}
 
 
-def test_the_teachers_adaptation_is_planned_first_with_the_students_held_out_part(home_with_teacher, tiny_bert_dir,
+def test_the_teachers_adaptation_is_planned_first_with_the_students_held_out_part(home_with_teacher, long_bert_dir,
                                                                                  tmp_path):
     from cselab.adaptation import plan_adapt
-    from cselab.adaptation.plan import ADAPTED_TEACHER_STEPS, plan_facts, read_text
+    from cselab.adaptation.recipe import load_recipe
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), adapt_teacher=True,
-                      overrides=["train.precision=fp32", "train.lr=0.001"])
+    plan = plan_adapt(text, out, model=str(long_bert_dir),
+                      recipe=recipe_with(FIRST, lr=0.001, overrides=("train.precision=fp32",)))
     inner = plan.teacher_plan
-    assert (inner.model, inner.teacher, inner.recipe, inner.steps, inner.output_dir) == (
-        "all-mpnet-base-v2", None, "simcse", ADAPTED_TEACHER_STEPS, out / "teacher-adapted")
-    assert ADAPTED_TEACHER_STEPS == 100
+    assert (inner.model, inner.teacher, inner.recipe.name, inner.steps, inner.output_dir) == (
+        "all-mpnet-base-v2", None, "simcse", 100, out / "teacher-adapted")
+    assert load_recipe(FIRST).adapted_teacher_steps == 100
     assert inner.held_out == plan.held_out and inner.train_sentences == plan.train_sentences
     # where and how it computes is the student's; what it trains is SimCSE's own
     assert (inner.config.train.precision, inner.config.train.lr) == ("fp32", 1e-5)
     assert (plan.config.train.precision, plan.config.train.lr) == ("fp32", 0.001)
-    assert plan.teacher == str(out / "teacher-adapted" / "best") == plan.config.method_options["teacher"]
-    assert (plan.recipe, plan.mix) == ("vectors-and-head", 0.75)
-    facts = plan_facts(plan, read_text(text))
+    assert plan.teacher == str(out / "teacher-adapted" / "model") == plan.config.method_options["teacher"]
+    assert (plan.recipe.name, plan.mix) == (FIRST, 0.75)
+    facts = plan.facts()
     assert (facts["adapted_teacher"], facts["adapted_teacher_steps"]) == ("all-mpnet-base-v2", 100)
-    assert plan.describe().startswith("adapt: SimCSE") and "\nadapt: the teacher's whole vector" in plan.describe()
-    assert "adapted_teacher" not in plan_facts(plan_adapt(text, out, model=str(tiny_bert_dir)), read_text(text))
+    assert plan.describe().startswith("adapt (simcse): SimCSE")
+    assert f"\nadapt ({FIRST}): the teacher's whole vector" in plan.describe()
+    assert "adapted_teacher" not in plan_adapt(text, out, model=str(long_bert_dir)).facts()
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--no-teacher"], "--adapt-teacher distils the teacher it adapts: drop --no-teacher"),
-    (["--recipe", "simcse"], "--adapt-teacher distils the teacher it adapts: drop --recipe simcse"),
+    (["--no-teacher", "--recipe", FIRST], f"the {FIRST} recipe distils a teacher: drop --no-teacher"),
+    ("simcse-file", "a simcse recipe trains without a teacher: no adapt_teacher"),
 ])
 def test_adapt_teacher_without_a_teacher_is_refused_in_one_line(extra, message, home_with_teacher, tiny_bert_dir,
                                                                 tmp_path, capsys):
     out = tmp_path / "adapted"
+    if extra == "simcse-file":  # a SimCSE recipe file that asks for the teacher adapted first: it has none
+        extra = ["--recipe", str(write_recipe(tmp_path / "recipe.yaml", "simcse", adapt_teacher=True))]
     code, _, err = run_cli(["adapt", str(write_text(tmp_path / "text.txt")), "--model", str(tiny_bert_dir),
-                            "--output", str(out), "--adapt-teacher", *extra], capsys)
-    assert code != 0 and message in err and len(err.strip().splitlines()) == 1
+                            "--output", str(out), *extra], capsys)
+    assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
 
 
 def test_adapt_teacher_with_no_teacher_fetched_says_how_to_fetch_one(tiny_bert_dir, tmp_path):
     from cselab.adaptation import plan_adapt
 
-    with pytest.raises(CselabError, match="--adapt-teacher adapts the teacher first: .*cselab data fetch models-mpnet"):
-        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), adapt_teacher=True)
+    with pytest.raises(CselabError, match=f"^the {FIRST} recipe distils a teacher: give --teacher .*cselab data fetch "
+                                          "models-mpnet"):
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir), recipe=FIRST)
+    with pytest.raises(CselabError, match="recipe distils a teacher: give --teacher .*cselab data fetch models-mpnet"):
+        plan_adapt(write_text(tmp_path / "text.txt"), tmp_path / "a", model=str(tiny_bert_dir),
+                   recipe=recipe_with(adapt_teacher=True))
 
 
 def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapts_it_again(
@@ -76,8 +86,8 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
     out = tmp_path / "adapted"
 
     def plan():
-        return plan_adapt(text, out, model=str(tiny_bert_dir), teacher=str(teacher_dir), general=general,
-                          adapt_teacher=True, overrides=["train.precision=fp32"], **TINY)
+        return plan_adapt(text, out, model=str(tiny_bert_dir), teacher=str(teacher_dir), steps=3,
+                          recipe=recipe_with(FIRST, general_file=str(general), **TINY))
 
     # killed in the student's training, after the teacher's adaptation finished
     real_step = Trainer.train_step
@@ -112,20 +122,20 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
     assert snapshot(inner_dir) == adapted_files, "the finished adaptation of the teacher is never run again"
 
     summary = json.loads((out / "adapt.json").read_text())
-    assert summary["teacher"] == str(inner_dir / "best")
+    assert summary["teacher"] == str(inner_dir / "model")
     assert (summary["adapted_teacher"]["model"], summary["adapted_teacher"]["steps"]) == (str(teacher_dir), 3)
-    assert result.model_dir == out / "weight-mix" and summary["recipe"] == "vectors-and-head"
+    assert result.model_dir == out / "model" and summary["recipe"] == FIRST
     report = (out / "adapt-report.md").read_text()
     assert f"{teacher_dir} adapted to the text first (3 steps of SimCSE)" in report
     assert f"{summary['adapted_teacher']['wall_s']:.0f} s adapting the teacher" in report
     adaptation = json.loads((result.model_dir / "cselab.json").read_text())["adaptation"]
     assert adaptation["adapted_teacher"] == summary["adapted_teacher"]
     card = (result.model_dir / "README.md").read_text()
-    assert f"- teacher: {inner_dir / 'best'} ({teacher_dir} adapted to the text first (3 steps of SimCSE));" in card
+    assert f"- teacher: {inner_dir / 'model'} ({teacher_dir} adapted to the text first (3 steps of SimCSE));" in card
     # the student's targets are the ADAPTED teacher's unit vectors, which SimCSE moved away from the untouched one's
     held = plan().held_out_units
     stored = read_teacher_vectors(out / "teacher", held)
-    adapted = _unit(load_model(inner_dir / "best").encode(held))
+    adapted = _unit(load_model(inner_dir / "model").encode(held))
     untouched = _unit(load_model(teacher_dir).encode(held))
     np.testing.assert_allclose(stored, adapted, atol=1e-4)
     assert np.abs(adapted - untouched).max() > 1e-3
@@ -139,8 +149,7 @@ def test_the_estimate_adds_the_teachers_adaptation_until_it_is_finished(home_wit
 
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "adapted"
-    plan = plan_adapt(text, out, model=str(tiny_bert_dir), adapt_teacher=True, overrides=["train.precision=fp32"],
-                      **TINY)
+    plan = plan_adapt(text, out, model=str(tiny_bert_dir), steps=3, recipe=recipe_with(FIRST, **TINY))
     seen = []
 
     def by_plan(p, student, teacher=None):
