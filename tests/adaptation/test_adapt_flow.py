@@ -103,10 +103,11 @@ def test_the_command_and_the_api_hand_back_the_same_model_at_one_path(tiny_bert_
     from tests.helpers import run_cli
 
     text = write_text(tmp_path / "text.txt")
-    code, out, _ = run_cli(["adapt", str(text), "--output", str(tmp_path / "cli"), "--model", str(tiny_bert_dir),
-                            "--no-teacher", "--steps", "2", "--device", "cpu"], capsys)
+    code, out, err = run_cli(["adapt", str(text), "--output", str(tmp_path / "cli"), "--model", str(tiny_bert_dir),
+                              "--no-teacher", "--steps", "2", "--device", "cpu"], capsys)
     assert code == 0
     assert f"model: {tmp_path / 'cli' / 'model'} " in out
+    assert "examples_s=" in err and "best_dev" not in err  # the bar shows what an adapt run has: no dev set
     result = cselab.adapt(text, tmp_path / "api", model=tiny_bert_dir, no_teacher=True, steps=2, device="cpu",
                           progress=False)
     assert result.model_dir == tmp_path / "api" / "model"

@@ -446,9 +446,10 @@ class Trainer:
                            **values})
                 window_start, window_sentences = time.perf_counter(), 0
                 # the best dev score only where a dev set selects (cselab adapt's held-out selection has none)
-                shown = {} if self._selector_given else {
+                shown = {"examples_s": f"{rate:.0f}"} if self._selector_given else {
+                    "sent_s": f"{rate:.0f}",
                     "best_dev": f"{self.state.best_score:.4g}" if self.state.best_score is not None else "-"}
-                bar.set_postfix(loss=f"{values['loss']:.4f}", sent_s=f"{rate:.0f}", **shown)
+                bar.set_postfix(loss=f"{values['loss']:.4f}", **shown)
             bar.update(1)
             evaluate = self.state.step % tc.eval_every == 0 or self.state.step == self.total_steps
             save = self.state.step % save_every == 0 or self.state.step == self.total_steps
