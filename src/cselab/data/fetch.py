@@ -108,7 +108,8 @@ def fetch(
     not part of ``all``), ``domains`` (the domain suite of data/domains.py, not part of ``all``), ``domains-check``
     (the domains kept outside the suite, not part of ``all``) and ``all``. A
     target already present is left alone (fast: only its manifest's file list is looked at); ``verify`` then
-    re-checks every file against the size and sha256 its manifest recorded, and ``rebuild`` fetches it again.
+    re-checks every file against the size and sha256 its manifest recorded and changes nothing (a missing or changed
+    file, or a manifest entry outside the directory, is a CselabError naming it), and ``rebuild`` fetches it again.
     ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
     ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
     is checked either way. A directory in the way is replaced only when it is empty or cselab fetched it (its
