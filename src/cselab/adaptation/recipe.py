@@ -34,7 +34,7 @@ from cselab.vocabulary import ADAPT_SELECTIONS, ADAPT_TASKS, ADAPT_UNITS, PASSAG
 RECIPES_DIR = Path(__file__).with_name("recipes")
 DEFAULT_RECIPE, DEFAULT_TEACHER_RECIPE = "simcse", "vectors-and-head"  # without a teacher, with one
 # with a teacher, the tasks for which the teacher is adapted to the text first: the domain study measured it ahead
-# of the default on search and similarity and behind it on clustering and classification (lab/books/domain_study.md)
+# of the default on search and similarity and behind it on clustering and classification (docs/adapt.md)
 TASK_RECIPES = {"similarity": "vectors-and-head-teacher-first", "search": "vectors-and-head-teacher-first"}
 # the run-configuration keys that the command sets (from its options and the run directory): a recipe's overrides may
 # not set them
