@@ -183,7 +183,8 @@ def test_an_undeclared_import_would_fail() -> None:
 # -- telling the user -------------------------------------------------------------------------------------
 # the only parameters that switch a bar per call: a model's encode (sentence-transformers' show_progress_bar) and
 # the Python API's documented switches; nothing takes a callback to say things through
-PER_CALL_SWITCHES = {("cselab.api", "train"), ("cselab.evaluation.domain", "evaluate_domain")}
+PER_CALL_SWITCHES = {("cselab.api", "train"), ("cselab.api", "adapt"), ("cselab.api", "reproduce"),
+                     ("cselab.evaluation.domain", "evaluate_domain")}
 
 
 def reporting_outside_the_reporter(path: Path, name: str) -> list[str]:

@@ -264,6 +264,34 @@ api_case("reproduce-missing-no-fetch", "reproduce", ("simcse",), {"fetch": False
                                                                   "output_dir": "{T}/out"},
          "missing: cselab data fetch wiki1m", CselabError)
 
+# -- adapt: every argument checked before the text is read or anything is written ---------------------------------
+ADAPT_ARGS = ("{W}/corpus.txt", "{T}/adapted")
+for cid, args, kwargs, expect in (
+    ("text-none", (None, "{T}/adapted"), {}, "text: None is not a path or name"),
+    ("output-number", ("{W}/corpus.txt", 3), {}, "output: 3 is not a path or name"),
+    ("model-none", ADAPT_ARGS, {"model": None}, "model: None is not a path or name"),
+    ("steps-0", ADAPT_ARGS, {"steps": 0}, "steps: 0 is not in the range x>=1"),
+    ("steps-text", ADAPT_ARGS, {"steps": "5"}, "steps: '5' is not a valid integer"),
+    ("seed-negative", ADAPT_ARGS, {"seed": -1}, "seed: -1 is not in the range x>=0"),
+    ("no-teacher-yes", ADAPT_ARGS, {"no_teacher": "yes"}, "no_teacher: 'yes' is not True or False"),
+    ("progress-yes", ADAPT_ARGS, {"progress": "yes"}, "progress: 'yes' is not True or False"),
+    ("resume-1", ADAPT_ARGS, {"resume": 1}, "resume: 1 is not True or False"),
+    ("task-number", ADAPT_ARGS, {"task": 3}, "task: 3 is not text"),
+    ("recipe-number", ADAPT_ARGS, {"recipe": 3}, "recipe: 3 is not a path or name"),
+    ("labels-number", ADAPT_ARGS, {"labels": 5}, "labels: 5 is not a path or name"),
+    ("device-empty", ADAPT_ARGS, {"device": ""}, "device is empty"),
+):
+    api_case(f"adapt-{cid}", "adapt", args, {"model": "{W}/model", **kwargs} if "model" not in kwargs else kwargs,
+             expect)
+for cid, kwargs, expect in (
+    ("text-too-small", {}, "distinct sentences; cselab adapt needs at least 200"),
+    ("teacher-and-no-teacher", {"teacher": "{W}/model", "no_teacher": True}, "give --teacher or --no-teacher"),
+    ("recipe-missing", {"recipe": "{T}/nope.yaml", "no_teacher": True}, "no such file"),
+    ("task-unknown", {"task": "ranking"}, "--task must be one of"),
+):
+    api_case(f"adapt-{cid}", "adapt", ADAPT_ARGS, {"model": "{W}/model", "no_teacher": True, **kwargs}
+             if "teacher" not in kwargs else {"model": "{W}/model", **kwargs}, expect, CselabError)
+
 # -- the workspace ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, tiny_bert_dir) -> Path:
@@ -325,7 +353,7 @@ def test_bad_argument_is_one_clean_error(cid, target, args, kwargs, expect, exc,
 
     functions = {"load_model": cselab.load_model, "train": cselab.train, "evaluate": cselab.evaluate,
                  "evaluate_domain": cselab.evaluate_domain, "SentenceEncoder": cselab.SentenceEncoder,
-                 "reproduce": cselab.reproduce,
+                 "reproduce": cselab.reproduce, "adapt": cselab.adapt,
                  "encode": loaded.encode, "save": loaded.save, "save_export": lambda *a, **k: exported().save(*a, **k),
                  "evaluate_domain_export": lambda *a, **k: cselab.evaluate_domain(exported(), *a, **k)}
     args = tuple(fill(a, workspace, t, loaded) for a in args)
