@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from cselab.adaptation.selection import HeldOutScores, deletion_view
 from cselab.errors import CselabError
@@ -26,7 +27,7 @@ from lab.domain_study.study import (
     selection_agreement,
     selection_table,
 )
-from tests.helpers import WORDS, build_tiny_model_dir, write_sts_home
+from tests.helpers import LAB_RECIPES, WORDS, build_tiny_model_dir, recipe_with, write_sts_home
 
 TOPICS = {"sport": ["ball", "run", "horse", "fast"], "music": ["guitar", "piano", "song", "music"],
           "home": ["house", "chair", "table", "bed"]}
@@ -296,7 +297,7 @@ def test_the_report_renders_seed_means_and_the_agreement(tmp_path, capsys):
 
 
 @pytest.fixture
-def study_home(tiny_bert_dir, tmp_path, monkeypatch):
+def study_home(long_bert_dir, tmp_path, monkeypatch):
     """A data home with the teacher fetched, a text of 240 lines, and the study's general sentences (900 lines of
     upper-case words, unlike the text); the plan of a configuration on them (``plan(spec)``)."""
     import argparse
@@ -304,7 +305,7 @@ def study_home(tiny_bert_dir, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     home = tmp_path / "home"
-    shutil.copytree(tiny_bert_dir, home / "models" / "all-mpnet-base-v2")
+    shutil.copytree(long_bert_dir, home / "models" / "all-mpnet-base-v2")
     monkeypatch.setenv("CSELAB_HOME", str(home))
     rng = random.Random(0)
     text = tmp_path / "text.txt"
@@ -315,7 +316,7 @@ def study_home(tiny_bert_dir, tmp_path, monkeypatch):
 
     def plan(spec):  # as run_domains plans it: the general sentences for a configuration that trains on them
         return run_domains.configuration_plan(
-            spec, text, tmp_path / "run", args, seed=1, model=str(tiny_bert_dir),
+            spec, text, tmp_path / "run", args, seed=1, model=str(long_bert_dir),
             teacher=str(home / "models" / "all-mpnet-base-v2"), general=general if spec.general else None,
             runtime=["train.threads=1", "train.device=cpu"])
 
@@ -528,28 +529,42 @@ def test_time_adapt_records_the_whole_command_and_its_scores(tmp_path, monkeypat
     student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
     monkeypatch.setenv("CSELAB_HOME", str(home))
     results, out = tmp_path / "time.jsonl", tmp_path / "run"
+    real_run, envs = time_adapt.subprocess.run, []
+
+    def recorded_run(command, **kwargs):
+        envs.append(kwargs.get("env"))
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(time_adapt.subprocess, "run", recorded_run)
     time_adapt.main(["--domain", "bbc-news", "--model", str(student), "--max-sentences", "200",
                                 "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results)])
     (record,) = [json.loads(line) for line in results.read_text().splitlines()]
-    # 200 sentences: 5% held out, but at least 20
-    assert (record["sentences"], record["held_out"], record["train_sentences"], record["steps"]) == (200, 20, 180, 2)
+    # 200 sentences: 5% held out, but at least 20; of the 180 others, the 2 steps of SimCSE's 64 train on 128
+    assert (record["sentences"], record["held_out"], record["text_train_sentences"], record["steps"]) == (
+        200, 20, 180, 2)
+    assert record["train_sentences"] == 2 * 64
     assert record["command_s"] >= record["adapt_wall_s"] >= record["train_s"] > 0
     assert record["estimate_s"] is not None and record["threads"] == 1
-    assert ("train.threads=1" in record["adapt_command"]
+    # the command as a user types it; the threads are the environment's (OMP_NUM_THREADS), as a user sets them
+    assert (record["adapt_command"].startswith("-m cselab.cli adapt ") and "threads" not in record["adapt_command"]
             and record["command"].startswith("python -m lab.domain_study.time_adapt"))
+    assert len(envs) == 1 and envs[0]["OMP_NUM_THREADS"] == "1"
     assert record["before"] == evaluate_domain(load_model(student, pooler="mean"), domain="bbc-news")
-    assert record["after"] == evaluate_domain(load_model(out / "best"), domain="bbc-news")
+    assert record["after"] == evaluate_domain(load_model(out / "model"), domain="bbc-news")  # the model handed back
     assert (record["teacher"], record["teacher_s"], record["teacher_passes_made"]) == (None, 0.0, 0)
 
 
-def test_time_adapt_passes_adapt_teacher_on_to_the_command():
-    args = time_adapt.parse_args(["--domain", "stsb", "--max-sentences", "10000", "--adapt-teacher"])
+def test_time_adapt_passes_the_task_and_the_recipe_on_to_the_command():
+    """--task (similarity and search adapt the teacher first) and --recipe reach `cselab adapt` as given, and only
+    when given."""
+    args = time_adapt.parse_args(["--domain", "stsb", "--max-sentences", "10000", "--task", "search", "--recipe",
+                                  "mine.yaml"])
     command = time_adapt.adapt_command(args, Path("train.txt"))
-    assert command[command.index("adapt"):] == ["adapt", "train.txt", "--domain", "stsb", "--output",
-                                                str(args.output), "--seed", "1", "--max-sentences", "10000",
-                                                "--adapt-teacher"]
-    assert "--adapt-teacher" not in time_adapt.adapt_command(time_adapt.parse_args(["--domain", "stsb"]),
-                                                              Path("train.txt"))
+    assert command[command.index("adapt"):] == ["adapt", "train.txt", "--output", str(args.output), "--seed", "1",
+                                                "--domain", "stsb", "--max-sentences", "10000", "--task", "search",
+                                                "--recipe", "mine.yaml"]
+    plain = time_adapt.adapt_command(time_adapt.parse_args(["--domain", "stsb"]), Path("train.txt"))
+    assert "--task" not in plain and "--recipe" not in plain
 
 
 def test_time_adapt_records_the_teacher_pass_and_whether_the_cache_held_it(tmp_path, monkeypatch):
@@ -563,9 +578,11 @@ def test_time_adapt_records_the_teacher_pass_and_whether_the_cache_held_it(tmp_p
     teacher = build_tiny_model_dir(tmp_path / "teacher", "bert", seed=7)
     monkeypatch.setenv("CSELAB_HOME", str(home))
     results, out = tmp_path / "time.jsonl", tmp_path / "run"
+    # the default recipe at 64 tokens in batches of 8 (tiny models: 128 positions; the recipe: 256 tokens)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(recipe_with(max_length=64, batch_size=8).model_dump(mode="json", by_alias=True)))
     argv = ["--domain", "bbc-news", "--model", str(student), "--teacher", str(teacher), "--max-sentences", "200",
-            "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results),
-            "model.max_length=64", "train.batch_size=8"]  # tiny models: 128 positions; the recipe: 256 tokens
+            "--steps", "2", "--threads", "1", "--output", str(out), "--results", str(results), "--recipe", str(recipe)]
     time_adapt.main(argv)
     adapt_json = json.loads((out / "adapt.json").read_text())
     time_adapt.main(argv)  # the output directory is replaced; the home's cache is not
@@ -888,15 +905,17 @@ def test_run_trace_records_the_logged_selection_and_each_loss_terms_first_and_la
 @pytest.mark.parametrize(("recipe", "configuration", "steps"), [("vectors", "cselab-distill-pca-cos-lines", 448),
                                                                  ("vectors-passages", "cselab-distill-pca-cos", 100)])
 def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(recipe, configuration, steps,
-                                                                                 tmp_path):
-    """``cselab adapt --recipe NAME`` plans the run the study recorded as CONFIGURATION: the same effective
-    configuration, units, length and selection (on a text long enough for the budget the study ran)."""
+                                                                                 long_bert_dir, tmp_path):
+    """``cselab adapt --recipe lab/recipes/NAME.yaml`` plans the run the study recorded as CONFIGURATION (its recipe
+    with its arms, as run_domains plans it): the same effective configuration, units, length and selection (on a
+    text long enough for the budget the study ran)."""
     from cselab.adaptation import plan_adapt
     from cselab.config.run_config import flatten_config
+    from lab.domain_study.recipes import configuration_recipe
     from lab.domain_study.study import CONFIGURATION
     from tests.helpers import build_tiny_model_dir
 
-    student = build_tiny_model_dir(tmp_path / "student", "bert", seed=0)
+    student = long_bert_dir  # the recipes' passages are 256 tokens
     teacher = build_tiny_model_dir(tmp_path / "teacher", "bert", seed=7, hidden_size=48)
     rng = random.Random(3)
     words = [f"w{i}" for i in range(400)]
@@ -905,9 +924,9 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
                             for _ in range(30_000)))
     spec = CONFIGURATION[configuration]
     studied = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), steps=spec.steps,
-                         max_length=spec.max_length, select=spec.select, units=spec.units, passages=spec.passages,
-                         recipe=spec.adapt_recipe, overrides=list(spec.overrides))
-    named = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher), recipe=recipe)
+                         recipe=configuration_recipe(spec))
+    named = plan_adapt(text, tmp_path / "a", model=str(student), teacher=str(teacher),
+                       recipe=LAB_RECIPES / f"{recipe}.yaml")
     assert named.steps == studied.steps == steps
     assert (named.units, named.selection, named.passages) == (studied.units, studied.selection, studied.passages)
     assert flatten_config(named.config.model_dump(mode="json")) == flatten_config(
@@ -915,7 +934,7 @@ def test_cselab_adapts_vector_recipes_are_the_configurations_the_study_measured(
 
 
 def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_home):
-    from cselab.adaptation.plan import ADAPT_FILE, PLAN_FILE, plan_facts, read_text
+    from cselab.adaptation.plan import ADAPT_FILE, PLAN_FILE
     from cselab.training.run_directory import RUN_MARKER
 
     plan = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
@@ -926,7 +945,7 @@ def test_a_run_cut_short_is_resumed_only_when_it_is_the_same_adaptation(study_ho
     assert not run_domains.resumable(plan)  # files cselab did not write
     (run_dir / RUN_MARKER).write_text("a cselab run directory\n")
     assert not run_domains.resumable(plan)  # a cselab run, not an adaptation
-    facts = plan_facts(plan, read_text(plan.text))
+    facts = plan.facts()
     (run_dir / PLAN_FILE).write_text(json.dumps({**facts, "steps": 100}))
     assert not run_domains.resumable(plan)  # another adaptation
     (run_dir / PLAN_FILE).write_text(json.dumps(facts))
@@ -964,20 +983,26 @@ def test_the_default_configuration_is_the_last_default_derivation():
     ("cselab-distill-pca-cos-general-bf16", "train.precision=bf16", 0.25),
 ])
 def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home, configuration, override, mix):
-    """`cselab adapt TEXT --recipe vectors-general --mix M KEY=VALUE` (as lab/books/adapt_results.md gives the
-    variants) trains what the study ran as the variant's configuration: vectors-general's training with that one
-    option changed."""
+    """`cselab adapt TEXT --recipe FILE`, FILE vectors-general's recipe with the mix M and the one option changed (as
+    lab/books/adapt_results.md gives the variants), trains what the study ran as the variant's configuration:
+    vectors-general's training with that one option changed."""
     from cselab.adaptation import plan_adapt
+    from cselab.adaptation.recipe import load_recipe
 
     study = study_home.plan(CONFIGURATION[configuration])
+    option, _, value = override.partition("=")
+    section, key = option.split(".")
+    base = LAB_RECIPES / "vectors-general.yaml"
+    # a method's option in the recipe's method_options, any other run-configuration key in its overrides
+    changed_field = {"method_options": {**load_recipe(base).method_options, key: value}} \
+        if section == "method_options" else {"overrides": (override, "train.threads=1")}
+    recipe = recipe_with(base, general_file=str(study_home.general), mix=mix,
+                         **{"overrides": ("train.threads=1",), **changed_field})
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
-                         general=study_home.general, mix=mix, recipe="vectors-general",
-                         overrides=[override, "train.threads=1", "train.device=cpu"])
+                         recipe=recipe, device="cpu")
     default = study_home.plan(CONFIGURATION["cselab-distill-pca-cos-general"])
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
-    option, _, value = override.partition("=")
-    section, key = option.split(".")
     changed = default.config.model_dump(exclude=paths)
     assert changed[section][key] != value
     changed[section][key] = value
@@ -991,17 +1016,20 @@ def test_a_variant_as_a_user_spells_it_plans_the_studys_configuration(study_home
     ("cselab-distill-pcahead-cos-general-simcse", None), ("cselab-distill-pcahead-cos-general-simcse02", 0.2)])
 def test_simcses_term_beside_the_default_plans_the_defaults_training_with_the_term_added(study_home, configuration,
                                                                                         weight):
-    """`cselab adapt TEXT KEY=VALUE...` with the options of SimCSE's term (the default recipe otherwise) trains what
-    the study ran as the configuration: the default's training, those options changed."""
+    """`cselab adapt TEXT --recipe FILE`, FILE the default recipe with the options of SimCSE's term in its
+    method_options (and a half mix), trains what the study ran as the configuration: the default's training, those
+    options changed."""
     from cselab.adaptation import plan_adapt
+    from cselab.adaptation.recipe import load_recipe
 
     study = study_home.plan(CONFIGURATION[configuration])
     default = study_home.plan(CONFIGURATION["cselab-distill-pcahead-cos-general"])
-    weighed = [] if weight is None else [f"method_options.loss_weights.info_nce={weight}"]
+    weighed = {} if weight is None else {"loss_weights": {"info_nce": weight}}
+    options = {**load_recipe("vectors-and-head").method_options, "contrastive": True, "temperature": 0.2, **weighed}
+    recipe = recipe_with("vectors-and-head", general_file=str(study_home.general), mix=0.5, method_options=options,
+                         overrides=("train.threads=1",))
     spelled = plan_adapt(study_home.text, study.output_dir, model=study.model, teacher=study.teacher, seed=1,
-                         general=study_home.general, mix=0.5,
-                         overrides=["method_options.contrastive=true", "method_options.temperature=0.2", *weighed,
-                                    "train.threads=1", "train.device=cpu"])
+                         recipe=recipe, device="cpu")
     paths = {"train": {"output_dir"}, "data": {"corpus"}, "method_options": {"teacher_vectors"}}
     assert spelled.config.model_dump(exclude=paths) == study.config.model_dump(exclude=paths)
     changed = default.config.model_dump(exclude=paths)
@@ -1104,7 +1132,7 @@ def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records
     adapted, distilled = [json.loads(line) for line in results.read_text().splitlines()]
     assert (adapted["configuration"], adapted["model"], adapted["teacher"]) == (
         "mpnet-simcse", "all-mpnet-base-v2", None)
-    kept = runs / "bbc-news" / "mpnet-simcse-s1" / "best"
+    kept = runs / "bbc-news" / "mpnet-simcse-s1" / "model"  # the model the teacher's run handed back
     assert (distilled["configuration"], distilled["model"], distilled["teacher"]) == (
         taught, str(study["student"]), str(kept))
     assert distilled["config"]["effective"]["method_options"]["teacher"] == str(kept)  # what it trained against
@@ -1112,32 +1140,42 @@ def test_a_configuration_taught_by_another_runs_model_needs_that_run_and_records
 
 
 def test_a_teacher_run_with_a_mix_teaches_with_the_mixed_model_it_hands_back(tmp_path):
-    """``mpnet-simcse-mix05`` hands back its weights mixed half-way (``weight-mix``, what cselab adapt --mix saves);
-    the configuration it teaches is taught by that model, not by the unmixed ``best`` beside it."""
+    """``mpnet-simcse-mix05`` hands back its weights mixed half-way (``model``, what cselab adapt saves; ``weight-mix``
+    in a run made before cselab adapt handed back one path); the configuration it teaches is taught by that model,
+    not by the unmixed ``best`` beside it."""
     from types import SimpleNamespace
 
     args = SimpleNamespace(runs=tmp_path, teacher="unused")
     run = tmp_path / "bbc-news" / "mpnet-simcse-mix05-s2"
     (run / "best").mkdir(parents=True)
     (run / "best" / "config.json").write_text("{}")
-    (run / "adapt.json").write_text(json.dumps({"mix": 0.5}))  # what a finished --mix 0.5 run records
+    (run / "adapt.json").write_text(json.dumps({"mix": 0.5}))  # what a finished run of a 0.5 mix records
     half = CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse05"]
     with pytest.raises(SystemExit, match=r"mpnet-simcse-mix05-s2/weight-mix holds no model"):
         run_domains.teacher_of(half, "bbc-news", 2, args)
     (run / "weight-mix").mkdir()
     (run / "weight-mix" / "config.json").write_text("{}")
-    assert run_domains.teacher_of(half, "bbc-news", 2, args) == str(run / "weight-mix")
+    assert run_domains.teacher_of(half, "bbc-news", 2, args) == str(run / "weight-mix")  # an earlier run's
+    (run / "model").mkdir()
+    (run / "model" / "config.json").write_text("{}")
+    assert run_domains.teacher_of(half, "bbc-news", 2, args) == str(run / "model")  # a run made now
     whole = tmp_path / "bbc-news" / "mpnet-simcse-s2" / "best"
     whole.mkdir(parents=True)
     (whole / "config.json").write_text("{}")
-    assert run_domains.teacher_of(CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse"], "bbc-news", 2,
-                                  args) == str(whole)
+    tsimcse = CONFIGURATION["cselab-distill-pcahead-cos-general-tsimcse"]
+    assert run_domains.teacher_of(tsimcse, "bbc-news", 2, args) == str(whole)  # no adapt.json: a cselab run's best
+    (whole.parent / "adapt.json").write_text(json.dumps({"mix": 1.0}))
+    assert run_domains.teacher_of(tsimcse, "bbc-news", 2, args) == str(whole)  # unmixed, made before OUTPUT/model
+    (whole.parent / "model").mkdir()
+    (whole.parent / "model" / "config.json").write_text("{}")
+    assert run_domains.teacher_of(tsimcse, "bbc-news", 2, args) == str(whole.parent / "model")
 
 
 def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs(study_home):
-    """`cselab adapt TEXT --adapt-teacher --output DIR` trains what the study ran as ``mpnet-simcse`` (in
-    DIR/teacher-adapted) and ``cselab-distill-pcahead-cos-general-tsimcse`` (taught by the model the first keeps);
-    the student's model is handed back at the default's mix."""
+    """`cselab adapt TEXT --recipe vectors-and-head-teacher-first --output DIR` (what --task similarity and search
+    run) trains what the study ran as ``mpnet-simcse`` (in DIR/teacher-adapted) and
+    ``cselab-distill-pcahead-cos-general-tsimcse`` (taught by the model the first hands back); the student's model is
+    handed back at the default's mix."""
     import shutil
 
     from cselab.adaptation import plan_adapt
@@ -1158,22 +1196,25 @@ def test_the_teacher_adapted_first_as_a_user_spells_it_plans_the_studys_two_runs
     student = larger  # any model: the study's student is all-MiniLM-L6-v2
     taught = study("cselab-distill-pcahead-cos-general-tsimcse", student, kept)
     output = study_home.text.parent / "mine"
-    spelled = plan_adapt(study_home.text, output, model=student, teacher=larger, seed=1, general=study_home.general,
-                         adapt_teacher=True, overrides=runtime)
+    recipe = recipe_with("vectors-and-head-teacher-first", general_file=str(study_home.general),
+                         overrides=("train.threads=1",))
+    spelled = plan_adapt(study_home.text, output, model=student, teacher=larger, seed=1, recipe=recipe, device="cpu")
     first = spelled.teacher_plan
-    assert adapted.teacher is None and adapted.recipe == first.recipe == "simcse"
+    assert adapted.teacher is None and adapted.recipe.name == first.recipe.name == "simcse"
     assert first.config.model_dump(exclude=paths) == adapted.config.model_dump(exclude=paths)
     assert (first.steps, first.mix, first.held_out) == (adapted.steps, adapted.mix, adapted.held_out) == (
         100, 1.0, adapted.held_out)
     assert spelled.config.model_dump(exclude=paths) == taught.config.model_dump(exclude=paths)
-    assert spelled.config.method_options["teacher"] == str(output / "teacher-adapted" / "best")
+    assert spelled.config.method_options["teacher"] == str(output / "teacher-adapted" / "model")
     assert taught.config.method_options["teacher"] == kept
     assert (spelled.train_units, spelled.general_units) == (taught.train_units, taught.general_units)
     assert (spelled.steps, spelled.mix, taught.mix) == (200, 0.75, 1.0)
 
 
 def test_a_run_hands_back_its_weight_mix_and_a_mix_starts_from_the_selected_model(tmp_path):
-    """score_suite scores what a run hands its user; interpolate mixes from the selected checkpoint."""
+    """score_suite scores what a run hands its user (``model``, mixed or not; in a run made before cselab adapt
+    handed back one path, ``weight-mix`` when mixed, else ``best``); interpolate mixes from the selected
+    checkpoint."""
     from lab.domain_study.domain_peers import MODEL_DIR, saved_model
 
     mixed, unmixed, bare = tmp_path / "mixed", tmp_path / "unmixed", tmp_path / "bare"
@@ -1182,8 +1223,13 @@ def test_a_run_hands_back_its_weight_mix_and_a_mix_starts_from_the_selected_mode
         if summary is not None:
             (run / "adapt.json").write_text(json.dumps(summary))
     configuration = "cselab-distill-pcahead-cos-general"
+    # runs made before OUTPUT/model
     assert saved_model(mixed, configuration, handed_back=True) == mixed / "weight-mix"
-    assert saved_model(mixed, configuration) == mixed / "best"
     assert saved_model(unmixed, configuration, handed_back=True) == unmixed / "best"
+    # runs made now: OUTPUT/model, mixed or not; the selected checkpoint is still what a mix starts from
+    for run in (mixed, unmixed):
+        (run / "model").mkdir()
+        assert saved_model(run, configuration, handed_back=True) == run / "model"
+        assert saved_model(run, configuration) == run / "best"
     assert saved_model(bare, configuration, handed_back=True) == bare / "best"  # a run that is not cselab adapt's
     assert saved_model(mixed, "st-distill", handed_back=True) == mixed / MODEL_DIR
