@@ -231,10 +231,16 @@ case("adapt-text-utf16", ["adapt", "{T}/u.txt", "--model", M, "--no-teacher", "-
      write("u.txt", UTF16), expect="UTF-16")
 case("adapt-text-binary", ["adapt", "{T}/b.bin", "--model", M, "--no-teacher", "--output", "{T}/a"],
      write("b.bin", NUL_BINARY))
-for option, value in (("--steps", "0"), ("--batch-size", "1"), ("--max-length", "4"), ("--seed", "-1"),
-                      ("--max-sentences", "0"), ("--steps", "x")):
+for option, value in (("--steps", "0"), ("--seed", "-1"), ("--max-sentences", "0"), ("--steps", "x")):
     case(f"adapt{option}-{value}", [*ADAPT, option, value], expect=option)
-case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="at least 200")
+# a recipe file (what were options): each bad field or override in one line, before the text is read
+RECIPE = "name: r\ndescription: a recipe\nmethod: simcse\nlr: 1.0e-5\n"
+for cid, extra, expect in (("batch-1", "batch_size: 1\n", "batch_size"), ("length-4", "max_length: 4\n", "max_length"),
+                           ("override-unknown", "overrides: [train.frobnicate=1]\n", "frobnicate"),
+                           ("override-steps", "overrides: [train.max_steps=5]\n", "set by --steps"),
+                           ("not-yaml", ": [\n", "not valid YAML")):
+    case(f"adapt-recipe-{cid}", [*ADAPT, "--recipe", "{T}/r.yaml"], write("r.yaml", RECIPE + extra), expect=expect)
+case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="x>=200")
 case("adapt-teacher-and-no-teacher", [*ADAPT, "--teacher", M], expect="not both")
 case("adapt-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--teacher", "all-mpnet-base-v2",
                                     "--output", "{T}/a"], expect="not fetched")
@@ -244,7 +250,6 @@ case("adapt-labels-missing", [*ADAPT, "--labels", "{T}/nope.tsv"], expect="nope.
 case("adapt-labels-no-tab", [*ADAPT, "--labels", "{T}/l.tsv"], write("l.tsv", "a text without a label\n" * 20),
      expect="l.tsv")
 case("adapt-domain-unknown", [*ADAPT, "--domain", "atlantis"], expect="atlantis")
-case("adapt-override-unknown", [*ADAPT, "train.frobnicate=1"], expect="frobnicate")
 
 # command line shape
 case("unknown-command", ["frobnicate"], expect="No such command")
