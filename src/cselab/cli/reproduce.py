@@ -28,7 +28,8 @@ def _seeds(_ctx: object, _param: object, value: str) -> list[int]:
 @click.option("--senteval-dir", type=click.Path(path_type=Path),
               help="SentEval's data directory (default: `cselab data fetch senteval`)")
 @click.option("--sts", type=click.Choice(["auto", "senteval", "partial"]), default="auto", show_default=True,
-              help="auto: SentEval's seven tasks when they can be had, else the partial sets; partial: do not try")
+              help="auto: SentEval's seven tasks when they can be had, else the partial sets; senteval: fail "
+                   "without them; partial: do not try")
 @click.option("--from", "from_dir", type=click.Path(path_type=Path), help="files downloaded by hand, for the fetches")
 @click.option("--rtt-models", help="translation models by direction for the round trips (TNCSE, JTCSE) and IFCL's "
                                    "German side, e.g. en-fr=DIR,fr-en=DIR (default Helsinki-NLP/opus-mt-SRC-TGT)")

@@ -257,8 +257,10 @@ def describe(plan: ReproducePlan) -> list[str]:
         lines.append(f"round trip: {text} -> {lang} -> en = {out}")
     for text, lang, out in plan.translations:
         lines.append(f"translation: {text} -> {lang} = {out}")
-    lines.append("STS: " + (f"SentEval's seven tasks ({plan.senteval_dir})" if plan.senteval_dir is not None else
-                            "the partial sets cselab builds from STS-B (marked -part; no SICK-R)"))
+    fetching = any(t == "senteval" for t, _ in plan.fetch)
+    later = "; the partial sets if it cannot be fetched" if fetching and plan.sts_mode == "auto" else ""
+    lines.append("STS: " + (f"SentEval's seven tasks ({plan.senteval_dir}{later})" if plan.senteval_dir is not None
+                            else "the partial sets cselab builds from STS-B (marked -part; no SICK-R)"))
     if plan.paper is not None:
         lines.append(f"paper: {plan.paper.citation()}")
     lines += [f"note: {n}" for n in plan.notes]
