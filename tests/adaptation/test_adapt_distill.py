@@ -460,7 +460,7 @@ def test_resume_refuses_another_text_and_changes_nothing_of_a_finished_run(home_
 
 
 @pytest.mark.parametrize("case", ["user-files", "train-run", "nothing-to-resume", "bogus-method", "bogus-option",
-                                  "output-dir-override", "absurd-steps"])
+                                  "output-dir-override", "absurd-steps", "less-than-a-batch"])
 def test_refused_runs_leave_no_trace(case, home_with_teacher, long_bert_dir, tmp_path, capsys):
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "out"
@@ -470,7 +470,8 @@ def test_refused_runs_leave_no_trace(case, home_with_teacher, long_bert_dir, tmp
                "nothing-to-resume": "no adaptation to resume",
                "bogus-method": "method: Input should be 'simcse' or 'distill'",
                "bogus-option": "bogus", "output-dir-override": "train.output_dir is set by --output, not by a recipe",
-               "absurd-steps": "days on this machine"}[case]
+               "absurd-steps": "days on this machine",
+               "less-than-a-batch": "examples (passages of up to 256 tokens), fewer than one batch of 64"}[case]
     if case == "user-files":
         (out / "config.yaml").write_text("mine: 1\n")
         (out / "results.json").write_text("{}\n")
@@ -490,8 +491,10 @@ def test_refused_runs_leave_no_trace(case, home_with_teacher, long_bert_dir, tmp
     elif case == "output-dir-override":  # the run directory is --output's, not a recipe's to move
         extra = ["--recipe", str(write_recipe(tmp_path / "recipe.yaml",
                                               overrides=(f"train.output_dir={tmp_path / 'elsewhere'}",)))]
-    else:
-        extra = ["--steps", "1000000000000"]
+    elif case == "absurd-steps":  # the default in batches of 8, which the 220 lines' passages fill
+        extra = ["--steps", "1000000000000", "--recipe", str(write_recipe(tmp_path / "recipe.yaml", batch_size=8))]
+    else:  # the default's passages of 256 tokens of 220 short lines, and as many general sentences: under 64
+        out.rmdir()
     def users_files() -> dict[str, str]:  # the data home is cselab's cache (a precision probe may be kept there)
         return {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("home/")}
 

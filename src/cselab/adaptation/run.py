@@ -109,6 +109,17 @@ def check_output(plan: AdaptPlan, *, resume: bool) -> str:
     return "resume"
 
 
+def check_batch(plan: AdaptPlan) -> None:
+    """Refuse a plan (or the teacher's own adaptation it runs first) whose training examples do not fill one batch,
+    before anything is written: the trainer would refuse it only after the teacher's pass."""
+    for each in (plan, plan.teacher_plan):
+        if each is not None and len(each.train_units) < each.config.train.batch_size:
+            raise CselabError(f"the text makes {len(each.train_units)} training examples ({each.units} of up to "
+                              f"{each.config.model.max_length} tokens), fewer than one batch of "
+                              f"{each.config.train.batch_size}: give a longer text, or a recipe with a smaller "
+                              "batch_size or a shorter max_length")
+
+
 def check_guard_reference(plan: AdaptPlan) -> None:
     """Refuse to resume a guarded run whose trainer has saved a state but whose reference (:data:`GUARD_REFERENCE_FILE`)
     is gone: a resumed trainer never scores step 0 again, so the guard would silently take the first step scored after
@@ -265,6 +276,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         if state == "finished":
             report().say(f"adapt: {plan.output_dir} holds this adaptation, finished; nothing to do")
             return _finished_result(plan)
+        check_batch(plan)
         report().say(plan.describe())
         models = _Models(plan)
         estimate_s = None
