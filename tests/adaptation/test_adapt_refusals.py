@@ -39,9 +39,11 @@ RECIPE_CASES = {
                               "method_options.teacher_vectors is set by the run directory"),
     "no KEY=VALUE": ({"overrides": ["train.lr"]}, "'train.lr' is not KEY=VALUE"),
     "unknown field": ({"selection": "fixed-budget"}, "unknown key 'selection'"),
-    "min above max": ({"steps": {"passes": 1, "min": 300, "max": 200}}, "max (200) is below min (300)"),
+    "min above max": ({"steps": {"passes": 1, "min": 300, "max": 200}}, "steps: Value error, max (200) is below min "
+                      "(300)"),
     "mix of 0": ({"mix": 0}, "mix: Input should be greater than 0"),
-    "simcse kept by a teacher": ({"select": "teacher-agreement"}, "a simcse recipe trains without a teacher"),
+    "simcse kept by a teacher": ({"select": "teacher-agreement"}, "recipe.yaml: a simcse recipe trains without a "
+                                 "teacher"),
     "an unknown method option": ({"method_options": {"temprature": 0.2}}, "method_options.temprature"),
 }
 

@@ -143,6 +143,9 @@ def read_recipe(raw: dict[str, Any], where: str, base: Path | None = None) -> Re
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
+        error = exc.errors()[0]
+        if not error["loc"]:  # a check of the recipe as a whole: its own words, no field to name
+            raise CselabError(f"recipe {where}: {str(error['msg']).removeprefix('Value error, ')}") from None
         raise CselabError(f"recipe {where}: {describe_error(Recipe, exc).removeprefix('config: ')}") from None
 
 
