@@ -6,8 +6,11 @@ the package's file, so a slip in either shows."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +205,29 @@ def test_reproduce_user_errors_are_one_line(tmp_path, capsys):
     ):
         rc, _, err = run_cli(args, capsys)
         assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, (args, err)
+
+
+def _torchrun(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    # `python -m torch.distributed.run` is the torchrun launcher, independent of PATH
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "cselab.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_reproduce_under_torchrun(tmp_path, tiny_bert_dir):
+    """Two CPU ranks (gloo): both train, the main rank scores and prints the table once; with data missing, a
+    torchrun launch refuses in one line before any work and names --prepare-only."""
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    env = {**os.environ, "CSELAB_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    args = ["reproduce", "simcse", "--backbone", str(tiny_bert_dir), "--sts", "partial", "--output-dir",
+            str(tmp_path / "out"), *FAST, "train.batch_size=8", f"data.corpus={corpus}"]
+    done = _torchrun(args, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("| STS12 |") == 1  # one table: the main rank's
+    records = (tmp_path / "out" / "seeds.jsonl").read_text().splitlines()
+    assert len(records) == 1 and json.loads(records[0])["seed"] == 1
+    missing = _torchrun(["reproduce", "simcse", "--backbone", str(tiny_bert_dir), "--output-dir",
+                         str(tmp_path / "out2"), *FAST], env)
+    assert missing.returncode != 0
+    assert "under torchrun, reproduce only trains" in missing.stderr and "--prepare-only" in missing.stderr

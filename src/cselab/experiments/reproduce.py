@@ -583,14 +583,22 @@ def comparison_rows(plan: ReproducePlan, scores: dict[int, dict[str, float]]) ->
 def run_reproduction(plan: ReproducePlan, *, batch_size: int = 128) -> ReproduceResult | None:
     """Train every seed (``cselab seeds``: recorded seeds skipped), score each selected model and compare. None on
     the other ranks of a torchrun launch (the main rank scores and compares)."""
+    from cselab.data.sts import DEFAULT_TASKS
     from cselab.experiments.seeds import seeds_run
     from cselab.runtime.launch import is_main_process
 
     start = time.perf_counter()
-    seeds_run(plan.config_file, [], plan.seeds, results_file=plan.results_file)
+    run = seeds_run(plan.config_file, [], plan.seeds, results_file=plan.results_file)
     if not is_main_process():
         return None
-    scores = {seed: score_seed(plan, seed, batch_size=batch_size) for seed in plan.seeds}
+    recorded = {r.get("seed"): r.get("scores") or {} for r in run.records}
+    scores = {}
+    for seed in plan.seeds:
+        kept = recorded.get(seed, {})
+        if plan.senteval_dir is None and all(isinstance(kept.get(t), (int, float)) for t in DEFAULT_TASKS):
+            scores[seed] = {t: kept[t] for t in DEFAULT_TASKS}  # the run scored the partial sets already
+        else:
+            scores[seed] = score_seed(plan, seed, batch_size=batch_size)
     result = ReproduceResult(plan, scores, comparison_rows(plan, scores), None, time.perf_counter() - start)
     _write_summary(result)
     return result
