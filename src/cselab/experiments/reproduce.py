@@ -228,7 +228,8 @@ def _plan_data(plan: ReproducePlan, home: Path) -> None:
     if plan.translations:
         plan.notes.append("IFCL's German side is a MarianMT translation (the paper used T5)")
     if plan.rtt:
-        plan.notes.append("the round-trip translations are MarianMT's (the JTCSE paper used Google Translate)")
+        plan.notes.append("the round-trip translations are MarianMT's (the TNCSE and JTCSE papers used Google "
+                          "Translate)")
 
 
 def _plan_sts(plan: ReproducePlan, home: Path, senteval_dir: Path | None) -> None:
