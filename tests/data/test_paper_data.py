@@ -276,3 +276,18 @@ def test_second_fetch_does_nothing(papers, tmp_path):
     n = len(papers.requests)
     fetch_paper("wiki1m", home=home)
     assert len(papers.requests) == n
+
+
+def test_download_then_fetch_from_on_a_machine_without_the_source(papers, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
+    rc, out, err = run_cli(["data", "download", "wiki1m-sickr", "--to", str(tmp_path / "hand")], capsys)
+    assert rc == 0, err
+    assert out.strip().endswith(f"on the offline machine: cselab data fetch wiki1m-sickr --from {tmp_path / 'hand'}")
+    assert (tmp_path / "hand" / "wiki1m_for_simcse.txt").read_bytes() == WIKI
+    assert (tmp_path / "hand" / "senteval.tar").read_bytes() == papers.files["senteval.tar"]
+    with socket.socket() as s:  # the source is gone: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("CSELAB_PAPERS_URL", f"http://127.0.0.1:{s.getsockname()[1]}")
+    rc, out, err = run_cli(["data", "fetch", "wiki1m-sickr", "--from", str(tmp_path / "hand")], capsys)
+    assert rc == 0, err
+    assert paper_path("wiki1m-sickr", tmp_path / "home").read_text().splitlines()[:300] == WIKI_LINES

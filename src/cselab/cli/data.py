@@ -66,10 +66,12 @@ def data_rtt(text: Path, via: str, output_dir: Path, models: str | None, batch_s
               help="directory to put the archives in")
 def data_download(target: str, dest: Path) -> None:
     """Download TARGET's verified archives only (on a machine with registry access), for a later
-    `cselab data fetch TARGET --from DIR` on a machine without."""
+    `cselab data fetch TARGET --from DIR` on a machine without; for the paper targets (wiki1m, senteval, ...), the
+    published files."""
     from cselab.data.download import download
+    from cselab.data.paper_data import PAPER_TARGETS, download_paper
 
-    paths = download(target, dest)
+    paths = download_paper(target, dest) if target in PAPER_TARGETS else download(target, dest)
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
 
 

@@ -291,4 +291,21 @@ def _build_wiki1m_sickr(home: Path, out: Path) -> dict:
             "lines": _count_lines(out / WIKI1M_SICKR_FILE), "files": files_entry(out, [WIKI1M_SICKR_FILE])}
 
 
-__all__ = ["PAPER_TARGETS", "DownloadError", "fetch_paper", "is_paper_fetched", "paper_path"]
+def download_paper(target: str, dest: Path) -> list[Path]:
+    """Download the published files a paper target is built from into ``dest`` (resumable, size-checked), for a later
+    ``cselab data fetch TARGET --from DEST`` on a machine that cannot reach the source."""
+    if target not in PAPER_TARGETS:
+        raise CselabError(f"unknown paper target {target!r}; valid: {', '.join(PAPER_TARGETS)}")
+    remotes = {"wiki1m": (WIKI1M,), "senteval": (SENTEVAL_TAR,), "sickr": (SENTEVAL_TAR,)}.get(
+        target, (WIKI1M, SENTEVAL_TAR))
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for remote in remotes:
+        report().say(f"{target}: downloading {remote.url()}")
+        out.append(download_file(remote.url(), dest / remote.name, hint=_hint(target, remote),
+                                 expected_bytes=remote.bytes))
+    return out
+
+
+__all__ = ["PAPER_TARGETS", "DownloadError", "download_paper", "fetch_paper", "is_paper_fetched", "paper_path"]
