@@ -231,3 +231,21 @@ def test_reproduce_under_torchrun(tmp_path, tiny_bert_dir):
                          str(tmp_path / "out2"), *FAST], env)
     assert missing.returncode != 0
     assert "under torchrun, reproduce only trains" in missing.stderr and "--prepare-only" in missing.stderr
+
+
+def test_the_python_api_returns_the_rows(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    import cselab
+
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    result = cselab.reproduce("simcse", str(tiny_bert_dir), *FAST, f"data.corpus={corpus}", seeds=[1, 2], sts="partial",
+                              output_dir=tmp_path / "out", progress=False)
+    assert capsys.readouterr().out == ""  # progress=False: quiet
+    rows = {r.task: r for r in result.rows}
+    stsb = [result.scores[s]["stsb"] for s in (1, 2)]
+    assert rows["STS-B"].ours == round(statistics.fmean(stsb), 2)
+    assert rows["STS-B"].std == round(statistics.stdev(stsb), 2) and rows["STS-B"].seeds == 2
+    assert rows["STS12"].our_set == "STS12-part (partial: 1500 of 3108 pairs)" and rows["STS12"].paper == 68.40
+    assert result.estimate_s is not None and result.estimate_s > 0
