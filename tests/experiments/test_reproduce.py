@@ -176,13 +176,14 @@ def test_reproduce_end_to_end(method, papers_home, tiny_bert_dir, tmp_path, caps
             [line for line in out.splitlines() if line.startswith("| ")]
 
 
-def test_partial_sets_are_marked(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+@pytest.mark.parametrize("how", [["--sts", "partial"], ["--no-fetch"]])
+def test_partial_sets_are_marked(how, tmp_path, tiny_bert_dir, monkeypatch, capsys):
     home = _fetched_sts(tmp_path / "home")
     (home / "corpus").mkdir()
     corpus = tmp_path / "c.txt"
     corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
     monkeypatch.setenv("CSELAB_HOME", str(home))
-    rc, out, err = run_cli(["reproduce", "simcse", "--backbone", str(tiny_bert_dir), "--sts", "partial",
+    rc, out, err = run_cli(["reproduce", "simcse", "--backbone", str(tiny_bert_dir), *how,
                             "--output-dir", str(tmp_path / "out"), *FAST, f"data.corpus={corpus}"], capsys)
     assert rc == 0, err[-2000:]
     assert "the partial sets cselab builds from STS-B" in out
@@ -190,6 +191,8 @@ def test_partial_sets_are_marked(tmp_path, tiny_bert_dir, monkeypatch, capsys):
     assert "| SICK-R | 72.23 | - | not scored (needs SentEval's data) | - |" in out
     assert "| STS17-en | - |" in out
     assert "note: the papers report no" in out
+    assert ("note: SentEval's data is not fetched (no fetching under --no-fetch or torchrun)" in out) == \
+        (how == ["--no-fetch"])
 
 
 def test_reproduce_user_errors_are_one_line(tmp_path, capsys):

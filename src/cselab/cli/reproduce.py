@@ -30,7 +30,8 @@ def _seeds(_ctx: object, _param: object, value: str) -> list[int]:
 @click.option("--sts", type=click.Choice(["auto", "senteval", "partial"]), default="auto", show_default=True,
               help="auto: SentEval's seven tasks when they can be had, else the partial sets; senteval: fail "
                    "without them; partial: do not try")
-@click.option("--from", "from_dir", type=click.Path(path_type=Path), help="files downloaded by hand, for the fetches")
+@click.option("--from", "from_dir", type=click.Path(path_type=Path),
+              help="the papers' files downloaded by hand (wiki1m_for_simcse.txt, senteval.tar)")
 @click.option("--rtt-models", help="translation models by direction for the round trips (TNCSE, JTCSE) and IFCL's "
                                    "German side, e.g. en-fr=DIR,fr-en=DIR (default Helsinki-NLP/opus-mt-SRC-TGT)")
 @click.option("--no-fetch", is_flag=True, help="fetch and translate nothing: fail naming what is missing")

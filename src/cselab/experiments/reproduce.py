@@ -299,16 +299,24 @@ def prepare(plan: ReproducePlan, *, home: Path | None = None, from_dir: Path | N
 
     from cselab.data.download import DownloadError
     from cselab.data.fetch import fetch as fetch_target
+    from cselab.data.paper_data import PAPER_TARGETS
 
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if (distributed or not fetch) and plan.sts_mode == "auto" and ("senteval", {}) in plan.fetch:
+        # nothing may be fetched now: SentEval's data that is not here means the partial sets, on every rank alike
+        plan.fetch.remove(("senteval", {}))
+        plan.senteval_dir = None
+        plan.notes.append("SentEval's data is not fetched (no fetching under --no-fetch or torchrun), so the partial "
+                          "sets are scored")
     todo = missing(plan, home)
-    if todo and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if todo and distributed:
         raise CselabError("under torchrun, reproduce only trains: prepare its data first in one process with "
                           f"`cselab reproduce ... --prepare-only` (missing: {'; '.join(todo)})")
     if todo and not fetch:
         raise CselabError(f"missing: {'; '.join(todo)} (drop --no-fetch, or run them first)")
     for target, options in plan.fetch:
-        try:
-            fetch_target(target, home=home, from_dir=from_dir, **options)
+        try:  # --from holds the papers' files; the registry targets come from their registries
+            fetch_target(target, home=home, from_dir=from_dir if target in PAPER_TARGETS else None, **options)
         except DownloadError as exc:
             if target != "senteval" or plan.sts_mode != "auto":
                 raise
