@@ -96,9 +96,10 @@ def bpe_tokenizer():
     )
 
 
-def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0, hidden_size: int = 32) -> Path:
+def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0, hidden_size: int = 32,
+                         positions: int = 128) -> Path:
     """Save a tiny randomly initialised BERT or RoBERTa (with tokenizer) as an HF model directory
-    (``hidden_size``: a multiple of 4, for models of different widths)."""
+    (``hidden_size``: a multiple of 4, for models of different widths; ``positions``: the tokens a BERT takes)."""
     from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
     torch.manual_seed(seed)
@@ -106,7 +107,7 @@ def build_tiny_model_dir(path: Path, family: str = "bert", seed: int = 0, hidden
                   intermediate_size=2 * hidden_size)
     if family == "bert":
         tokenizer = wordpiece_tokenizer()
-        config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=128, pad_token_id=0, **common)
+        config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=positions, pad_token_id=0, **common)
         model = BertModel(config)
     elif family == "roberta":
         tokenizer = bpe_tokenizer()

@@ -23,12 +23,13 @@ WORDS = [f"word{i}" for i in range(60)]
 
 def make_fixture(root: Path, lines: int) -> dict[str, Path]:
     """A tiny student, a data home with a tiny teacher as all-mpnet-base-v2, a text of ``lines`` lines and the
-    study's general sentences (900 upper-case lines), under ``root``."""
+    study's general sentences (900 upper-case lines), under ``root``. The student takes 512 tokens, so that the
+    recipes' 256 are planned (the snapshot's student took 128; a plan reads its tokenizer, never its positions)."""
     import shutil
 
     from tests.helpers import build_tiny_model_dir
 
-    student = build_tiny_model_dir(root / "student", "bert", seed=0)
+    student = build_tiny_model_dir(root / "student", "bert", seed=0, positions=512)
     home = root / "home"
     if not (home / "models" / "all-mpnet-base-v2").is_dir():
         shutil.copytree(student, home / "models" / "all-mpnet-base-v2")
