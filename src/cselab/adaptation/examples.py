@@ -5,10 +5,12 @@ but a tokenizer (a passage is as long as its lines' tokens)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cselab.data.corpus import read_corpus
 from cselab.errors import CselabError
@@ -110,19 +112,25 @@ def make_passages(sentences: Sequence[str], lengths: Sequence[int], max_tokens: 
     return passages
 
 
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str) -> Any:
+    """``path``'s tokenizer, loaded once for every text a plan makes into passages (the training examples, the
+    held-out text and the guard's view)."""
+    from transformers import AutoTokenizer
+
+    from cselab.models.backbone import quiet_transformers
+
+    quiet_transformers()
+    return AutoTokenizer.from_pretrained(path)
+
+
 def training_units(model: str, train: Sequence[str], units: str, max_length: int,
                    passages: str = "shuffled") -> list[str]:
     """The training examples of ``train``: its lines, passages of them up to ``max_length`` of ``model``'s tokens
     grouped as ``passages`` says (:func:`make_passages`), or (``mixed``) its lines followed by those passages."""
     if units == "lines":
         return list(train)
-    from transformers import AutoTokenizer
-
-    from cselab.models.backbone import quiet_transformers
-
-    quiet_transformers()
-    path = Path(resolve_model_path(model))
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    tokenizer = _tokenizer(str(Path(resolve_model_path(model)).resolve()))
     special = len(tokenizer("")["input_ids"])  # [CLS] and [SEP] (or <s> and </s>), once per passage
     lengths = [len(ids) - special for ids in tokenizer(list(train), truncation=False)["input_ids"]]
     made = make_passages(train, lengths, max(1, max_length - special), grouping=passages)

@@ -305,7 +305,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         evaluate_s = time.perf_counter() - clock
         teacher_s = 0.0
         teacher_scores: dict[str, float] = {}
-        serving: dict[str, dict[str, Any]] = {}  # what the teacher and the model handed back cost to serve here
+        serving: dict[str, dict[str, Any] | None] = {}  # what the teacher and the model cost to serve here
+        serving_s = 0.0
         teacher_held = None
         teacher_views: dict[str, Any] = {}
         if plan.teacher is not None:
@@ -327,11 +328,13 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
-            if teacher_scores:  # after its passes: timing it moves it to the CPU
+            teacher_s = time.perf_counter() - clock - scoring_s
+            if teacher_scores:  # after its passes (timing it moves it to the CPU), and not counted in them
+                clock = time.perf_counter()
                 serving["teacher"] = _serving(plan, plan.teacher, options["model"], exports)
+                serving_s += time.perf_counter() - clock
             del options
             models.drop_teacher()
-            teacher_s = time.perf_counter() - clock - scoring_s
         selector = _selector(plan, teacher_held, teacher_views)
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps))
@@ -343,8 +346,11 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         after = evaluate(handed_back) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
         if teacher_scores:  # the user sees both models' scores: each beside its price
+            clock = time.perf_counter()
             serving["model"] = _serving(plan, str(plan.model_dir), handed_back,
                                         plan.output_dir / SERVING_EXPORTS_DIR)
+            serving_s += time.perf_counter() - clock
+        serving = {who: cost for who, cost in serving.items() if cost is not None}
         wall = time.perf_counter() - start
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
         summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
@@ -361,6 +367,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    **({"teacher_pass": _pass_way(plan)} if plan.teacher is not None else {}),
                    "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
+                   **({"serving_s": round(serving_s, 3)} if teacher_scores else {}),
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
                       if plan.general_units else {}),
@@ -383,16 +390,21 @@ def _pass_way(plan: AdaptPlan) -> dict[str, str]:
 SERVING_EXPORTS_DIR = "serving-exports"  # the exports of the model handed back, timed for its serving cost
 
 
-def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) -> dict[str, Any]:
+def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) -> dict[str, Any] | None:
     """What ``model`` costs to serve on this machine (:func:`cselab.adaptation.serving.serving_cost`), timed on the
-    held-out lines; a failure to time it is said, not fatal (the scores stand without it)."""
+    held-out lines; a failure to time it (an export that will not load, say) is said and gives ``None``, not an
+    error: the scores stand without it."""
     import tempfile
 
     from cselab.adaptation.serving import serving_cost
 
     clock = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch:
-        cost = serving_cost(name, model, plan.held_out, Path(scratch), export_dir).to_dict()
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            cost = serving_cost(name, model, plan.held_out, Path(scratch), export_dir).to_dict()
+    except CselabError as exc:
+        report().say(f"adapt: {name}'s serving cost could not be timed ({exc}); the report leaves it out")
+        return None
     report().say(f"adapt: {name} serves {cost['sentences_per_s']:,.0f} sentences/s here ({cost['backend']} "
                  f"{cost['precision']}, {cost['size_mb']:,.0f} MB; timed in {time.perf_counter() - clock:.0f} s)")
     return cost
