@@ -19,7 +19,7 @@ def module_of(script: str | Path) -> str:
 def append_record(results: Path, record: dict[str, Any], script: str | Path, argv: list[str]) -> None:
     """Append ``record`` with ``command`` (``python -m`` the module of ``script``, ``__file__`` of the caller, and
     ``argv``) and the provenance."""
-    from cselab.data.jsonl import append_jsonl
+    from cselab.data.stores.jsonl import append_jsonl
     from cselab.provenance import provenance
 
     append_jsonl(results, {**record, "command": " ".join(["python", "-m", module_of(script), *argv]),

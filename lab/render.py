@@ -50,8 +50,8 @@ def replace_block(text: str, name: str, content: str) -> str:
 
 def table_makers(results: Path) -> dict[str, Callable[[], str]]:
     """Each table's name and how to render it from the record files in ``results``."""
-    from cselab.experiments.records import read_records
-    from cselab.reporting.tables import ablation_tables, protocol_table, resolve_configuration, seeds_table
+    from cselab.research.reporting.tables import ablation_tables, protocol_table, resolve_configuration, seeds_table
+    from cselab.training.records import read_records
     from lab.adapt_protocol.tables import adapt_seeds_table, adapt_table, read_adapt_records
     from lab.domain_study import score_suite
     from lab.domain_study.study import (

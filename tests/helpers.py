@@ -31,8 +31,8 @@ def fetch_or_skip(target: str, home: Path) -> Path:
     apt's package lists lack a pinned Debian package (``apt-get update`` on Debian 12 gives them)."""
     import re
 
-    from cselab.data.download import DownloadError
-    from cselab.data.fetch import fetch
+    from cselab.data.registry.download import DownloadError
+    from cselab.data.registry.fetch import fetch
 
     try:
         return fetch(target, home=home)
@@ -136,7 +136,7 @@ def write_sts_home(home: Path, n_pairs: int = 40, seed: int = 0) -> Path:
     subjects = ["a man", "a woman", "the dog", "a child", "the cat", "two men", "the bird", "a young woman"]
     verbs = ["plays the guitar", "eats food", "runs on the road", "sits on the chair", "rides the horse",
              "walks in the park"]
-    from cselab.data.sts import PART_TASKS
+    from cselab.data.evalsets.sts import PART_TASKS
 
     metadata = [entry for entries in PART_TASKS.values() for entry in entries]
     stsb = home / "sts" / "stsb"
@@ -187,7 +187,7 @@ def write_distinct_sts_home(home: Path, n: int = 60, seed: int = 3) -> Path:
     float noise cannot reorder Spearman ranks: for checks of a score against an independent computation."""
     import random
 
-    from cselab.data.sts import PART_TASKS
+    from cselab.data.evalsets.sts import PART_TASKS
 
     metadata = [entry for entries in PART_TASKS.values() for entry in entries]  # so every STS task has rows
     rng = random.Random(seed)
@@ -217,7 +217,7 @@ def run_cli(args, capsys):
 def tiny_distill_config(teacher, student_dir, corpus, out, *extra):
     """A distillation run config for tiny models: 16 steps of B 16 at lr 1e-3 on the CPU, one dev evaluation at the
     end, every step logged; ``extra`` overrides win."""
-    from cselab.experiments.pipeline import distill_config
+    from cselab.training.pipeline import distill_config
 
     return distill_config(teacher, str(student_dir), corpus, output_dir=out, overrides=[
         "train.batch_size=16", "train.max_steps=16", "train.lr=1e-3", "train.eval_every=16",

@@ -61,7 +61,8 @@ def test_wheel_ships_every_preset_and_template(wheel):
             assert member in names, member
             assert z.read(member) == config.read_bytes()
         assert "cselab/templates/cot_bert.yaml" in names
-        assert z.read("cselab/data/paper_figures.yaml") == (ROOT / "src/cselab/data/paper_figures.yaml").read_bytes()
+        figures = "cselab/research/paper_figures.yaml"
+        assert z.read(figures) == (ROOT / "src" / figures).read_bytes()
         requires = [line for line in z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
                     .splitlines() if line.startswith("Requires-Dist: torch")]
     # a range, so the torch build already installed (e.g. CUDA) is kept

@@ -24,9 +24,9 @@ PROTOCOL_CHECKPOINT = "all-MiniLM-L6-v2"
 
 def main(argv: list[str] | None = None) -> int:
     from cselab.evaluation.sts_evaluator import StsEvaluator
-    from cselab.experiments.results import append_record, scores_on_test_sets
     from cselab.models.sentence_model import load_model
     from cselab.provenance import provenance
+    from cselab.training.results import append_record, scores_on_test_sets
     from lab.adapt_protocol.tables import CHECKPOINT_METHOD, read_adapt_records
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

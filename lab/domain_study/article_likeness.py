@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cselab.data.jsonl import Schema, number, read_jsonl, text
-from cselab.reporting.markdown import markdown_table
+from cselab.data.stores.jsonl import Schema, number, read_jsonl, text
+from cselab.research.reporting.markdown import markdown_table
 from lab.domain_study.clustering_seeds import add_model_arguments, item_vectors, kept_model_path
 from lab.record import RESULTS_DIR, append_record
 

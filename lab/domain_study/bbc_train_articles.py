@@ -18,8 +18,8 @@ from pathlib import Path
 
 def train_articles(zeroshot_jsonl: Path, test_labels: Path) -> list[str]:
     """The distinct articles of ``zeroshot_jsonl`` whose text is not a line of the domain's ``labels.tsv``."""
-    from cselab.data.corpus import normalize_text
-    from cselab.data.indomain import sentence_key
+    from cselab.data.evalsets.indomain import sentence_key
+    from cselab.data.text.corpus import normalize_text
     from cselab.evaluation.domain_files import read_labels
 
     test = {sentence_key(text) for text in read_labels(test_labels).texts}
@@ -36,8 +36,8 @@ def train_articles(zeroshot_jsonl: Path, test_labels: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cselab.data.domains import domain_files
-    from cselab.data.sources import target_dir
+    from cselab.data.evalsets.domains import domain_files
+    from cselab.data.registry.sources import target_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.lead_of and (len(lead_pair) != 2 or not all(lead_pair)):
         parser.error(f"--lead-of {args.lead_of!r}: expected UNTOUCHED,REFERENCE (two model names)")
     if args.mean_of:
-        from cselab.data.jsonl import Schema, number, read_jsonl, text
+        from cselab.data.stores.jsonl import Schema, number, read_jsonl, text
         from cselab.errors import CselabError
 
         names = args.mean_of.split(",")

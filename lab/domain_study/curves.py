@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cselab.reporting.markdown import markdown_table
+from cselab.research.reporting.markdown import markdown_table
 
 
 def curve_table(record: dict[str, Any], keys: Sequence[str] | None = None) -> str:

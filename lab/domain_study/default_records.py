@@ -6,7 +6,7 @@ untouched model's (:data:`DERIVED`: ``cselab-vectors-and-head-mix075``, the defa
 the same runs at half; ``cselab-vectors-general``, the default before that, trains as
 ``cselab-distill-pca-cos-general`` and keeps a quarter; ``lab/tests/test_domain_study.py`` checks that the plans
 agree), which is what ``lab.domain_study.interpolate --weights W`` scores (both call
-:func:`cselab.experiments.ensemble.mixed_weights`). So each interpolation record of such a run at its weight is a run
+:func:`cselab.models.weight_mix.mixed_weights`). So each interpolation record of such a run at its weight is a run
 of the default: this joins it with the run's own record (its budget, wall time and provenance: the run's, since the
 training is what they measure) into one record of the default, with where it came from (``derived_from``) and
 ``"default"``: whether its configuration is ``cselab adapt``'s default when the record is made (the records of the
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="the directory of the records")
     args = parser.parse_args(argv)
-    from cselab.data.jsonl import append_jsonl, read_jsonl
+    from cselab.data.stores.jsonl import append_jsonl, read_jsonl
     from lab.domain_study.interpolate import INTERPOLATION_RECORD
 
     interpolations = read_jsonl(args.results / "interpolation.jsonl", INTERPOLATION_RECORD)

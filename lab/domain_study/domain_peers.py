@@ -169,7 +169,7 @@ def _distill_setup(model: Any, teacher_dir: str | Path, sentences: list[str], st
     from datasets import Dataset
     from sentence_transformers import evaluation
 
-    from cselab.data.sts import read_stsb_file, stsb_dir
+    from cselab.data.evalsets.sts import read_stsb_file, stsb_dir
 
     rng = random.Random(seed)
     held = set(rng.sample(range(len(sentences)), min(MSE_SENTENCES, len(sentences) // 20)))

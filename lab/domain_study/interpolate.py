@@ -1,7 +1,7 @@
 """The adapted student's weights interpolated with the untouched checkpoint's, scored on the domain it was adapted on.
 
 ``theta(a) = (1 - a) * theta_untouched + a * theta_adapted`` for every floating-point weight (cselab's
-:func:`~cselab.experiments.ensemble.mixed_weights`, what ``cselab ensemble --combine weights`` saves). ``a = 0`` is
+:func:`~cselab.models.weight_mix.mixed_weights`, what ``cselab ensemble --combine weights`` saves). ``a = 0`` is
 the checkpoint, ``a = 1`` the adapted model. Each run of the domain study (``runs/domains/DOMAIN/CONFIGURATION-
 sSEED``, its kept model) is interpolated at each ``--weights`` value and scored as the study scores models (mteb
 through cselab's domain evaluation, fp32, 256 tokens) on its domain's tasks and on STS-B test. One record per (run,
@@ -28,8 +28,8 @@ import statistics
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cselab.data.jsonl import Schema, number, read_jsonl, text
-from cselab.experiments.ensemble import mixed_weights
+from cselab.data.stores.jsonl import Schema, number, read_jsonl, text
+from cselab.models.weight_mix import mixed_weights
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "interpolation.jsonl"
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--weights: each weight must lie in [0, 1]")
     import torch
 
-    from cselab.data.domains import get_domain
+    from cselab.data.evalsets.domains import get_domain
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from lab.domain_study.score_suite import DOMAIN_RUNS, domain_run_model

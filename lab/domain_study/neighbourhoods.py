@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cselab.data.neighbour_groups import nearest_neighbours
+from cselab.data.text.neighbour_groups import nearest_neighbours
 
 NEIGHBOURHOOD_SIZE = 10  # the nearest held-out texts whose overlap neighbour_overlap counts
 # k-means partitions compared by partition_agreement: a few scales, doubling, none set to a domain's number of labels

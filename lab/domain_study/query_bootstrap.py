@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from cselab.data.domains import domain_files, get_domain
+    from cselab.data.evalsets.domains import domain_files, get_domain
     from cselab.evaluation.domain_files import read_retrieval
     from cselab.models.sentence_model import load_model
     from lab.domain_study.interpolate import load_mix, untouched_start

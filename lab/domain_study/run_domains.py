@@ -189,7 +189,7 @@ def make_observer(inputs: Any, main_task: str, held_out: list[str], teacher_held
 
 def read_curve(run_dir: Path) -> list[dict[str, Any]]:
     """The observed points of ``metrics.jsonl`` (a step observed twice, by a resumed run: the last)."""
-    from cselab.data.jsonl import read_log
+    from cselab.data.stores.jsonl import read_log
 
     observed: dict[int, dict[str, Any]] = {}
     for record in read_log(run_dir / "metrics.jsonl"):
@@ -289,8 +289,8 @@ def run_one(domain: str, configuration: str, seed: int, args: argparse.Namespace
     from cselab.adaptation.run import held_out_teacher_vectors
     from cselab.adaptation.selection import GUARD_MAX_LENGTH, teacher_vectors_by_view
     from cselab.config.run_config import RunConfig
-    from cselab.data.corpus import read_corpus
-    from cselab.data.domains import get_domain, train_text
+    from cselab.data.evalsets.domains import get_domain, train_text
+    from cselab.data.text.corpus import read_corpus
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import resolve_precision, training_shape

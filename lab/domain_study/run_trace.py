@@ -25,7 +25,7 @@ def run_trace(run_dir: Path) -> dict[str, Any]:
     """``{"selection_logged": [[step, value], ...], "loss_terms": {name: {first_step, first, last_step, last}}}``
     of the run at ``run_dir`` (a step logged twice, by a resumed run: its last value)."""
     from cselab.adaptation.report import selection_curve
-    from cselab.data.jsonl import read_log
+    from cselab.data.stores.jsonl import read_log
 
     selection = dict(selection_curve(run_dir, None))
     terms: dict[str, dict[str, Any]] = {}

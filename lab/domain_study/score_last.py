@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from safetensors.torch import load_file
 
-    from cselab.data.domains import get_domain
+    from cselab.data.evalsets.domains import get_domain
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from lab.domain_study.scoring import study_scores

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cselab.data.domains import DOMAINS, get_domain  # noqa: E402
-from cselab.data.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
+from cselab.data.evalsets.domains import DOMAINS, get_domain  # noqa: E402
+from cselab.data.stores.jsonl import Schema, mapping, number, read_jsonl, text  # noqa: E402
 from cselab.fileio import write_atomic  # noqa: E402
 from cselab.training.run_directory import STAGE2_DIR, selected_model_dir  # noqa: E402
 from lab.adapt_protocol.adapt_uc import ensemble_dir

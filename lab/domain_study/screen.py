@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.adaptation import plan_adapt, recipe_for, run_adapt
-    from cselab.data.domains import get_domain, train_text
+    from cselab.data.evalsets.domains import get_domain, train_text
     from cselab.evaluation.domain import load_inputs
     from cselab.models.sentence_model import load_model
     from cselab.provenance import code_version

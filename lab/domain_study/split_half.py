@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from cselab.data.domains import train_text
+    from cselab.data.evalsets.domains import train_text
     from cselab.models.sentence_model import load_model
 
     torch.set_num_threads(args.threads)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from cselab.data.domains import ALL_DOMAINS, DOMAINS
-from cselab.data.jsonl import Schema, flag, number, read_jsonl, text, whole
-from cselab.reporting.markdown import fmt, markdown_table, short_commit
+from cselab.data.evalsets.domains import ALL_DOMAINS, DOMAINS
+from cselab.data.stores.jsonl import Schema, flag, number, read_jsonl, text, whole
+from cselab.research.reporting.markdown import fmt, markdown_table, short_commit
 
 
 @dataclass(frozen=True)
@@ -448,7 +448,7 @@ DOMAIN_RECORD = Schema("domain", {"domain": text(empty=False), "configuration": 
 
 
 def read_domain_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a ``domains.jsonl`` (cselab's one reader of records, :func:`cselab.data.jsonl.read_jsonl`);
+    """The records of a ``domains.jsonl`` (cselab's one reader of records, :func:`cselab.data.stores.jsonl.read_jsonl`);
     a bad line is refused naming the file, the line and the field."""
     return read_jsonl(path, DOMAIN_RECORD, what="domain results file")
 

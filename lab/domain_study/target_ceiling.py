@@ -39,11 +39,11 @@ def cosine_spearman(a: np.ndarray, b: np.ndarray, gold: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     import torch
 
-    from cselab.data.sts import read_stsb_file, stsb_dir
+    from cselab.data.evalsets.sts import read_stsb_file, stsb_dir
     from cselab.methods.distill import leading_directions
     from cselab.models.sentence_model import load_model
     from cselab.paths import resolve_model_path
-    from cselab.teacher_pass import read_teacher_vectors
+    from cselab.teacher.vectors import read_teacher_vectors
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

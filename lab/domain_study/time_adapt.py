@@ -69,7 +69,7 @@ def adapt_command(args: argparse.Namespace, text: Path) -> list[str]:
 def numbered_corpus(lines: int, out: Path) -> Path:
     """The fetched corpus repeated into ``lines`` distinct lines, each ending in `` (k)`` for its k-th repeat: none is a
     line of the corpus itself, which the default also draws its general sentences from."""
-    from cselab.data.training_data import corpus_path
+    from cselab.data.text.training_data import corpus_path
 
     source = [s for s in corpus_path("default").read_text(encoding="utf-8").splitlines() if s.strip()]
     with out.open("w", encoding="utf-8") as f:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     import shutil
 
     from cselab.paths import cselab_home
-    from cselab.teacher_pass import CACHE_DIR as TEACHER_CACHE_DIR
+    from cselab.teacher.vectors import CACHE_DIR as TEACHER_CACHE_DIR
 
     args = parse_args(argv)
     if args.output.exists():

@@ -42,7 +42,7 @@ def backbone_dir(path: Path, family: str) -> Path:
 
 
 def sts_home(home: Path) -> Path:
-    from cselab.data.sts import PART_TASKS
+    from cselab.data.evalsets.sts import PART_TASKS
 
     metadata = [entry for entries in PART_TASKS.values() for entry in entries]
     stsb = home / "sts" / "stsb"

@@ -22,7 +22,7 @@ PRECISIONS = ("bf16", "fp16")
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    from cselab.data.jsonl import Schema, number, read_jsonl, text
+    from cselab.data.stores.jsonl import Schema, number, read_jsonl, text
 
     schema = Schema("gpu check", {"benchmark": text(empty=False), "steps_per_s": number(0),
                                   "peak_gpu_mem_mb": number(0)}, required=("benchmark",))
@@ -30,7 +30,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _where(record: dict[str, Any]) -> tuple[str, str, str]:
-    from cselab.reporting.markdown import short_commit
+    from cselab.research.reporting.markdown import short_commit
 
     return (str(record.get("machine", {}).get("gpu", "-")), short_commit(str(record.get("git", "-"))),
             str(record.get("date", "-"))[:10])
@@ -38,7 +38,7 @@ def _where(record: dict[str, Any]) -> tuple[str, str, str]:
 
 def render_tables(records: list[dict[str, Any]]) -> str:
     """The training table and, when an export check was recorded, the serving-paths table."""
-    from cselab.reporting.markdown import markdown_table
+    from cselab.research.reporting.markdown import markdown_table
 
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for r in records:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cselab.data.jsonl import append_jsonl
+from cselab.data.stores.jsonl import append_jsonl
 
 FP32_MIN_COSINE = 0.999
 

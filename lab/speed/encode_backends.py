@@ -162,7 +162,7 @@ class Worker:
 
 # -- preparation (coordinator) ------------------------------------------------------------------------------
 def _sentence_sets(n_sts: int, n_long: int) -> dict[str, list[str]]:
-    from cselab.data.sts import load_task
+    from cselab.data.evalsets.sts import load_task
     from cselab.paths import cselab_home
 
     sts: list[str] = []
@@ -335,7 +335,7 @@ def main() -> None:
     if args.worker:
         return _worker(json.loads(args.worker))
     if args.table:
-        from cselab.data.jsonl import read_log
+        from cselab.data.stores.jsonl import read_log
 
         return print(render_table(read_log(RESULTS)))
 

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from cselab.data.jsonl import append_jsonl
-from cselab.data.sts import load_task
+from cselab.data.evalsets.sts import load_task
+from cselab.data.stores.jsonl import append_jsonl
 from cselab.models.sentence_model import load_model
 from cselab.paths import resolve_model_path
 from cselab.provenance import provenance

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cselab.data.jsonl import append_jsonl
+from cselab.data.stores.jsonl import append_jsonl
 from lab.record import RESULTS_DIR, ROOT
 
 RESULTS = RESULTS_DIR / "memory_scaling.jsonl"
@@ -63,7 +63,7 @@ def _trainer(overrides: list[str]) -> Any:
 
 
 def child_build(corpus: str) -> dict[str, Any]:
-    from cselab.data.corpus_index import open_indexed_corpus
+    from cselab.data.stores.corpus_index import open_indexed_corpus
 
     started = time.perf_counter()
     n = len(open_indexed_corpus(corpus).sentences)
@@ -72,8 +72,8 @@ def child_build(corpus: str) -> dict[str, Any]:
 
 def child_corpus(corpus: str, storage: str, steps: int) -> dict[str, Any]:
     if storage == "list":  # the previous storage, for comparison
-        from cselab.data import training_data
-        from cselab.data.corpus import read_corpus
+        from cselab.data.text import training_data
+        from cselab.data.text.corpus import read_corpus
 
         training_data.open_indexed_corpus = (lambda path, max_words=None, home=None:
                                              read_corpus(path, max_words=max_words))
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         from cselab.paths import cselab_home
 
         source = args.source or cselab_home() / "corpus" / "default.txt"
-        from cselab.data.corpus_index import index_files
+        from cselab.data.stores.corpus_index import index_files
 
         with tempfile.TemporaryDirectory(prefix="corpus-scale-") as tmp:
             for size in args.sizes:

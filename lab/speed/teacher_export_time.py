@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from cselab.paths import resolve_model_path
-    from cselab.teacher_pass import teacher_export
+    from cselab.teacher.vectors import teacher_export
     from cselab.vocabulary import FORMATS
 
     torch.set_num_threads(args.threads)

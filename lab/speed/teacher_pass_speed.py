@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from cselab.teacher_pass import BATCH as TEACHER_BATCH
+from cselab.teacher.vectors import BATCH as TEACHER_BATCH
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "teacher_pass.jsonl"
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from cselab.data.corpus import read_corpus
-    from cselab.data.domains import TRAIN_FILE, domain_dir
+    from cselab.data.evalsets.domains import TRAIN_FILE, domain_dir
+    from cselab.data.text.corpus import read_corpus
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context
 

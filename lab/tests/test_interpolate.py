@@ -64,7 +64,7 @@ def fake_models(tmp_path, monkeypatch):
     80 + 10 w and STS-B test 85 - 5 w. Returns (the models loaded, dev)."""
     from types import SimpleNamespace
 
-    import cselab.data.domains as domains
+    import cselab.data.evalsets.domains as domains
     import cselab.evaluation.domain as domain
     import cselab.models.sentence_model as sentence_model
     import cselab.provenance as provenance

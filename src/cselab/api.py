@@ -166,8 +166,8 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
     check_path(results, "results", optional=True)
 
     from cselab.config.run_config import RunConfig, apply_overrides, load_config, validate
-    from cselab.experiments.runs import train_and_record
     from cselab.training.run_directory import BEST_DIR
+    from cselab.training.runs import train_and_record
 
     if isinstance(config, Mapping):
         raw = apply_overrides(copy.deepcopy(dict(config)), list(overrides))  # the caller's mapping is never changed
@@ -182,7 +182,7 @@ def train(config: str | Path | dict[str, Any] | None = None, *overrides: str, me
         train_and_record(run_config, resume=resume, results_file=Path(results) if results else None,
                          config_source=source, overrides=list(overrides))
     if run_config.method_options.get("pipeline"):
-        from cselab.experiments.pipeline import plan_pipeline
+        from cselab.training.pipeline import plan_pipeline
 
         return Path(plan_pipeline(run_config).stage2.train.output_dir) / BEST_DIR
     return Path(run_config.train.output_dir) / BEST_DIR
@@ -243,7 +243,7 @@ def evaluate(model: str | Path | SentenceEncoder | Any, tasks: Sequence[str] = (
             callable(getattr(model, "encode", None)) and hasattr(model, "hidden_size")):
         raise UsageError(f"model: a {type(model).__name__} is not a model path, a SentenceEncoder or a sentence model")
 
-    from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
+    from cselab.data.evalsets.sts import DEFAULT_TASKS, TASK_NAMES
     from cselab.evaluation.sts_evaluator import StsEvaluator
 
     loaded = model.model if isinstance(model, SentenceEncoder) else (
@@ -272,9 +272,9 @@ def reproduce(method: str, backbone: str = "bert-base-uncased", *overrides: str,
     """A paper's row, as ``cselab reproduce`` makes it: fetch (and round-trip translate) what the preset needs,
     train every seed, score the seven STS tasks in SentEval's "all" setting (the partial sets, marked, when SentEval's
     data cannot be had) and compare with the paper's figures. Returns a
-    :class:`cselab.experiments.reproduce.ReproduceResult`: ``rows`` (task, paper, ours, std over the seeds, the set
-    scored, ``difference``), ``scores`` (seed -> task -> score), ``estimate_s`` and ``wall_s``; None on the other ranks
-    of a torchrun launch. ``progress`` prints the plan, the time estimate and the runs."""
+    :class:`~cselab.research.experiments.reproduce.ReproduceResult`: ``rows`` (task, paper, ours, std over the
+    seeds, the set scored, ``difference``), ``scores`` (seed -> task -> score), ``estimate_s`` and ``wall_s``; None on
+    the other ranks of a torchrun launch. ``progress`` prints the plan, the time estimate and the runs."""
     check_text(method, "method")
     check_text(backbone, "backbone")
     for text in overrides:
@@ -292,7 +292,13 @@ def reproduce(method: str, backbone: str = "bert-base-uncased", *overrides: str,
             isinstance(k, str) and isinstance(v, (str, os.PathLike)) for k, v in rtt_models.items())):
         raise UsageError("rtt_models: give a mapping of 'SRC-TGT' to a model name or directory")
 
-    from cselab.experiments.reproduce import describe, estimate_seconds, plan_reproduction, prepare, run_reproduction
+    from cselab.research.experiments.reproduce import (
+        describe,
+        estimate_seconds,
+        plan_reproduction,
+        prepare,
+        run_reproduction,
+    )
 
     with reporting(console() if progress else QUIET):
         plan = plan_reproduction(method, backbone, seeds=list(seeds), preset=preset, overrides=list(overrides),

@@ -130,8 +130,8 @@ def replace_directory(tmp: Path, final: Path, *, aside: Path | None = None, mark
 
     ``mark``: a file name written into the set-aside directory as soon as it is set aside and removed last when it
     is deleted, so that what a kill leaves under ``aside`` is told from a user's directory of that name by the mark,
-    not by its name (the fetch's leftovers, :func:`cselab.data.download.remove_leftovers`). With a ``mark`` nothing
-    that exists at ``aside`` beforehand is deleted: the caller names an ``aside`` that does not exist.
+    not by its name (the fetch's leftovers, :func:`cselab.data.registry.download.remove_leftovers`). With a ``mark``
+    nothing that exists at ``aside`` beforehand is deleted: the caller names an ``aside`` that does not exist.
     """
     _kill_point("swap-written")
     old = aside if aside is not None else _aside(final)

@@ -17,7 +17,7 @@ BACKENDS: tuple[str, ...] = ("torch", *FORMATS)
 QUANTIZATIONS: tuple[str, ...] = ("int8",)
 # how an ensemble combines its members (cselab.models.sentence_model.EnsembleModel; `cselab ensemble --combine`)
 COMBINE_MODES: tuple[str, ...] = ("sum", "concat")
-# `cselab ensemble --combine`: those, or one model of the two models' weights mixed (cselab.experiments.ensemble)
+# `cselab ensemble --combine`: those, or one model of the two models' weights mixed (cselab.models.weight_mix)
 ENSEMBLE_COMBINES: tuple[str, ...] = (*COMBINE_MODES, "weights")
 # how `cselab adapt` keeps its model (cselab.adaptation.selection; a recipe's `select`)
 ADAPT_SELECTIONS: tuple[str, ...] = ("fixed-budget", "distillation-loss", "teacher-agreement",

@@ -210,12 +210,12 @@ def test_the_default_is_the_general_vector_recipe_with_the_head_beside_the_rotat
 
 def test_the_default_without_the_corpus_says_how_to_fetch_it_and_writes_nothing(home_with_teacher, long_bert_dir,
                                                                                  tmp_path, capsys, monkeypatch):
-    import cselab.data.fetch
+    import cselab.data.registry.fetch
 
     def offline(*args, **kwargs):  # no registry reachable: the corpus cannot be fetched here either
         raise CselabError("offline")
 
-    monkeypatch.setattr(cselab.data.fetch, "fetch", offline)
+    monkeypatch.setattr(cselab.data.registry.fetch, "fetch", offline)
     (home_with_teacher / "corpus" / "default.txt").unlink()
     text = write_text(tmp_path / "text.txt")
     out = tmp_path / "out"
@@ -340,7 +340,7 @@ def test_a_fixed_budget_without_labels_draws_no_empty_plot(home_with_teacher, ti
 
 def test_resume_after_a_kill_is_bit_identical_and_the_teacher_runs_once(home_with_teacher, tiny_bert_dir, tmp_path,
                                                                       capsys, monkeypatch):
-    from cselab import teacher_pass
+    from cselab.teacher import vectors as teacher_pass
     from cselab.training.trainer import Trainer
 
     text = write_text(tmp_path / "text.txt")
@@ -420,7 +420,7 @@ def test_a_guarded_resume_without_its_reference_after_a_save_is_refused(home_wit
 
 def test_the_teacher_vectors_by_view_are_each_views_own_rows(home_with_teacher, tmp_path):
     from cselab.adaptation.selection import teacher_vectors_by_view
-    from cselab.teacher_pass import teacher_vectors
+    from cselab.teacher.vectors import teacher_vectors
 
     teacher = str(home_with_teacher / "models" / "all-mpnet-base-v2")
     lines = write_text(tmp_path / "text.txt", n=12).read_text().splitlines()
@@ -627,7 +627,7 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
     the row the assembled store keeps for it; every other held-out text reads its own row."""
     from types import SimpleNamespace
 
-    import cselab.teacher_pass
+    import cselab.teacher.vectors
     from cselab.adaptation.run import held_out_teacher_vectors
 
     parts = {"lines": ["a b", "c d", "e f"], "passages": ["a b c d", "e f", "g h"]}
@@ -637,7 +637,7 @@ def test_held_out_vectors_read_a_text_in_two_parts_from_its_first_part(monkeypat
         seen.update(teacher=teacher, parts=given_parts, store_dir=store_dir, options=options)
         return np.arange(6, dtype=np.float32)[:, None] * np.ones((1, 4), dtype=np.float32)  # row i holds i
 
-    monkeypatch.setattr(cselab.teacher_pass, "teacher_vectors_of_parts", rows_by_position)
+    monkeypatch.setattr(cselab.teacher.vectors, "teacher_vectors_of_parts", rows_by_position)
     plan = SimpleNamespace(teacher_parts=lambda: parts, held_out_units=["e f", "c d", "g h", "a b c d"])
     vectors = held_out_teacher_vectors(plan, "teacher-dir", None, requested_precision="fp32")
     # "e f" is row 2 (lines) and row 4 (passages): the first; "c d" row 1, "g h" row 5, "a b c d" row 3

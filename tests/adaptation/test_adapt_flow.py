@@ -30,7 +30,7 @@ def test_the_text_is_read_once_the_output_checked_once_and_each_model_loaded_onc
     import cselab.adaptation.examples as examples
     import cselab.adaptation.run as run
     import cselab.models.sentence_model as sentence_model
-    import cselab.teacher_pass as teacher_pass
+    import cselab.teacher.vectors as teacher_pass
 
     text = write_text(tmp_path / "text.txt")
     labels = _labels(tmp_path / "labels.tsv", text)
@@ -82,7 +82,7 @@ def test_the_text_is_read_once_the_output_checked_once_and_each_model_loaded_onc
         if cost["backend"] == "torch":
             assert cost["size_mb"] == round(sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
                                             / 1e6, 1)
-    from cselab.teacher_pass import pass_backend
+    from cselab.teacher.vectors import pass_backend
 
     assert summary["teacher_pass"] == pass_backend(out / "teacher")  # the way the pass ran, in the record
     report = (out / "adapt-report.md").read_text()

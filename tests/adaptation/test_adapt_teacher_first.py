@@ -78,7 +78,7 @@ def test_adapt_teacher_with_no_teacher_fetched_says_how_to_fetch_one(tiny_bert_d
 def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapts_it_again(
         tiny_bert_dir, teacher_dir, tmp_path, monkeypatch):
     from cselab.adaptation import plan_adapt, run_adapt
-    from cselab.teacher_pass import read_teacher_vectors
+    from cselab.teacher.vectors import read_teacher_vectors
     from cselab.training.trainer import Trainer
 
     text = write_text(tmp_path / "text.txt")
@@ -98,7 +98,7 @@ def test_the_adapted_teacher_is_what_the_student_learns_and_a_resume_never_adapt
         return real_step(self, batch)
 
     monkeypatch.setattr(Trainer, "train_step", killed_in_the_student)
-    from cselab import teacher_pass
+    from cselab.teacher import vectors as teacher_pass
 
     real_pass, export_dirs = teacher_pass.teacher_vectors, set()
 
@@ -172,7 +172,7 @@ def test_the_estimate_adds_the_teachers_adaptation_until_it_is_finished(home_wit
         loaded.append(name)
         raise Loaded
 
-    monkeypatch.setattr("cselab.teacher_pass.load_teacher", record)
+    monkeypatch.setattr("cselab.teacher.vectors.load_teacher", record)
     with pytest.raises(Loaded):
         estimate.estimate_seconds(plan)
     # finished: nothing more to adapt, and the pass's cost is read off the adapted teacher itself

@@ -580,7 +580,7 @@ for option in ("--results", "--seeds", "--ablation"):
     case(f"report{option}-blank-file", [*REPORT, option, "{T}/r.jsonl"], write("r.jsonl", "\n \n"),
          "r.jsonl holds no records", reader=True)
 
-# the record readers: one schema per kind (cselab.experiments.records), every reader of it refuses a bad line
+# the record readers: one schema per kind (cselab.training.records), every reader of it refuses a bad line
 # naming the file, the line and the field. Line 1 is valid, line 2 is not.
 GOOD = {"method": "simcse", "variant": "info_nce", "seed": 1, "steps": 2, "precision": "fp32",
         "scores": {"stsb": 80.0, "avg-available": 80.0, "stsb_dev_best": None}}
@@ -765,7 +765,7 @@ def teacher_pass_store(damage: Callable[[Path], None]) -> Setup:
     def setup(t: Path, w: Path) -> None:
         import numpy as np
 
-        from cselab.data.vector_store import VectorStore
+        from cselab.data.stores.vector_store import VectorStore
 
         texts = sorted(set(w.joinpath("corpus.txt").read_text().splitlines()))
         store = VectorStore.create(t / "tv", "k", len(texts), 32, texts=texts)
@@ -1031,7 +1031,7 @@ def test_the_readme_counts_are_true():
 def test_every_recorded_results_file_passes_its_schema():
     """The schemas refuse bad records, not the ones cselab wrote: every lab/results file of records is
     read by its kind (protocol and speed levers as results records)."""
-    from cselab.experiments.records import read_records
+    from cselab.training.records import read_records
 
     results = REPO_ROOT / "lab" / "results"
     for name, kind in (("protocol", "results"), ("speed_levers", "results"), ("seeds", "seeds"),
@@ -1070,7 +1070,7 @@ def test_default_length_is_cut_to_the_position_embeddings(tiny_bert_dir, tiny_ro
 
 
 def test_fetch_removes_what_killed_fetches_left(tmp_path, monkeypatch, capsys):
-    from cselab.data.download import ASIDE_MARK, STAGING_MARK
+    from cselab.data.registry.download import ASIDE_MARK, STAGING_MARK
 
     home = tmp_path / "home"
     (home / ".sts.k3j2abcd.tmp" / "stsb").mkdir(parents=True)  # a build directory of a killed fetch: marked

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from cselab.config.run_config import validate
-from cselab.data.augment import (
+from cselab.data.text.augment import (
     AugmentationSpec,
     augment_lines,
     check_line_aligned,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from cselab.data import domains as dm
-from cselab.data.fetch import fetch
-from cselab.data.indomain import sentence_key
-from cselab.data.sources import ARCHIVES, TARGET_ARCHIVES, is_fetched
+from cselab.data.evalsets import domains as dm
+from cselab.data.evalsets.indomain import sentence_key
+from cselab.data.registry.fetch import fetch
+from cselab.data.registry.sources import ARCHIVES, TARGET_ARCHIVES, is_fetched
 from cselab.errors import CselabError
 from cselab.evaluation.domain_files import read_labels, read_retrieval
 from cselab.fileio import sha256_file

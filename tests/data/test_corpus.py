@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cselab.data.corpus import (
+from cselab.data.text.corpus import (
     assemble_corpus,
     brown_sentences,
     dedupe,

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from cselab.data import corpus_index
-from cselab.data.corpus import read_corpus
-from cselab.data.corpus_index import open_indexed_corpus, scan_corpus
+from cselab.data.stores import corpus_index
+from cselab.data.stores.corpus_index import open_indexed_corpus, scan_corpus
+from cselab.data.text.corpus import read_corpus
 from cselab.errors import CselabError
 from tests.helpers import write_corpus
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from cselab.data import builders as builders_mod
-from cselab.data import domains as dm
-from cselab.data import download as download_mod
-from cselab.data import fetch as fetch_mod
-from cselab.data import sources as sources_mod
-from cselab.data.fetch import fetch
-from cselab.data.indomain import sentence_key
-from cselab.data.sources import ARCHIVES, is_fetched
+from cselab.data.evalsets import domains as dm
+from cselab.data.evalsets.indomain import sentence_key
+from cselab.data.registry import builders as builders_mod
+from cselab.data.registry import download as download_mod
+from cselab.data.registry import fetch as fetch_mod
+from cselab.data.registry import sources as sources_mod
+from cselab.data.registry.fetch import fetch
+from cselab.data.registry.sources import ARCHIVES, is_fetched
 from cselab.errors import CselabError
 from cselab.evaluation.domain_files import read_labels, read_pairs, read_retrieval
 from cselab.fileio import sha256_file

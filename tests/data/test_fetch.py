@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from cselab.data import builders as builders_mod
-from cselab.data import download as download_mod
-from cselab.data import fetch as fetch_mod
-from cselab.data.corpus import read_corpus, word_count
-from cselab.data.download import DownloadError, download
-from cselab.data.fetch import fetch
-from cselab.data.parallel import read_parallel
-from cselab.data.sources import ARCHIVES, is_fetched, target_dir
-from cselab.data.sts import PART_SIZES, load_task, read_stsb_file
+from cselab.data.evalsets.sts import PART_SIZES, load_task, read_stsb_file
+from cselab.data.registry import builders as builders_mod
+from cselab.data.registry import download as download_mod
+from cselab.data.registry import fetch as fetch_mod
+from cselab.data.registry.download import DownloadError, download
+from cselab.data.registry.fetch import fetch
+from cselab.data.registry.sources import ARCHIVES, is_fetched, target_dir
+from cselab.data.text.corpus import read_corpus, word_count
+from cselab.data.text.parallel import read_parallel
 from cselab.errors import CselabError
 from cselab.fileio import sha256_file
 from cselab.reporter import QUIET, Reporter, console, report, reporting

@@ -10,17 +10,17 @@ import torch
 
 from cselab.cli import main
 from cselab.config.run_config import load_config
-from cselab.data.indomain import (
+from cselab.data.evalsets.indomain import (
     INDOMAIN_CORPORA,
     build_indomain_corpora,
     eval_task_sentences,
     indomain_path,
     text_overlap,
 )
-from cselab.data.sts import PART_TASKS
-from cselab.data.training_data import training_text_summary
+from cselab.data.evalsets.sts import PART_TASKS
+from cselab.data.text.training_data import training_text_summary
 from cselab.errors import CselabError
-from cselab.experiments.pipeline import plan_pipeline
+from cselab.training.pipeline import plan_pipeline
 from tests.helpers import REPO_ROOT, write_corpus
 
 REPO = REPO_ROOT
@@ -154,13 +154,13 @@ def test_cli_builds_and_reports_a_missing_sts_in_one_line(tmp_path, monkeypatch,
     assert "stsb-train-minus-all-eval.txt" in out and "not held out: none" in out
     # the names are training corpora now
     config = load_config(None, ["data.corpus=stsb-train-minus-all-eval"])
-    from cselab.data.training_data import load_training_sentences
+    from cselab.data.text.training_data import load_training_sentences
 
     assert list(load_training_sentences(config.data)) == _read_lines(indomain_path("stsb-train-minus-all-eval", home))
 
 
 def test_unbuilt_indomain_corpus_names_the_command(tmp_path):
-    from cselab.data.training_data import corpus_path
+    from cselab.data.text.training_data import corpus_path
 
     with pytest.raises(CselabError, match="cselab data indomain"):
         corpus_path("stsb-train-minus-stsb-eval", tmp_path)
@@ -243,7 +243,7 @@ def test_step_zero_is_evaluated_and_selectable(tiny_bert_dir, tmp_path, monkeypa
 
 
 def test_every_record_names_its_text_and_overlap(tmp_path, monkeypatch):
-    from cselab.experiments.runs import results_record
+    from cselab.training.runs import results_record
     from cselab.training.trainer import TrainResult
 
     home = _random_stsb_home(tmp_path / "home")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from cselab.data.neighbour_groups import nearest_neighbours, neighbour_groups
+from cselab.data.text.neighbour_groups import nearest_neighbours, neighbour_groups
 
 
 def _brute_force(vectors: np.ndarray, k: int) -> list[list[int]]:

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cselab.data import http_fetch
-from cselab.data import paper_data as paper_mod
-from cselab.data.download import DownloadError
-from cselab.data.fetch import fetch
-from cselab.data.paper_data import RemoteFile, fetch_paper, paper_path
-from cselab.data.sts import load_task
+from cselab.data.evalsets.sts import load_task
+from cselab.data.papers import http_fetch
+from cselab.data.papers import paper_data as paper_mod
+from cselab.data.papers.paper_data import RemoteFile, fetch_paper, paper_path
+from cselab.data.registry.download import DownloadError
+from cselab.data.registry.fetch import fetch
 from cselab.errors import CselabError
 from tests.helpers import REPO_ROOT, run_cli
 

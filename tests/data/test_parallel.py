@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cselab.data.parallel import is_clean_pair, read_parallel
+from cselab.data.text.parallel import is_clean_pair, read_parallel
 from cselab.errors import CselabError
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cselab.data import rtt as rtt_mod
-from cselab.data.augment import check_line_aligned
-from cselab.data.rtt import round_trip, rtt_paths
+from cselab.data.text import rtt as rtt_mod
+from cselab.data.text.augment import check_line_aligned
+from cselab.data.text.rtt import round_trip, rtt_paths
 from tests.helpers import build_tiny_marian_dir, run_cli
 
 SOURCE = ["a man plays the guitar .", "the dog runs in the park", "", "two women are eating food .",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cselab.data.sts import (
+from cselab.data.evalsets.sts import (
     SENTEVAL_STS_SUBSETS,
     TASK_NAMES,
     StsSubset,

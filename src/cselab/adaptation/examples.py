@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cselab.data.corpus import read_corpus
+from cselab.data.text.corpus import read_corpus
 from cselab.errors import CselabError
 from cselab.paths import resolve_model_path
 from cselab.vocabulary import PASSAGE_GROUPINGS

@@ -135,7 +135,7 @@ class AdaptPlan:
     def facts(self) -> dict[str, Any]:
         """What a run directory records of its plan (``adapt-plan.json``) so that ``--resume`` continues the same
         adaptation: the text's content, the options that choose it, and the recipe whole."""
-        from cselab.data.vector_store import content_key
+        from cselab.data.stores.vector_store import content_key
 
         return {"text_sha256": self.text_sha256, "sentences": self.sentences, "max_sentences": self.max_sentences,
                 "recipe": self.recipe.name, "teacher": self.teacher, "selection": self.selection,
@@ -243,7 +243,7 @@ def general_text(recipe: Recipe) -> Path:
     """The general sentences of a recipe that trains on them: its ``general_file``, else cselab's corpus, fetched
     here when it is not yet in the data home (as ``cselab data fetch corpus`` does: never a refusal for a piece cselab
     fetches itself); a fetch that fails is one line naming the command to run by hand."""
-    from cselab.data.training_data import NAMED_CORPORA, corpus_path
+    from cselab.data.text.training_data import NAMED_CORPORA, corpus_path
 
     if recipe.general_file is not None:
         return Path(recipe.general_file)
@@ -251,7 +251,7 @@ def general_text(recipe: Recipe) -> Path:
         return corpus_path("default")
     except CselabError:
         pass
-    from cselab.data.fetch import fetch
+    from cselab.data.registry.fetch import fetch
     from cselab.reporter import report
 
     command = NAMED_CORPORA["default"][1]
@@ -275,7 +275,7 @@ def plan_adapt(text: str | Path, output_dir: str | Path, *, recipe: str | Path |
     :func:`~cselab.adaptation.recipe.recipe_for` the teacher (``teacher``, or all-mpnet-base-v2 when fetched, unless
     ``no_teacher``) and ``task``. ``steps`` (default: the recipe's budget) and ``seed`` set the training; only the
     first ``max_sentences`` distinct sentences of the text are used when given; ``device`` is where models compute."""
-    from cselab.data.vector_store import content_key
+    from cselab.data.stores.vector_store import content_key
     from cselab.errors import check_int, check_optional_int
     from cselab.fileio import check_writable_dir
     from cselab.vocabulary import ADAPT_TASKS

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from cselab.adaptation.plan import PLOT_FILE, REPORT_FILE, mixed_phrase
-from cselab.data.jsonl import read_log
+from cselab.data.stores.jsonl import read_log
+from cselab.figures import new_figure, save_figure
 from cselab.fileio import write_atomic, write_json_atomic
 from cselab.models.model_card import adapted_teacher_phrase
-from cselab.reporting.plots import new_figure, save_figure
 
 
 def annotate_model(model_dir: Path, summary: dict[str, Any]) -> None:

@@ -181,9 +181,9 @@ def _selector(plan: AdaptPlan, teacher_held: Any, teacher_views: dict[str, Any])
 def held_out_teacher_vectors(plan: AdaptPlan, teacher: str, store_dir: str | Path | None,
                              **options: Any) -> np.ndarray:
     """``teacher``'s vectors of the plan's held-out units, from its pass over the plan's training and held-out text,
-    one pass per kind of unit (:meth:`AdaptPlan.teacher_parts`, :func:`cselab.teacher_pass.teacher_vectors_of_parts`)
+    one pass per kind of unit (:meth:`AdaptPlan.teacher_parts`, :func:`cselab.teacher.vectors.teacher_vectors_of_parts`)
     kept in ``store_dir`` (``None``: in the cache only, as the domain study's observer asks for it)."""
-    from cselab.teacher_pass import teacher_vectors_of_parts
+    from cselab.teacher.vectors import teacher_vectors_of_parts
 
     parts = plan.teacher_parts()
     vectors = teacher_vectors_of_parts(teacher, parts, store_dir, **options)
@@ -245,7 +245,7 @@ class _Models:
     def teacher(self) -> Any:
         if self._teacher is None and self.plan.teacher is not None:
             from cselab.runtime.devices import pick_device
-            from cselab.teacher_pass import load_teacher
+            from cselab.teacher.vectors import load_teacher
 
             self._teacher = load_teacher(self.plan.teacher, pick_device(self.plan.config.train.device))
         return self._teacher
@@ -382,7 +382,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
 def _pass_way(plan: AdaptPlan) -> dict[str, str]:
     """How the teacher's pass over the text ran (backend and precision, chosen once per machine and teacher and
     kept: the same command hands back the same model), as the pass's store records it."""
-    from cselab.teacher_pass import pass_backend
+    from cselab.teacher.vectors import pass_backend
 
     return pass_backend(plan.output_dir / TEACHER_DIR)
 
@@ -413,10 +413,10 @@ def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) ->
 def hand_back(plan: AdaptPlan, models: _Models, best: Path) -> Any:
     """Save the model handed back in ``plan.model_dir``: the selected model (``best``), its weights mixed with the
     untouched model's as ``(1 - mix) * untouched + mix * selected`` (WiSE-FT,
-    :func:`cselab.experiments.ensemble.mixed_weights`) when the recipe's ``mix`` is below 1. Saved whole or not at
+    :func:`cselab.models.weight_mix.mixed_weights`) when the recipe's ``mix`` is below 1. Saved whole or not at
     all: a kill before it is saved makes it again on ``--resume``. Returns the model."""
-    from cselab.experiments.ensemble import mixed_weights
     from cselab.models.sentence_model import load_model, save_model
+    from cselab.models.weight_mix import mixed_weights
 
     if plan.model_dir.is_dir():
         return load_model(plan.model_dir)

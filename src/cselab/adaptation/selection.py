@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cselab.analysis.alignment_uniformity import alignment, uniformity
-from cselab.data.sts import StsSubset, StsTask
+from cselab.data.evalsets.sts import StsSubset, StsTask
+from cselab.evaluation.alignment_uniformity import alignment, uniformity
 from cselab.fileio import write_json_atomic
 from cselab.losses.distillation import similarity_distillation_mse
 from cselab.losses.info_nce import info_nce
@@ -161,10 +161,10 @@ class GuardedDistillationLoss:
 def teacher_vectors_by_view(teacher: str, views: dict[str, Sequence[str]], store_dir: str | Path | None,
                             **options: Any) -> dict[str, np.ndarray]:
     """The teacher's unit vectors of each view's texts (name -> ``[len(texts), d]``, in the texts' order): each view
-    a pass of its own, assembled in ``store_dir`` (:func:`cselab.teacher_pass.teacher_vectors_of_parts` with
+    a pass of its own, assembled in ``store_dir`` (:func:`cselab.teacher.vectors.teacher_vectors_of_parts` with
     ``options``; ``None``: kept in the cache only). The guarded selection's run and the domain study's observer
     request the same passes, so whichever comes second reads them."""
-    from cselab.teacher_pass import teacher_vectors_of_parts
+    from cselab.teacher.vectors import teacher_vectors_of_parts
 
     names = list(views)
     vectors = teacher_vectors_of_parts(teacher, views, store_dir, **options)

@@ -2,7 +2,7 @@
 running it whose vectors agree with torch fp32's (mean cosine at least 0.995: torch fp32 or bf16, or cselab's ONNX or
 OpenVINO export of it when ``cselab[export]`` is installed), and its size on disk in that form. The report puts it
 beside the score of the model handed back and of the teacher, so that the user who can afford the teacher sees it and
-the one who cannot sees what the adapted model buys. The ways are the teacher pass's (:func:`cselab.teacher_pass.
+the one who cannot sees what the adapted model buys. The ways are the teacher pass's (:func:`cselab.teacher.vectors.
 choose_runner`): one owner of how a model runs fastest here."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def serving_cost(name: str | Path, model: Any, sample: Sequence[str], scratch: P
     """``model`` (the model of the directory or fetched ``name``, loaded for torch) run the fastest agreeing way on
     this machine's CPU, timed over ``sample`` (after a warm-up); exports are kept in ``export_dir`` (default: where the
     teacher pass keeps them, ``$CSELAB_HOME/teacher-exports``) or made in ``scratch``."""
-    from cselab.teacher_pass import choose_runner, teacher_export
+    from cselab.teacher.vectors import choose_runner, teacher_export
 
     model = model.to("cpu").eval()
     sample = list(sample[:SAMPLE_SENTENCES])

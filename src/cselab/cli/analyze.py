@@ -30,7 +30,7 @@ _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: spli
 @device_opt
 def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Alignment (STS-B test pairs with gold > 4) and uniformity of MODELS, with the scatter plot."""
-    from cselab.analysis.align_uniform_report import align_uniform
+    from cselab.research.analysis.align_uniform_report import align_uniform
 
     for r in align_uniform(list(models), out_dir, pooler=pooler, labels=labels):
         click.echo(f"{r.label}: alignment {r.alignment:.4f}  uniformity {r.uniformity:.4f}  "
@@ -48,7 +48,7 @@ def analyze_align_uniform(models: tuple[str, ...], out_dir: Path, pooler: str | 
 @device_opt
 def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: str, label: str | None) -> None:
     """CLS energy weight and attention sink per layer, a heat-map, norm statistics."""
-    from cselab.analysis.attention_report import attention_report
+    from cselab.research.analysis.attention_report import attention_report
 
     report = attention_report(model, out_dir, pooler=pooler, sentence_for_heatmap=sentence, label=label)
     for enc in report.members:
@@ -68,7 +68,7 @@ def analyze_attention(model: str, out_dir: Path, pooler: str | None, sentence: s
 @device_opt
 def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str | None, pooler: str | None) -> None:
     """Inference cost in GMACs of one sentence of --seq-len tokens (counted from the model), and efficiency."""
-    from cselab.analysis.cost_report import cost_report
+    from cselab.research.analysis.cost_report import cost_report
 
     r = cost_report(model, seq_len=seq_len, score=score, score_task=score_task, pooler=pooler)
     eta = f"  score {r.score:.2f}  eta {r.efficiency:.2f}" if r.efficiency is not None else ""
@@ -83,7 +83,7 @@ def analyze_cost(model: str, seq_len: int, score: float | None, score_task: str 
 @device_opt
 def analyze_density(models: tuple[str, ...], out_dir: Path, pooler: str | None, labels: list[str] | None) -> None:
     """Cosine-similarity density by gold-score group on STS-B test."""
-    from cselab.analysis.density_report import density_report
+    from cselab.research.analysis.density_report import density_report
 
     density_report(list(models), out_dir, pooler=pooler, labels=labels)
     click.echo(f"wrote {out_dir}/similarity_density.png and .json")

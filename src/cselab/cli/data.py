@@ -29,7 +29,7 @@ def data_fetch(target: str, from_dir: Path | None, with_stsb_train: bool, verify
     """Fetch TARGET: sts, corpus, parallel-de, models, models-mpnet, models-e5, zeroshot, domains, domains-check
     or all; the papers' own data from SimCSE's release over HTTP: wiki1m, senteval (STS12-16, STS-B, SICK-R for
     --senteval-dir), sickr (unlabelled SICK-R sentences), wiki1m-sickr, or papers (all four)."""
-    from cselab.data.fetch import fetch
+    from cselab.data.registry.fetch import fetch
 
     path = fetch(target, from_dir=from_dir, include_stsb_train=with_stsb_train, verify=verify, rebuild=rebuild)
     click.echo(f"ready: {path}")
@@ -50,7 +50,7 @@ def data_rtt(text: Path, via: str, output_dir: Path, models: str | None, batch_s
              beams: int) -> None:
     """Round-trip translate TEXT (one sentence per line) through each --via language and back to English: the
     line-aligned files TNCSE's and JTCSE's stage 1 read (augmentation: {kind: file}). A killed run resumes."""
-    from cselab.data.rtt import parse_languages, parse_models, round_trip
+    from cselab.data.text.rtt import parse_languages, parse_models, round_trip
 
     languages, chosen = parse_languages(via), parse_models(models)
     if not text.is_file():
@@ -68,8 +68,8 @@ def data_download(target: str, dest: Path) -> None:
     """Download TARGET's verified archives only (on a machine with registry access), for a later
     `cselab data fetch TARGET --from DIR` on a machine without; for the paper targets (wiki1m, senteval, ...), the
     published files."""
-    from cselab.data.download import download
-    from cselab.data.paper_data import PAPER_TARGETS, download_paper
+    from cselab.data.papers.paper_data import PAPER_TARGETS, download_paper
+    from cselab.data.registry.download import download
 
     paths = download_paper(target, dest) if target in PAPER_TARGETS else download(target, dest)
     click.echo(f"{len(paths)} archive(s) in {dest}; on the offline machine: cselab data fetch {target} --from {dest}")
@@ -78,7 +78,7 @@ def data_download(target: str, dest: Path) -> None:
 @data.command("indomain")
 def data_indomain() -> None:
     """Build the STS-B adaptation protocol's in-domain corpora: STS-B train sentences minus held-out ones."""
-    from cselab.data.indomain import build_indomain_corpora
+    from cselab.data.evalsets.indomain import build_indomain_corpora
 
     for m in build_indomain_corpora():
         kept = f"{m['kept']} of {m['train_sentences']} STS-B train sentences kept"

@@ -140,7 +140,7 @@ def mteb_command(model: str, tasks: list[str], pooler: str | None, batch_size: i
     for task, splits in scores.items():
         click.echo(f"{task}: " + "  ".join(f"{split} {score:.2f}" for split, score in splits.items()))
     if results is not None:
-        from cselab.data.jsonl import append_jsonl
+        from cselab.data.stores.jsonl import append_jsonl
 
         for task, splits in scores.items():
             append_jsonl(results, {"model": model, "variant": variant, "pooler": pooler, "task": task, "scores": splits,

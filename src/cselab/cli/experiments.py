@@ -60,9 +60,9 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
                   results: Path | None, compare: tuple[str, str] | None, out_dir: Path | None,
                   overrides: tuple[str, ...]) -> None:
     """Run one configuration over several seeds (recorded seeds are skipped); mean, std, paired test."""
-    from cselab.experiments.results import read_records
-    from cselab.experiments.seeds import seeds_run
-    from cselab.reporting.seeds_report import seeds_report
+    from cselab.research.experiments.seeds import seeds_run
+    from cselab.research.reporting.seeds_report import seeds_report
+    from cselab.training.results import read_records
 
     _check_comparisons([compare] if compare else [])
     config_file = config_path(config_file, preset, required=True)
@@ -87,9 +87,9 @@ def seeds_command(config_file: Path | None, preset: str | None, seed_list: list[
 def ablate_command(config_file: Path | None, preset: str | None, results: Path | None, subsets: tuple[str, ...],
                    out_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Train a method with every non-empty subset of its loss terms."""
-    from cselab.experiments.ablation import ablation_run
-    from cselab.experiments.results import read_records
-    from cselab.reporting.ablation_report import ablation_report
+    from cselab.research.experiments.ablation import ablation_run
+    from cselab.research.reporting.ablation_report import ablation_report
+    from cselab.training.results import read_records
 
     config_file = config_path(config_file, preset, required=True)
     run_dir = _run_dir(config_file, overrides)
@@ -116,7 +116,7 @@ def ablate_command(config_file: Path | None, preset: str | None, results: Path |
 @device_opt
 def ensemble_command(model_a: str, model_b: str, output: Path, weight: str, grid: str | None, combine: str) -> None:
     """Save the +UC ensemble (1 - w) * MODEL_A + w * MODEL_B as a model directory."""
-    from cselab.experiments.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
+    from cselab.research.experiments.ensemble import DEFAULT_GRID, ensemble, ensemble_chosen_on_dev
 
     if grid is not None and weight != "dev":
         raise UsageError(f"--grid applies only with --weight dev (the weight is fixed at {weight}); drop one")
@@ -160,8 +160,8 @@ def _weight_grid(text: str) -> list[float]:
 def report_command(results_file: Path | None, seeds_file: Path | None, ablation_file: Path | None,
                    compare: tuple[tuple[str, str], ...]) -> None:
     """Print the records as Markdown tables (methods x tasks, cost, provenance; seeds; ablations)."""
-    from cselab.experiments.results import read_records
-    from cselab.reporting.tables import ablation_tables, protocol_table, seeds_table
+    from cselab.research.reporting.tables import ablation_tables, protocol_table, seeds_table
+    from cselab.training.results import read_records
 
     if not (results_file or seeds_file or ablation_file):
         raise UsageError("give at least one records file: --results, --seeds or --ablation")

@@ -1,4 +1,4 @@
-"""``cselab reproduce``: a paper's row in one command (:mod:`cselab.experiments.reproduce`)."""
+"""``cselab reproduce``: a paper's row in one command (:mod:`cselab.research.experiments.reproduce`)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,16 @@ def reproduce_command(method: str, backbone: str, seed_list: list[int], preset: 
                       no_fetch: bool, prepare_only: bool, batch_size: int, overrides: tuple[str, ...]) -> None:
     """Train METHOD as its paper did, score the seven STS tasks and print our figures beside the paper's.
     OVERRIDES are KEY=VALUE pairs applied to the preset (e.g. train.max_steps=300)."""
-    from cselab.data.rtt import parse_models
+    from cselab.data.text.rtt import parse_models
     from cselab.errors import UsageError
-    from cselab.experiments.reproduce import describe, estimate_seconds, plan_reproduction, prepare, run_reproduction
-    from cselab.reporting.paper_table import paper_comparison_table
+    from cselab.research.experiments.reproduce import (
+        describe,
+        estimate_seconds,
+        plan_reproduction,
+        prepare,
+        run_reproduction,
+    )
+    from cselab.research.reporting.paper_table import paper_comparison_table
 
     if sts == "partial" and senteval_dir is not None:
         raise UsageError("--sts partial and --senteval-dir contradict each other; drop one")

@@ -71,7 +71,7 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
     # the options are checked and a second run into the directory is refused before torch loads
     with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:
-        from cselab.experiments.runs import train_and_record
+        from cselab.training.runs import train_and_record
 
         summary = train_and_record(config, opened=run, results_file=results, variant=variant, row=row,
                                    config_source=source, overrides=list(overrides))
@@ -97,8 +97,8 @@ def distill_command(teacher: str, student: str, corpus: str | None, output_dir: 
 
     With method_options.target=similarities (or pairs, with method_options.neighbours=K): MSE of the in-batch cosine
     similarities (or of chosen pairs' cosines), for a teacher of any size."""
-    from cselab.experiments.pipeline import distill_config
-    from cselab.experiments.runs import train_and_record
+    from cselab.training.pipeline import distill_config
+    from cselab.training.runs import train_and_record
 
     config_file = config_path(config_file, preset)
     if device:

@@ -1,5 +1,5 @@
 """The specs of multi-stage recipes (validated YAML blocks): how stage 1 of TNCSE/JTCSE trains its two encoders,
-and how each encoder's augmented copy of the corpus is made. :mod:`cselab.experiments.pipeline` runs them."""
+and how each encoder's augmented copy of the corpus is made. :mod:`cselab.training.pipeline` runs them."""
 
 from __future__ import annotations
 

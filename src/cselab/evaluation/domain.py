@@ -14,7 +14,7 @@ input                     task (mteb)                                score (x100
 ========================  =========================================  ==============================
 
 Every file is read and checked before the model loads, so a malformed line costs no model time.
-A suite domain (``cselab data fetch domains``, :mod:`cselab.data.domains`) is the same files under
+A suite domain (``cselab data fetch domains``, :mod:`cselab.data.evalsets.domains`) is the same files under
 ``$CSELAB_HOME/domains/<name>/``; ``domain=NAME`` scores them.
 """
 
@@ -82,7 +82,7 @@ def load_inputs(labels: str | Path | None = None, pairs: str | Path | None = Non
     if domain is not None:
         if labels is not None or pairs is not None or retrieval is not None:
             raise CselabError("give a suite domain or your own files (--labels/--pairs/--retrieval), not both")
-        from cselab.data.domains import domain_files
+        from cselab.data.evalsets.domains import domain_files
 
         files = domain_files(domain, home)
         labels, pairs, retrieval = files.get("labels"), files.get("pairs"), files.get("retrieval")

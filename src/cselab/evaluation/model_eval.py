@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from cselab.data.corpus import utf8_payload
-from cselab.data.sts import DEFAULT_TASKS, TASK_NAMES
+from cselab.data.evalsets.sts import DEFAULT_TASKS, TASK_NAMES
+from cselab.data.text.corpus import utf8_payload
 from cselab.errors import CselabError
 from cselab.evaluation.sts_evaluator import StsEvaluator
 from cselab.fileio import atomic_path, write_atomic

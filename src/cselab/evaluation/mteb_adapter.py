@@ -31,8 +31,8 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from torch import nn
 
-from cselab.data.jsonl import Schema, number, one_of, read_jsonl, text
-from cselab.data.sts import read_stsb_file, stsb_dir
+from cselab.data.evalsets.sts import read_stsb_file, stsb_dir
+from cselab.data.stores.jsonl import Schema, number, one_of, read_jsonl, text
 from cselab.errors import CselabError
 from cselab.paths import cselab_home
 from cselab.reporter import report
@@ -99,7 +99,7 @@ def stsb_dataset(home: Path | None = None) -> DatasetDict:
 
 
 # -- zero-shot tasks on registry data ---------------------------------------------------------------------
-# the rows `cselab data fetch zeroshot` writes (cselab.data.fetch._build_zeroshot), one schema per file
+# the rows `cselab data fetch zeroshot` writes (cselab.data.registry.fetch._build_zeroshot), one schema per file
 _ZEROSHOT_ROW = {"text": text(empty=False), "label": text(empty=False)}
 ZEROSHOT_ROWS: dict[str, Schema] = {
     "bbc-news": Schema("bbc-news row", {**_ZEROSHOT_ROW, "file": text()}, required=("text", "label")),

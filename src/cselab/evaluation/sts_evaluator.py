@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from cselab.data.sts import TASK_SPLITS, StsTask, load_task
+from cselab.data.evalsets.sts import TASK_SPLITS, StsTask, load_task
 from cselab.errors import CselabError
 from cselab.evaluation.scoring import StsScore, pair_cosine, rounded_average, score_subsets
 

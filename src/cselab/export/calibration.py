@@ -27,7 +27,7 @@ def calibration_sentences(fmt: str, quantize: str | None, calibration: str | Pat
         if not path.is_file():
             raise CselabError(f"calibration file not found: {calibration} (one sentence a line)")
     else:
-        from cselab.data.sources import corpus_path
+        from cselab.data.registry.sources import corpus_path
 
         path = corpus_path()
         if not path.is_file():
@@ -57,7 +57,7 @@ def _read_head(path: Path, limit: int) -> list[str]:
 def calibration_record(calibration: str | Path | None, sentences: list[str] | None) -> dict[str, Any] | None:
     if sentences is None:
         return None
-    from cselab.data.sources import corpus_path
+    from cselab.data.registry.sources import corpus_path
 
     return {"file": str(calibration if calibration is not None else corpus_path()), "sentences": len(sentences),
             "drawn_from_first_lines": CALIBRATION_READ, "seed": 0}

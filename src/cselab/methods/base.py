@@ -53,7 +53,7 @@ class Method(nn.Module):
     terms: ClassVar[tuple[str, ...]]  # every loss term the method has (config reference); see terms_of
     Options: ClassVar[type[MethodOptions]] = MethodOptions
     # True: the method trains from two stage-1 encoders, which its config's ``method_options.pipeline`` block
-    # describes and the two-stage pipeline (cselab.experiments.pipeline) trains first
+    # describes and the two-stage pipeline (cselab.training.pipeline) trains first
     two_stage: ClassVar[bool] = False
 
     def __init__(self, config: RunConfig) -> None:
@@ -102,7 +102,7 @@ class Method(nn.Module):
     # -- to implement --------------------------------------------------------------------------------
     def training_examples(self) -> Sequence[Any]:
         """The training examples (sentences by default)."""
-        from cselab.data.training_data import load_training_sentences
+        from cselab.data.text.training_data import load_training_sentences
 
         return load_training_sentences(self.config.data)
 

@@ -26,10 +26,10 @@ geometry general similarity reads, the vectors carry the features a classifier o
 - A teacher of another width with target "vectors" is refused when the method is built (from the models'
   sizes) and again at the first step (from the vectors), in one line that points to target "similarities".
 - ``method_options.neighbours: k`` (not in the papers; for the similarity targets) makes each training example a
-  sentence with its k nearest neighbours by the teacher's cosine over the training text (``data/neighbour_groups.py``),
-  so a batch of ``train.batch_size`` examples holds ``batch_size * (k + 1)`` sentences and related pairs besides
-  unrelated ones. The teacher encodes the whole text once when training starts, on the student's device,
-  in the run's precision.
+  sentence with its k nearest neighbours by the teacher's cosine over the training text
+  (``data/text/neighbour_groups.py``), so a batch of ``train.batch_size`` examples holds ``batch_size * (k + 1)``
+  sentences and related pairs besides unrelated ones. The teacher encodes the whole text once when training starts, on
+  the student's device, in the run's precision.
   ``neighbour_blocks`` (indices where a block of the training text starts) keeps each sentence's neighbours within
   its block: where a text holds lines and passages made of them, a line's nearest texts would be its own passages.
 - ``target: pairs`` (term ``pair_similarity_mse``; not in the papers, ours): each example is one sentence (the
@@ -45,7 +45,7 @@ geometry general similarity reads, the vectors carry the features a classifier o
 
 **The teacher's pass.** Every target but the papers' (``vectors`` with ``projection: none``, and the similarity
 targets without neighbours, whose teacher runs on each batch) reads the teacher's unit vectors of the training
-text from a finished pass (:mod:`cselab.teacher_pass`): the store ``method_options.teacher_vectors`` names
+text from a finished pass (:mod:`cselab.teacher.vectors`): the store ``method_options.teacher_vectors`` names
 (``cselab adapt`` writes one over the whole text in ``OUTPUT/teacher``), or else one the method fills in the
 cache of teacher passes (``$CSELAB_HOME/teacher-vectors``) before the first step. A resumed run reads the same
 store; no teacher runs during the steps.
@@ -276,7 +276,7 @@ class Distill(Method):
 
     def _teacher_width(self) -> int:
         """The width of the teacher's vectors, from its finished pass or from the model itself."""
-        from cselab.data.vector_store import VectorStore
+        from cselab.data.stores.vector_store import VectorStore
 
         if self.options.teacher_vectors:
             store = VectorStore.open(self.options.teacher_vectors)
@@ -288,7 +288,7 @@ class Distill(Method):
 
     def _read_pass(self, sentences: Sequence[str]) -> Tensor:
         """The teacher's unit vectors of ``sentences`` from its pass (module docstring), ``[N, D]``."""
-        from cselab.teacher_pass import read_teacher_vectors, teacher_vectors
+        from cselab.teacher.vectors import read_teacher_vectors, teacher_vectors
 
         if self.options.teacher_vectors:
             vectors = read_teacher_vectors(self.options.teacher_vectors, sentences)
@@ -302,7 +302,7 @@ class Distill(Method):
         sentences = super().training_examples()
         if not self.reads_pass:
             return sentences
-        from cselab.data.neighbour_groups import nearest_neighbours
+        from cselab.data.text.neighbour_groups import nearest_neighbours
 
         if self.options.neighbours and not self.options.neighbours < len(sentences):
             raise CselabError(f"config: method_options.neighbours must be below the number of training sentences "

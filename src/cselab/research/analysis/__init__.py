@@ -1,0 +1,1 @@
+"""The papers' analyses of trained models: attention, cost, similarity density, and the alignment/uniformity map."""

@@ -1,0 +1,629 @@
+"""``cselab reproduce METHOD --backbone B [--seeds 1,2,3]``: a paper's row in one command.
+
+1. **Plan** (:func:`plan_reproduction`): the method's preset for the backbone (``paper-bert-base``,
+   ``paper-roberta-base``; any other backbone trains on the ``cpu-minilm`` preset with ``model.backbone`` set), with
+   the preset's placeholders for the papers' data replaced by what cselab fetches: ``data/wiki1m_for_simcse.txt``
+   -> ``cselab data fetch wiki1m``, ``data/wiki1m+sickr.txt`` -> ``wiki1m-sickr``, the TNCSE/JTCSE stage-1 files
+   ``*.rtt-XX.txt`` -> ``cselab data rtt`` of that text, IFCL's German side -> its translation. The effective
+   configuration is written to ``OUT/config.yaml``; the STS data is SentEval's (``--senteval-dir``, or ``cselab data
+   fetch senteval``), or, when neither is there, the partial sets cselab builds (marked as partial everywhere).
+2. **Estimate** (:func:`estimate_seconds`): training and scoring FLOPs over this machine's measured matmul rate,
+   said before anything is fetched or trained.
+3. **Prepare** (:func:`prepare`): fetch and translate what is missing (never under torchrun: prepare first).
+4. **Run** (:func:`run_reproduction`): ``cselab seeds`` over the seeds (recorded seeds are skipped, so a rerun
+   resumes), each selected model scored on the seven tasks in SentEval's "all" setting, and the comparison rows: the
+   paper's figure (:mod:`cselab.research.paper_figures`), our mean and sample std over the seeds, and the difference
+   where the sets are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cselab.errors import CselabError, UsageError
+from cselab.reporter import report
+from cselab.research.paper_figures import PaperRow, paper_backbones, paper_row, paper_tasks
+
+METHOD_DIRS = {"simcse": "simcse", "simcse++": "simcse_pp", "cot-bert": "cot_bert", "ifcl": "ifcl", "tncse": "tncse",
+               "jtcse": "jtcse"}
+ALIASES = {"simcse_pp": "simcse++", "simcse-pp": "simcse++", "simcsepp": "simcse++", "cot_bert": "cot-bert",
+           "cotbert": "cot-bert"}
+PAPER_PRESETS = {"bert-base-uncased": "paper-bert-base", "roberta-base": "paper-roberta-base"}
+OTHER_BACKBONE_PRESET = "cpu-minilm"
+STS_MODES = ("auto", "senteval", "partial")
+# the papers' data as the presets name it -> the paper target that provides it
+PAPER_CORPORA = {"data/wiki1m_for_simcse.txt": "wiki1m", "data/wiki1m+sickr.txt": "wiki1m-sickr"}
+# cselab's named corpora -> (fetch target, its options)
+NAMED_CORPUS_TARGETS = {"default": ("corpus", {}), "default+stsb-train": ("corpus", {"include_stsb_train": True}),
+                        "parallel-de": ("parallel-de", {}), "parallel-de.en": ("parallel-de", {})}
+_RTT_NAME = re.compile(r"\.rtt-([A-Za-z_]+)\.txt$")
+_TRANSLATION_NAME = re.compile(r"\.([A-Za-z_]{2,3})\.txt$")
+# the published partial sizes of the sets cselab rebuilds from STS-B (data/evalsets/sts.py), against SentEval's
+FULL_TASK_OF_PART = {"sts12-part": "sts12", "sts13-part": "sts13", "sts14-part": "sts14", "sts15-part": "sts15",
+                     "sts16-part": "sts16"}
+# forward passes per training step and sentence (both views, twins' four, CoT-BERT's three templates, ...)
+VIEWS = {"simcse": 2, "simcse++": 3, "cot-bert": 3, "ifcl": 3, "tncse": 4, "jtcse": 4}
+TEMPLATE_TOKENS = {"cot-bert": 20}
+# the fraction of the measured matmul rate a training step reaches (attention, optimizer, data), set from the CPU
+# runs of the lab's protocol (all-MiniLM-L6-v2, 300 steps); the estimate is rough (x2 either way)
+TRAIN_EFFICIENCY = 0.8
+KNOWN_SHAPES = {"bert-base-uncased": (12, 768, 3072), "roberta-base": (12, 768, 3072)}
+
+
+@dataclass
+class ReproducePlan:
+    """What a reproduction will do (see the module docstring)."""
+
+    method: str
+    backbone: str
+    preset: str
+    seeds: list[int]
+    out_dir: Path
+    raw: dict[str, Any]  # the effective configuration, as written to OUT/config.yaml
+    fetch: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (target, options)
+    rtt: list[tuple[Path, str, Path]] = field(default_factory=list)  # (text, language, round-trip file)
+    translations: list[tuple[Path, str, Path]] = field(default_factory=list)  # (text, language, translation)
+    rtt_models: dict[str, str] = field(default_factory=dict)
+    senteval_dir: Path | None = None
+    sts_mode: str = "auto"
+    paper: PaperRow | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def config_file(self) -> Path:
+        return self.out_dir / "config.yaml"
+
+    @property
+    def results_file(self) -> Path:
+        return self.out_dir / "seeds.jsonl"
+
+    @property
+    def partial(self) -> bool:
+        return self.senteval_dir is None
+
+
+@dataclass
+class ComparisonRow:
+    """One line of the table: the paper's task, its figure, ours over the seeds (and on which set)."""
+
+    task: str  # the paper's name (STS12 ... SICK-R, Avg.) or ours only (STS17-en)
+    paper: float | None
+    ours: float | None  # mean over the seeds
+    std: float | None  # sample std over the seeds (None for one seed)
+    seeds: int
+    our_set: str  # the set we scored: the same name, or e.g. "STS12-part (partial)"
+    comparable: bool  # the same set on both sides
+
+    @property
+    def difference(self) -> float | None:
+        return round(self.ours - self.paper, 2) if self.comparable and None not in (self.ours, self.paper) else None
+
+
+@dataclass
+class ReproduceResult:
+    plan: ReproducePlan
+    scores: dict[int, dict[str, float]]  # seed -> task -> test score ("all")
+    rows: list[ComparisonRow]
+    estimate_s: float | None
+    wall_s: float
+
+
+def canonical_method(method: str) -> str:
+    name = ALIASES.get(method.strip().lower(), method.strip().lower())
+    if name not in METHOD_DIRS:
+        raise UsageError(f"unknown method {method!r}; reproduce one of: {', '.join(METHOD_DIRS)}")
+    return name
+
+
+def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds: list[int] | None = None,
+                      preset: str | None = None, overrides: list[str] | None = None, out_dir: str | Path | None = None,
+                      senteval_dir: str | Path | None = None, sts: str = "auto",
+                      rtt_models: dict[str, str] | None = None, home: Path | None = None) -> ReproducePlan:
+    """The plan of a reproduction (nothing is fetched, trained or written)."""
+    from cselab.config.presets import preset_path
+    from cselab.config.run_config import apply_overrides, read_yaml
+    from cselab.paths import MODEL_NAMES, cselab_home
+
+    method = canonical_method(method)
+    seeds = list(seeds or [1])
+    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise UsageError(f"--seeds: give distinct whole numbers >= 0, got {seeds}")
+    if sts not in STS_MODES:
+        raise UsageError(f"--sts {sts!r}: choose one of {', '.join(STS_MODES)}")
+    if sts == "partial" and senteval_dir is not None:
+        raise UsageError("--sts partial and --senteval-dir contradict each other; drop one")
+    home = Path(home) if home is not None else cselab_home()
+    notes: list[str] = []
+    if preset is None:
+        if backbone in PAPER_PRESETS:
+            if backbone not in paper_backbones(method):
+                raise UsageError(f"the {method} paper reports no {backbone} row and cselab ships no such preset; "
+                                 f"its paper's backbones: {', '.join(paper_backbones(method))} (or name a --preset)")
+            preset = f"{METHOD_DIRS[method]}/{PAPER_PRESETS[backbone]}"
+        else:
+            preset = f"{METHOD_DIRS[method]}/{OTHER_BACKBONE_PRESET}"
+    raw = read_yaml(preset_path(preset))
+    if raw.get("method") != method:
+        raise UsageError(f"preset {preset} trains {raw.get('method')!r}, not {method!r}")
+    raw.setdefault("model", {})["backbone"] = backbone
+    raw = apply_overrides(raw, list(overrides or []))  # the user's overrides win (model.backbone=DIR: a local copy)
+    paper = paper_row(method, backbone)
+    if paper is None:
+        paper = paper_row(method, "bert-base-uncased")
+        notes.append(f"the papers report no {backbone} row: the paper column is {method} on bert-base-uncased, "
+                     "another backbone than ours")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", backbone.strip("/").rsplit("/", 1)[-1])
+    out = Path(out_dir) if out_dir is not None else Path("runs") / "reproduce" / f"{METHOD_DIRS[method]}-{slug}"
+    raw.setdefault("train", {})["output_dir"] = str(out / "run")
+    pipeline = (raw.get("method_options") or {}).get("pipeline")
+    if isinstance(pipeline, dict) and pipeline.get("stage1_dir"):
+        pipeline["stage1_dir"] = str(out / "stage1")
+    plan = ReproducePlan(method, backbone, preset, seeds, out, raw, rtt_models=dict(rtt_models or {}),
+                         sts_mode=sts, paper=paper, notes=notes)
+    _plan_data(plan, home)
+    if backbone in MODEL_NAMES.values():
+        plan.fetch.append((next(k for k, v in MODEL_NAMES.items() if v == backbone), {}))
+    _plan_sts(plan, home, Path(senteval_dir) if senteval_dir is not None else None)
+    return plan
+
+
+def _need(plan: ReproducePlan, target: str, options: dict[str, Any] | None = None) -> None:
+    entry = (target, dict(options or {}))
+    if entry not in plan.fetch:
+        plan.fetch.append(entry)
+
+
+def _plan_data(plan: ReproducePlan, home: Path) -> None:
+    from cselab.data.papers.paper_data import paper_path
+
+    raw = plan.raw
+    data = raw.setdefault("data", {})
+    options = raw.setdefault("method_options", {})
+    corpus = data.get("corpus")
+    if corpus in PAPER_CORPORA:
+        target = PAPER_CORPORA[corpus]
+        data["corpus"] = str(paper_path(target, home))
+        _need(plan, target)
+    elif corpus in NAMED_CORPUS_TARGETS:
+        _need(plan, *NAMED_CORPUS_TARGETS[corpus])
+    source_text = Path(data["corpus"]) if corpus is not None and corpus not in NAMED_CORPUS_TARGETS else None
+    parallel = options.get("parallel")
+    if isinstance(parallel, dict):  # IFCL: the English text and its translation
+        if parallel.get("source") in PAPER_CORPORA:
+            target = PAPER_CORPORA[parallel["source"]]
+            parallel["source"] = str(paper_path(target, home))
+            _need(plan, target)
+        translated = Path(str(parallel.get("target", "")))
+        match = _TRANSLATION_NAME.search(translated.name)
+        if not translated.is_file() and match:
+            out = home / "rtt" / translated.name
+            plan.translations.append((Path(parallel["source"]), match.group(1), out))
+            parallel["target"] = str(out)
+    pipeline = options.get("pipeline")
+    encoders = (pipeline.get("stage1") or {}).get("encoders", []) if isinstance(pipeline, dict) else []
+    for encoder in encoders:
+        augmentation = encoder.get("augmentation") or {}
+        path = Path(str(augmentation.get("path", "")))
+        match = _RTT_NAME.search(path.name)
+        if augmentation.get("kind") == "file" and not path.is_file() and match:
+            if source_text is None:
+                raise CselabError(f"{path} is a round-trip translation of the training text, which is a named corpus "
+                                  "here; give the text as a file (data.corpus=FILE) or the translation itself")
+            lang = match.group(1)
+            stem = source_text.name[:-4] if source_text.name.endswith(".txt") else source_text.name
+            out = home / "rtt" / f"{stem}.rtt-{lang}.txt"
+            plan.rtt.append((source_text, lang, out))
+            augmentation["path"] = str(out)
+    if plan.method == "ifcl" and "fraternal_model" in options:
+        plan.notes.append(f"IFCL's fraternal embedding comes from {options['fraternal_model']}")
+    if plan.translations:
+        plan.notes.append("IFCL's German side is a MarianMT translation (the paper used T5)")
+    if plan.rtt:
+        plan.notes.append("the round-trip translations are MarianMT's (the TNCSE and JTCSE papers used Google "
+                          "Translate)")
+
+
+def _plan_sts(plan: ReproducePlan, home: Path, senteval_dir: Path | None) -> None:
+    from cselab.data.papers.paper_data import is_paper_fetched, paper_path
+
+    _need(plan, "sts")  # STS-B dev selects the checkpoint in every case
+    if senteval_dir is not None:
+        from cselab.data.evalsets.sts import senteval_root
+
+        senteval_root(senteval_dir)  # a directory that is not SentEval's is refused now
+        plan.senteval_dir = senteval_dir
+    elif plan.sts_mode != "partial":
+        plan.senteval_dir = paper_path("senteval", home)
+        if not is_paper_fetched("senteval", home):
+            _need(plan, "senteval")
+
+
+def describe(plan: ReproducePlan) -> list[str]:
+    """Lines that say what the plan will do."""
+    lines = [f"reproduce {plan.method} on {plan.backbone}: preset {plan.preset}, seeds {','.join(map(str, plan.seeds))}"
+             f", output {plan.out_dir}"]
+    if plan.fetch:
+        lines.append("data: " + ", ".join(f"cselab data fetch {t}" + (" --with-stsb-train" if o else "")
+                                           for t, o in plan.fetch))
+    for text, lang, out in plan.rtt:
+        lines.append(f"round trip: {text} -> {lang} -> en = {out}")
+    for text, lang, out in plan.translations:
+        lines.append(f"translation: {text} -> {lang} = {out}")
+    fetching = any(t == "senteval" for t, _ in plan.fetch)
+    later = "; the partial sets if it cannot be fetched" if fetching and plan.sts_mode == "auto" else ""
+    lines.append("STS: " + (f"SentEval's seven tasks ({plan.senteval_dir}{later})" if plan.senteval_dir is not None
+                            else "the partial sets cselab builds from STS-B (marked -part; no SICK-R)"))
+    if plan.paper is not None:
+        lines.append(f"paper: {plan.paper.citation()}")
+    lines += [f"note: {n}" for n in plan.notes]
+    return lines
+
+
+# -- preparing ------------------------------------------------------------------------------------------------
+def missing(plan: ReproducePlan, home: Path | None = None) -> list[str]:
+    """What :func:`prepare` would still fetch or translate."""
+    from cselab.data.papers.paper_data import PAPER_TARGETS, is_paper_fetched
+    from cselab.data.registry.sources import corpus_path, is_complete, is_fetched, target_dir
+
+    out = []
+    for target, options in plan.fetch:
+        if target in PAPER_TARGETS:
+            done = is_paper_fetched(target, home)
+        elif options.get("include_stsb_train"):
+            done = is_complete(target_dir(target, home) / "manifest+stsb-train.json") and \
+                corpus_path(home, include_stsb_train=True).is_file()
+        else:
+            done = is_fetched(target, home)
+        if not done:
+            out.append(f"cselab data fetch {target}")
+    out += [f"cselab data rtt {text} --via {lang}" for text, lang, path in plan.rtt if not path.is_file()]
+    out += [f"translation of {text} into {lang}" for text, lang, path in plan.translations if not path.is_file()]
+    return out
+
+
+def prepare(plan: ReproducePlan, *, home: Path | None = None, from_dir: Path | None = None,
+            fetch: bool = True) -> None:
+    """Fetch and translate what the plan needs, then write its configuration. SentEval's data that cannot be
+    fetched (``--sts auto``) turns the plan to the partial sets, said in one line; anything else that cannot be
+    obtained is an error naming the command that gets it."""
+    import os
+
+    from cselab.data.papers.paper_data import PAPER_TARGETS
+    from cselab.data.registry.download import DownloadError
+    from cselab.data.registry.fetch import fetch as fetch_target
+
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if (distributed or not fetch) and plan.sts_mode == "auto" and ("senteval", {}) in plan.fetch:
+        # nothing may be fetched now: SentEval's data that is not here means the partial sets, on every rank alike
+        plan.fetch.remove(("senteval", {}))
+        plan.senteval_dir = None
+        plan.notes.append("SentEval's data is not fetched (no fetching under --no-fetch or torchrun), so the partial "
+                          "sets are scored")
+    todo = missing(plan, home)
+    if todo and distributed:
+        raise CselabError("under torchrun, reproduce only trains: prepare its data first in one process with "
+                          f"`cselab reproduce ... --prepare-only` (missing: {'; '.join(todo)})")
+    if todo and not fetch:
+        raise CselabError(f"missing: {'; '.join(todo)} (drop --no-fetch, or run them first)")
+    for target, options in plan.fetch:
+        try:  # --from holds the papers' files; the registry targets come from their registries
+            fetch_target(target, home=home, from_dir=from_dir if target in PAPER_TARGETS else None, **options)
+        except DownloadError as exc:
+            if target != "senteval" or plan.sts_mode != "auto":
+                raise
+            plan.senteval_dir = None
+            plan.notes.append("SentEval's data could not be fetched, so the partial sets are scored: " + str(exc))
+            report().say(f"senteval: not fetched ({exc}); scoring the partial sets instead")
+    _translate(plan)
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    _write_config(plan)
+
+
+def _translate(plan: ReproducePlan) -> None:
+    from cselab.data.text.rtt import default_model, round_trip, translate_file
+
+    for text, lang, out in plan.rtt:
+        if not out.is_file():
+            models = {k: v for k, v in plan.rtt_models.items() if k in (f"en-{lang}", f"{lang}-en")}
+            produced = round_trip(text, [lang], out.parent, models=models)[lang]
+            if produced != out:
+                produced.replace(out)
+    for text, lang, out in plan.translations:
+        if not out.is_file():
+            model = plan.rtt_models.get(f"en-{lang}") or default_model("en", lang)
+            translate_file(text, out, model)
+
+
+def _write_config(plan: ReproducePlan) -> None:
+    from cselab.config.run_config import load_config
+    from cselab.fileio import write_atomic
+
+    text = (f"# written by `cselab reproduce {plan.method} --backbone {plan.backbone}` from preset {plan.preset}\n"
+            + yaml.safe_dump(plan.raw, sort_keys=False))
+    if not plan.config_file.is_file() or plan.config_file.read_text(encoding="utf-8") != text:
+        write_atomic(plan.config_file, text)
+    load_config(plan.config_file)  # validated before any training
+
+
+# -- the estimate ---------------------------------------------------------------------------------------------
+def _backbone_shape(backbone: str) -> tuple[int, int, int] | None:
+    """(layers, hidden, intermediate) of the backbone, from its config when it can be read."""
+    if backbone in KNOWN_SHAPES:
+        return KNOWN_SHAPES[backbone]
+    try:  # a local directory, or a hub name already in the cache: an estimate never waits for the network
+        from transformers import AutoConfig
+
+        from cselab.paths import resolve_model_path
+
+        config = AutoConfig.from_pretrained(resolve_model_path(backbone), local_files_only=True)
+        hidden = int(config.hidden_size)
+        return int(config.num_hidden_layers), hidden, int(getattr(config, "intermediate_size", 4 * hidden))
+    except Exception:  # noqa: BLE001 - an estimate never stops a run
+        return None
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+def _steps(train: dict[str, Any], lines: int | None) -> int | None:
+    if train.get("max_steps"):
+        return int(train["max_steps"])
+    if lines is None:
+        return None
+    return int(train.get("epochs", 1)) * math.ceil(lines / int(train.get("batch_size", 64)))
+
+
+def _corpus_lines(plan: ReproducePlan, home: Path | None) -> int | None:
+    from cselab.data.papers.paper_data import WIKI1M
+
+    corpus = (plan.raw.get("data") or {}).get("corpus")
+    parallel = (plan.raw.get("method_options") or {}).get("parallel")
+    if corpus is None and isinstance(parallel, dict):
+        corpus = parallel.get("source")
+    if corpus is None:
+        return None
+    if corpus in NAMED_CORPUS_TARGETS:
+        from cselab.data.text.training_data import NAMED_CORPORA
+        from cselab.paths import cselab_home
+
+        relative = NAMED_CORPORA.get(corpus, (f"{corpus}/train.en",))[0]
+        return _count_lines((home or cselab_home()) / relative)
+    lines = _count_lines(Path(corpus))
+    return lines if lines is not None else (WIKI1M.lines if "wiki1m" in str(corpus) else None)
+
+
+def measured_gflops(device: Any = None, precision: str = "fp32",
+                    shape: tuple[int, int, int] = (4096, 768, 3072)) -> float:
+    """GFLOP/s of a feed-forward matmul pair (``tokens x hidden -> intermediate -> hidden``) on ``device`` in
+    ``precision`` (fp32, bf16, fp16), best of ~0.3 s of repeats."""
+    import torch
+
+    from cselab.runtime.devices import pick_device
+
+    device = pick_device(device or "auto")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+    if device.type == "cpu" and dtype == torch.float16:
+        dtype = torch.float32
+    tokens, hidden, ff = shape
+    x = torch.randn(tokens, hidden, device=device, dtype=dtype)
+    w1 = torch.randn(ff, hidden, device=device, dtype=dtype)
+    w2 = torch.randn(hidden, ff, device=device, dtype=dtype)
+
+    def run() -> None:
+        torch.nn.functional.linear(torch.nn.functional.linear(x, w1), w2)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    run()
+    best, spent = float("inf"), 0.0
+    while spent < 0.3 or best == float("inf"):
+        start = time.perf_counter()
+        run()
+        elapsed = time.perf_counter() - start
+        best, spent = min(best, elapsed), spent + elapsed
+    return 2 * 2 * tokens * hidden * ff / best / 1e9
+
+
+def _mean_tokens(corpus: Path | None, max_length: int) -> float:
+    """Tokens per training sentence: the first 2000 lines' words x 1.3 + 2, at most ``max_length``."""
+    words = []
+    try:
+        with open(corpus or "", encoding="utf-8", errors="replace") as f:
+            for _, line in zip(range(2000), f, strict=False):
+                words.append(len(line.split()))
+    except OSError:
+        return float(max_length)
+    return min(float(max_length), 1.3 * statistics.fmean(words) + 2) if words else float(max_length)
+
+
+def _precision(plan: ReproducePlan) -> str:
+    """What the run's ``train.precision`` resolves to here (``auto``: the trainer's cached probe)."""
+    try:
+        from cselab.config.run_config import RunConfig, validate
+        from cselab.runtime.precision import planned_precision
+
+        return planned_precision(validate(RunConfig, plan.raw)).precision
+    except Exception:  # noqa: BLE001 - an estimate never stops a run
+        return "fp32"
+
+
+def estimate_seconds(plan: ReproducePlan, *, home: Path | None = None, gflops: float | None = None) -> float | None:
+    """A rough time for all seeds (training, dev scoring, test scoring), or None when the backbone's size or the
+    number of steps is unknown: FLOPs (6 x parameters x tokens per training step, 2 x for scoring) over the matmul
+    rate measured here at the backbone's width in the run's precision."""
+    shape = _backbone_shape(str((plan.raw.get("model") or {}).get("backbone", plan.backbone)))
+    if shape is None:
+        return None
+    layers, hidden, ff = shape
+    params = layers * (4 * hidden * hidden + 2 * hidden * ff)
+    model, train = plan.raw.get("model") or {}, plan.raw.get("train") or {}
+    lines = _corpus_lines(plan, home)
+    steps = _steps(train, lines)
+    if steps is None:
+        return None
+    corpus = (plan.raw.get("data") or {}).get("corpus")
+    path = None if corpus is None or corpus in NAMED_CORPUS_TARGETS else Path(corpus)
+    if corpus == "default":
+        from cselab.data.registry.sources import corpus_path
+
+        path = corpus_path(home)
+    length = _mean_tokens(path, int(model.get("max_length", 32))) + TEMPLATE_TOKENS.get(plan.method, 0)
+    batch = int(train.get("batch_size", 64))
+    flops = 6 * params * VIEWS.get(plan.method, 2) * batch * length * steps
+    pipeline = (plan.raw.get("method_options") or {}).get("pipeline")
+    if isinstance(pipeline, dict):  # stage 1: two SimCSE encoders
+        settings = (pipeline.get("stage1") or {}).get("settings") or {}
+        stage1_train = {**train, **(settings.get("train") or {})}
+        stage1_steps = _steps(stage1_train, lines) or steps
+        flops += 2 * 6 * params * 2 * int(stage1_train.get("batch_size", batch)) * length * stage1_steps
+    evals = steps // max(1, int(train.get("eval_every") or steps)) + 2
+    flops += evals * 2 * params * 3000 * 24 + 2 * params * 40_000 * 24  # dev every eval_every, the test sets once
+    if gflops is None:
+        gflops = measured_gflops(train.get("device"), _precision(plan), (4096, hidden, ff))
+    return flops / (gflops * 1e9 * TRAIN_EFFICIENCY) * len(plan.seeds)
+
+
+# -- running --------------------------------------------------------------------------------------------------
+def _best_dir(plan: ReproducePlan, seed: int) -> Path:
+    from cselab.config.run_config import load_config
+    from cselab.research.experiments.recorded_runs import seed_overrides
+    from cselab.training.pipeline import plan_pipeline
+    from cselab.training.run_directory import BEST_DIR
+
+    base = load_config(plan.config_file)
+    config = load_config(plan.config_file, seed_overrides(base, seed))
+    if config.method_options.get("pipeline"):
+        return Path(plan_pipeline(config).stage2.train.output_dir) / BEST_DIR
+    return Path(config.train.output_dir) / BEST_DIR
+
+
+def score_seed(plan: ReproducePlan, seed: int, *, batch_size: int = 128) -> dict[str, float]:
+    """The test scores ("all") of a seed's selected model on the plan's tasks, kept beside the model
+    (``sts-scores.json``) so a rerun does not score it again."""
+    from cselab.data.evalsets.sts import DEFAULT_TASKS
+    from cselab.evaluation.model_eval import SENTEVAL_TASKS
+    from cselab.evaluation.sts_evaluator import StsEvaluator
+    from cselab.fileio import write_json_atomic
+    from cselab.models.sentence_model import load_model
+
+    best = _best_dir(plan, seed)
+    tasks = list(SENTEVAL_TASKS if plan.senteval_dir is not None else DEFAULT_TASKS)
+    key = {"tasks": tasks, "senteval_dir": str(plan.senteval_dir) if plan.senteval_dir else None}
+    cache = best.parent / "sts-scores.json"
+    try:
+        kept = json.loads(cache.read_text(encoding="utf-8"))
+        if kept.get("key") == key and (best / "config.json").stat().st_mtime <= cache.stat().st_mtime:
+            return kept["scores"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    evaluator = StsEvaluator.from_names(tasks, ("test",), senteval_dir=plan.senteval_dir, batch_size=batch_size)
+    result = evaluator(load_model(best))
+    scores = {task: round(s.all, 2) for (task, _), s in result.scores.items()}
+    write_json_atomic(cache, {"key": key, "scores": scores})
+    return scores
+
+
+def comparison_rows(plan: ReproducePlan, scores: dict[int, dict[str, float]]) -> list[ComparisonRow]:
+    """The paper's seven tasks and average beside ours (mean and sample std over the seeds); a partial set is
+    named as such and never compared; our sets the paper lacks (STS17-en) follow."""
+    from cselab.data.evalsets.sts import DISPLAY_NAMES, PART_SIZES
+
+    paper = plan.paper
+    per_task: dict[str, list[float]] = {}
+    for seed_scores in scores.values():
+        for task, value in seed_scores.items():
+            per_task.setdefault(task, []).append(value)
+
+    def stats(values: list[float]) -> tuple[float | None, float | None]:
+        if not values:
+            return None, None
+        return round(statistics.fmean(values), 2), (round(statistics.stdev(values), 2) if len(values) > 1 else None)
+
+    rows = []
+    used = set()
+    part_of = {full: part for part, full in FULL_TASK_OF_PART.items()}
+    from cselab.data.papers.paper_data import SENTEVAL_PAIRS
+
+    for task in paper_tasks():
+        figure = paper.scores[task] if paper else None
+        if task in per_task:
+            mean, std = stats(per_task[task])
+            rows.append(ComparisonRow(DISPLAY_NAMES[task], figure, mean, std, len(per_task[task]), DISPLAY_NAMES[task],
+                                      plan.paper is not None and plan.paper.backbone == plan.backbone))
+            used.add(task)
+        elif part_of.get(task) in per_task:
+            part = part_of[task]
+            mean, std = stats(per_task[part])
+            label = f"{DISPLAY_NAMES[part]} (partial: {PART_SIZES[part]} of {SENTEVAL_PAIRS[task]} pairs)"
+            rows.append(ComparisonRow(DISPLAY_NAMES[task], figure, mean, std, len(per_task[part]), label, False))
+            used.add(part)
+        else:
+            rows.append(ComparisonRow(DISPLAY_NAMES[task], figure, None, None, 0, "not scored (needs SentEval's data)",
+                                      False))
+    for task, values in per_task.items():
+        if task not in used:
+            mean, std = stats(values)
+            rows.append(ComparisonRow(DISPLAY_NAMES.get(task, task), None, mean, std, len(values),
+                                      DISPLAY_NAMES.get(task, task), False))
+    # cselab's avg-available: every set scored (the seven tasks with SentEval's data), each rounded first
+    averages = [statistics.fmean(round(v, 2) for v in s.values()) for s in scores.values() if s]
+    full = set(per_task) == set(paper_tasks())
+    mean, std = stats([round(a, 2) for a in averages])
+    label = "7 STS avg" if full else f"avg-available over our {len(per_task)} sets (not the paper's average)"
+    rows.append(ComparisonRow("Avg.", paper.avg if paper else None, mean, std, len(averages), label,
+                              full and plan.paper is not None and plan.paper.backbone == plan.backbone))
+    return rows
+
+
+def run_reproduction(plan: ReproducePlan, *, batch_size: int = 128) -> ReproduceResult | None:
+    """Train every seed (``cselab seeds``: recorded seeds skipped), score each selected model and compare. None on
+    the other ranks of a torchrun launch (the main rank scores and compares)."""
+    from cselab.data.evalsets.sts import DEFAULT_TASKS
+    from cselab.research.experiments.seeds import seeds_run
+    from cselab.runtime.launch import is_main_process
+
+    start = time.perf_counter()
+    run = seeds_run(plan.config_file, [], plan.seeds, results_file=plan.results_file)
+    if not is_main_process():
+        return None
+    recorded = {r.get("seed"): r.get("scores") or {} for r in run.records}
+    scores = {}
+    for seed in plan.seeds:
+        kept = recorded.get(seed, {})
+        if plan.senteval_dir is None and all(isinstance(kept.get(t), (int, float)) for t in DEFAULT_TASKS):
+            scores[seed] = {t: kept[t] for t in DEFAULT_TASKS}  # the run scored the partial sets already
+        else:
+            scores[seed] = score_seed(plan, seed, batch_size=batch_size)
+    result = ReproduceResult(plan, scores, comparison_rows(plan, scores), None, time.perf_counter() - start)
+    _write_summary(result)
+    return result
+
+
+def _write_summary(result: ReproduceResult) -> None:
+    from dataclasses import asdict
+
+    from cselab.fileio import write_json_atomic
+
+    plan = result.plan
+    write_json_atomic(plan.out_dir / "reproduce.json", {
+        "method": plan.method, "backbone": plan.backbone, "preset": plan.preset, "seeds": plan.seeds,
+        "sts": "senteval" if plan.senteval_dir is not None else "partial",
+        "senteval_dir": str(plan.senteval_dir) if plan.senteval_dir else None,
+        "paper": asdict(plan.paper) if plan.paper else None, "notes": plan.notes,
+        "scores": {str(k): v for k, v in result.scores.items()},
+        "rows": [{**asdict(r), "difference": r.difference} for r in result.rows],
+        "wall_s": round(result.wall_s, 1)})

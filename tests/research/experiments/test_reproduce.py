@@ -1,0 +1,254 @@
+"""``cselab reproduce``: each of the six methods end to end on a tiny random BERT, with the papers' data served by a
+loopback HTTP server (a tiny Wiki1M and SentEval's fixture layout), the round trips made by tiny random Marian models,
+and the table printed with the paper's column. The paper's figures are typed here from the papers' tables, apart from
+the package's file, so a slip in either shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from cselab.data.papers import http_fetch
+from cselab.data.papers import paper_data as paper_mod
+from cselab.data.papers.paper_data import RemoteFile
+from cselab.data.registry.download import files_entry
+from cselab.errors import UsageError
+from cselab.research.experiments.reproduce import ComparisonRow, ReproducePlan, comparison_rows, plan_reproduction
+from cselab.research.paper_figures import paper_row, paper_rows, paper_tasks
+from tests.data.test_paper_data import WIKI, WIKI_LINES, LoopbackServer, _independent_pair_counts, _senteval_tar
+from tests.helpers import build_tiny_marian_dir, run_cli, write_sts_home
+
+# STS12 and the average of each method's own row on bert-base-uncased, typed from the papers' tables
+PAPER_STS12_AVG = {
+    "simcse": (68.40, 76.25),  # SimCSE as quoted in CoT-BERT Table 2 (and the other three)
+    "simcse++": (73.66, 78.05),  # SimCSE++ Table 3
+    "cot-bert": (72.56, 79.40),  # CoT-BERT Table 2
+    "ifcl": (71.57, 77.80),  # IFCL Table 1
+    "tncse": (75.52, 79.58),  # TNCSE Table 1
+    "jtcse": (74.95, 79.70),  # JTCSE Table I
+}
+FAST = ["train.max_steps=2", "train.batch_size=8", "train.eval_every=2", "train.eval_at_start=false",
+        "model.max_length=16", "train.device=cpu", "train.precision=fp32", "train.log_every=1"]
+EXTRA = {
+    "cot-bert": [],
+    "ifcl": [],
+    "tncse": ["method_options.pipeline.stage1.settings.train={batch_size: 8, max_steps: 2, eval_every: 2}",
+              "method_options.pipeline.stage1.settings.model={max_length: 16, dropout: 0.1}"],
+}
+EXTRA["jtcse"] = EXTRA["tncse"] + ["method_options.num_ca_layers=1"]
+
+
+def _fetched_sts(home: Path) -> Path:
+    """A tiny STS-B in the fetched layout, with its manifest (so `cselab data fetch sts` finds it done)."""
+    write_sts_home(home)
+    names = [f"stsb/sts-{s}.csv" for s in ("train", "dev", "test")]
+    manifest = {"target": "sts", "files": files_entry(home / "sts", names)}
+    (home / "sts" / "manifest.json").write_text(json.dumps(manifest))
+    return home
+
+
+@pytest.fixture
+def papers_home(tmp_path, monkeypatch):
+    monkeypatch.setattr(paper_mod, "WIKI1M", RemoteFile("wiki1m_for_simcse.txt", lines=len(WIKI_LINES)))
+    monkeypatch.setattr(paper_mod, "SENTEVAL_PAIRS", _independent_pair_counts())
+    monkeypatch.setattr(http_fetch, "CHUNK", 4096)
+    home = _fetched_sts(tmp_path / "home")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    with LoopbackServer({"wiki1m_for_simcse.txt": WIKI, "senteval.tar": _senteval_tar()}) as server:
+        monkeypatch.setenv("CSELAB_PAPERS_URL", server.url)
+        yield home
+
+
+def test_the_kept_figures_are_the_papers():
+    rows = paper_rows()
+    assert {(r.method, r.backbone) for r in rows} == {
+        ("simcse", "bert-base-uncased"), ("simcse", "roberta-base"), ("simcse++", "bert-base-uncased"),
+        ("cot-bert", "bert-base-uncased"), ("cot-bert", "roberta-base"), ("ifcl", "bert-base-uncased"),
+        ("tncse", "bert-base-uncased"), ("tncse", "roberta-base"), ("jtcse", "bert-base-uncased"),
+        ("jtcse", "roberta-base")}
+    for method, (sts12, avg) in PAPER_STS12_AVG.items():
+        row = paper_row(method, "bert-base-uncased")
+        assert (row.scores["sts12"], row.avg) == (sts12, avg)
+    assert paper_row("cot-bert", "roberta-base").scores == {
+        "sts12": 75.43, "sts13": 85.47, "sts14": 78.74, "sts15": 85.64, "sts16": 82.21, "stsb": 83.40, "sickr": 73.46}
+    for row in rows:  # every printed average is the mean of its seven figures, but the one the paper misprints
+        mean = statistics.fmean(row.scores[t] for t in paper_tasks())
+        if (row.method, row.backbone) == ("jtcse", "roberta-base"):
+            assert round(mean, 2) == 79.85 and row.avg == 79.94 and "79.85" in row.note
+        else:
+            assert abs(mean - row.avg) <= 0.005 + 1e-9, (row.method, row.backbone, mean, row.avg)
+
+
+def test_plan_maps_the_presets_placeholders_to_fetched_data(tmp_path):
+    home = tmp_path / "home"
+    plan = plan_reproduction("jtcse", "roberta-base", seeds=[1, 2], home=home, out_dir=tmp_path / "out")
+    assert plan.preset == "jtcse/paper-roberta-base"
+    assert plan.raw["data"]["corpus"] == str(home / "wiki1m-sickr" / "wiki1m+sickr.txt")
+    encoders = plan.raw["method_options"]["pipeline"]["stage1"]["encoders"]
+    assert [e["augmentation"]["path"] for e in encoders] == [str(home / "rtt" / "wiki1m+sickr.rtt-nl.txt"),
+                                                              str(home / "rtt" / "wiki1m+sickr.rtt-zh.txt")]
+    assert [t for t, _ in plan.fetch] == ["wiki1m-sickr", "sts", "senteval"]
+    assert plan.raw["method_options"]["pipeline"]["stage1_dir"] == str(tmp_path / "out" / "stage1")
+    assert plan.paper.backbone == "roberta-base" and plan.paper.avg == 79.94
+    ifcl = plan_reproduction("ifcl", home=home)
+    assert ifcl.raw["method_options"]["parallel"] == {"source": str(home / "wiki1m" / "wiki1m_for_simcse.txt"),
+                                                      "target": str(home / "rtt" / "wiki1m_for_simcse.de.txt")}
+    minilm = plan_reproduction("simcse", "all-MiniLM-L6-v2", home=home, sts="partial")
+    assert minilm.preset == "simcse/cpu-minilm" and minilm.senteval_dir is None
+    assert [t for t, _ in minilm.fetch] == ["corpus", "models", "sts"]
+    assert minilm.paper.backbone == "bert-base-uncased" and "another backbone" in minilm.notes[0]
+    with pytest.raises(UsageError, match="the ifcl paper reports no roberta-base row"):
+        plan_reproduction("ifcl", "roberta-base", home=home)
+    with pytest.raises(UsageError, match="unknown method 'simcsx'"):
+        plan_reproduction("simcsx", home=home)
+
+
+def test_comparison_rows_mark_partial_sets_and_spread():
+    plan = ReproducePlan("simcse", "bert-base-uncased", "simcse/paper-bert-base", [1, 2], Path("x"), {},
+                         paper=paper_row("simcse", "bert-base-uncased"))
+    scores = {1: {"sts12-part": 60.0, "stsb": 70.0, "sts17-en": 80.0}, 2: {"sts12-part": 62.0, "stsb": 74.0,
+                                                                           "sts17-en": 81.0}}
+    rows = {r.task: r for r in comparison_rows(plan, scores)}
+    assert rows["STS12"] == ComparisonRow("STS12", 68.40, 61.0, 1.41, 2, "STS12-part (partial: 1500 of 3108 pairs)",
+                                          False)
+    assert rows["STS-B"].ours == 72.0 and rows["STS-B"].std == pytest.approx(2.83) and rows["STS-B"].difference == -4.85
+    assert rows["SICK-R"].ours is None and rows["STS13"].our_set == "not scored (needs SentEval's data)"
+    assert rows["STS17-en"].paper is None and rows["STS17-en"].ours == 80.5
+    assert rows["Avg."].paper == 76.25 and rows["Avg."].difference is None  # not the paper's set of tasks
+    # the mean over the seeds of each seed's avg-available (rounded to 2 decimals, as a run records it)
+    assert rows["Avg."].ours == round(statistics.fmean([70.0, 72.33]), 2)
+
+
+@pytest.mark.parametrize("method", ["simcse", "simcse++", "cot-bert", "ifcl", "tncse", "jtcse"])
+def test_reproduce_end_to_end(method, papers_home, tiny_bert_dir, tmp_path, capsys):
+    args = ["reproduce", method, "--backbone", "bert-base-uncased", "--seeds", "1", "--output-dir",
+            str(tmp_path / "out"), *FAST, f"model.backbone={tiny_bert_dir}", *EXTRA.get(method, [])]
+    if method == "cot-bert":
+        args += ["train.batch_size=8"]
+    if method == "ifcl":
+        de = build_tiny_marian_dir(tmp_path / "en-de", seed=5)
+        args += ["--rtt-models", f"en-de={de}", f"method_options.fraternal_model={tiny_bert_dir}"]
+    if method in ("tncse", "jtcse"):
+        pairs = {p: build_tiny_marian_dir(tmp_path / p, seed=i) for i, p in enumerate(("en-fr", "fr-en", "en-ru",
+                                                                                        "ru-en"))}
+        args += ["--rtt-models", ",".join(f"{k}={v}" for k, v in pairs.items())]
+    rc, out, err = run_cli(args, capsys)
+    assert rc == 0, err[-3000:]
+    assert re.search(r"estimate: (about \d+ (s|min)|none)", out)
+    table = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+             for line in out.splitlines() if line.startswith("| ")}
+    sts12, avg = PAPER_STS12_AVG[method]
+    assert table["STS12"][0] == f"{sts12:.2f}" and table["Avg."][0] == f"{avg:.2f}"
+    assert [t for t in table if t not in ("task",)] == ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R",
+                                                        "Avg."]
+    summary = json.loads((tmp_path / "out" / "reproduce.json").read_text())
+    assert summary["sts"] == "senteval"
+    ours = summary["scores"]["1"]
+    assert set(ours) == {"sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"}
+    assert table["STS12"][1] == f"{ours['sts12']:.2f}" and table["SICK-R"][1] == f"{ours['sickr']:.2f}"
+    assert table["STS12"][3] == f"{ours['sts12'] - sts12:+.2f}"  # the same set on the paper's backbone name
+    if method in ("tncse", "jtcse"):
+        assert (papers_home / "rtt" / "wiki1m+sickr.rtt-fr.txt").is_file()
+    if method == "simcse":  # our STS-B figure, computed here with numpy and scipy from the saved model's vectors
+        from cselab.models.sentence_model import load_model
+
+        rows = [line.split("\t") for line in (paper_mod.paper_path("senteval", papers_home) /
+                                              "STS/STSBenchmark/sts-test.csv").read_text().splitlines() if line]
+        model = load_model(tmp_path / "out" / "run-seed1" / "best")
+        a = model.encode([" ".join(r[5].split()) for r in rows]).numpy().astype(np.float64)
+        b = model.encode([" ".join(r[6].split()) for r in rows]).numpy().astype(np.float64)
+        cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        expected = 100 * spearmanr(cos, [float(r[4]) for r in rows]).statistic
+        assert ours["stsb"] == pytest.approx(expected, abs=0.006)
+        rc, out2, _ = run_cli(args, capsys)  # a rerun finds the seed recorded and scored: same table
+        assert rc == 0 and "already recorded, skipped" in out2
+        assert [line for line in out2.splitlines() if line.startswith("| ")] == \
+            [line for line in out.splitlines() if line.startswith("| ")]
+
+
+@pytest.mark.parametrize("how", [["--sts", "partial"], ["--no-fetch"]])
+def test_partial_sets_are_marked(how, tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    home = _fetched_sts(tmp_path / "home")
+    (home / "corpus").mkdir()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    rc, out, err = run_cli(["reproduce", "simcse", "--backbone", str(tiny_bert_dir), *how,
+                            "--output-dir", str(tmp_path / "out"), *FAST, f"data.corpus={corpus}"], capsys)
+    assert rc == 0, err[-2000:]
+    assert "the partial sets cselab builds from STS-B" in out
+    assert "STS12-part (partial: 1500 of 3108 pairs)" in out
+    assert "| SICK-R | 72.23 | - | not scored (needs SentEval's data) | - |" in out
+    assert "| STS17-en | - |" in out
+    assert "note: the papers report no" in out
+    assert ("note: SentEval's data is not fetched (no fetching under --no-fetch or torchrun)" in out) == \
+        (how == ["--no-fetch"])
+
+
+def test_reproduce_user_errors_are_one_line(tmp_path, capsys):
+    for args, message in (
+        (["reproduce", "simcsx"], "unknown method 'simcsx'"),
+        (["reproduce", "simcse++", "--backbone", "roberta-base"], "the simcse++ paper reports no roberta-base row"),
+        (["reproduce", "simcse", "--seeds", "1,x"], "'x' is not a whole number"),
+        (["reproduce", "simcse", "--sts", "partial", "--senteval-dir", str(tmp_path)], "contradict each other"),
+        (["reproduce", "simcse", "--senteval-dir", str(tmp_path)], "is not a SentEval data directory"),
+        (["reproduce", "simcse", "--preset", "tncse/cpu-minilm"], "trains 'tncse', not 'simcse'"),
+        (["reproduce", "simcse", "--no-fetch", "--sts", "partial"], "missing: cselab data fetch wiki1m"),
+        (["reproduce", "tncse", "--rtt-models", "en-fr"], "give SRC-TGT=MODEL pairs"),
+    ):
+        rc, _, err = run_cli(args, capsys)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, (args, err)
+
+
+def _torchrun(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    # `python -m torch.distributed.run` is the torchrun launcher, independent of PATH
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "cselab.cli", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_reproduce_under_torchrun(tmp_path, tiny_bert_dir):
+    """Two CPU ranks (gloo): both train, the main rank scores and prints the table once; with data missing, a
+    torchrun launch refuses in one line before any work and names --prepare-only."""
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    env = {**os.environ, "CSELAB_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    args = ["reproduce", "simcse", "--backbone", str(tiny_bert_dir), "--sts", "partial", "--output-dir",
+            str(tmp_path / "out"), *FAST, "train.batch_size=8", f"data.corpus={corpus}"]
+    done = _torchrun(args, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("| STS12 |") == 1  # one table: the main rank's
+    records = (tmp_path / "out" / "seeds.jsonl").read_text().splitlines()
+    assert len(records) == 1 and json.loads(records[0])["seed"] == 1
+    missing = _torchrun(["reproduce", "simcse", "--backbone", str(tiny_bert_dir), "--output-dir",
+                         str(tmp_path / "out2"), *FAST], env)
+    assert missing.returncode != 0
+    assert "under torchrun, reproduce only trains" in missing.stderr and "--prepare-only" in missing.stderr
+
+
+def test_the_python_api_returns_the_rows(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    import cselab
+
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    result = cselab.reproduce("simcse", str(tiny_bert_dir), *FAST, f"data.corpus={corpus}", seeds=[1, 2], sts="partial",
+                              output_dir=tmp_path / "out", progress=False)
+    assert capsys.readouterr().out == ""  # progress=False: quiet
+    rows = {r.task: r for r in result.rows}
+    stsb = [result.scores[s]["stsb"] for s in (1, 2)]
+    assert rows["STS-B"].ours == round(statistics.fmean(stsb), 2)
+    assert rows["STS-B"].std == round(statistics.stdev(stsb), 2) and rows["STS-B"].seeds == 2
+    assert rows["STS12"].our_set == "STS12-part (partial: 1500 of 3108 pairs)" and rows["STS12"].paper == 68.40
+    assert result.estimate_s is not None and result.estimate_s > 0
