@@ -24,19 +24,19 @@ add JTCSE-D        $P/jtcse-distilled/best
 joined=$(IFS=,; echo "${labels[*]}")
 
 echo "== alignment and uniformity"
-cselab analyze align-uniform "${models[@]}" --labels "$joined" --out "$OUT"
+cselab analyze align-uniform "${models[@]}" --labels "$joined" --output "$OUT"
 echo "== similarity density by gold group (the untrained start, the baseline and the twins: a readable row)"
 dm=() dl=()
 for i in "${!labels[@]}"; do
   case "${labels[$i]}" in MiniLM*|SimCSE|JTCSE|JTCSE-D) dm+=("${models[$i]}"); dl+=("${labels[$i]}");; esac
 done
-cselab analyze density "${dm[@]}" --labels "$(IFS=,; echo "${dl[*]}")" --out "$OUT"
+cselab analyze density "${dm[@]}" --labels "$(IFS=,; echo "${dl[*]}")" --output "$OUT"
 for name in simcse-bf16:SimCSE jtcse-dropout-0.1:JTCSE; do
   run=${name%%:*} label=${name#*:}
   dir=$P/$run/best; [[ -d $dir ]] || dir=$P/$run/stage2/best
   if [[ -d $dir ]]; then
     echo "== attention: $label"
-    cselab analyze attention "$dir" --label "$label" --out "$OUT/attention-$run"
+    cselab analyze attention "$dir" --label "$label" --output "$OUT/attention-$run"
   fi
 done
 echo "== inference cost (GMACs at 64 tokens)"

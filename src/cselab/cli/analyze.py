@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cselab.cli.options import POSITIVE, device_opt, not_empty, number, split_list, writable_dir
+from cselab.cli.options import POSITIVE, device_opt, not_empty, number, output_opt, split_list
 
 
 @click.group()
@@ -15,8 +15,7 @@ def analyze() -> None:
 
 
 _models_arg = click.argument("models", nargs=-1, required=True)
-_out_opt = click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
-                        callback=writable_dir("--out"), help="directory for the JSON and PNG files")
+_out_opt = output_opt("--out", dest="out_dir", help="directory for the JSON and PNG files")
 _pooler_opt = click.option("--pooler", help="override the pooler of single-encoder models")
 _labels_opt = click.option("--labels", callback=lambda _ctx, _param, value: split_list(value) if value else None,
                            help="comma-separated plot labels, one per model (default: from the paths)")

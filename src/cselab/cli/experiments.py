@@ -8,13 +8,13 @@ from typing import Any
 
 import click
 
-from cselab.cli.options import config_path, device_opt, preset_opt, split_list, writable_dir, writable_file
+from cselab.cli.options import config_path, device_opt, output_opt, preset_opt, split_list, writable_dir, writable_file
 from cselab.errors import UsageError
 from cselab.vocabulary import ENSEMBLE_COMBINES
 
 # seeds/ablate: the summary goes under the run unless --out says otherwise
-_summary_out_opt = click.option("--out", "out_dir", type=click.Path(path_type=Path), callback=writable_dir("--out"),
-                                help="directory for the summary (default: train.output_dir)")
+_summary_out_opt = output_opt("--out", dest="out_dir", required=False,
+                              help="directory for the summary (default: train.output_dir)")
 
 
 def _check_comparisons(pairs: Any) -> None:

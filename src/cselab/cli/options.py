@@ -45,6 +45,29 @@ def not_empty(option: str) -> Any:
     return check
 
 
+class _FirstNameOption(click.Option):
+    """An option shown and named in errors by its first name only; its other names are still accepted (the name
+    every command now uses for one concept, with the one an older release used kept working)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        opts, self.opts = self.opts, self.opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return f"'{self.opts[0]}'"
+
+
+def output_opt(*aliases: str, help: str, dest: str = "output", required: bool = True, file: bool = False) -> Any:
+    """``--output``, what every command writes its output to (a directory, or a file with ``file``), checked as
+    writable before any work; ``aliases`` are the names an older release used, accepted and not shown."""
+    check = writable_file("--output") if file else writable_dir("--output")
+    return click.option("--output", *aliases, dest, cls=_FirstNameOption, required=required,
+                        type=click.Path(path_type=Path), callback=check, help=help)
+
+
 def split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from cselab.cli.options import config_path, preset_opt
+from cselab.cli.options import config_path, output_opt, preset_opt
+from cselab.errors import UsageError
 from cselab.training.run_directory import RunDirectory
 
 
@@ -54,19 +55,24 @@ def _run_dir_options(command: Any) -> Any:
 @click.option("--method", help="training method (simcse, ...); overrides the config's")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML config file")
 @preset_opt
-@click.option("--resume", is_flag=True, help="continue the run in train.output_dir exactly where it stopped")
+@output_opt(dest="output_dir", required=False, help="the run directory (train.output_dir)")
+@click.option("--resume", is_flag=True, help="continue the run in the run directory exactly where it stopped")
 @click.option("--results", type=click.Path(path_type=Path), help="append a results record (test scores) to this JSONL")
 @click.option("--variant", default="", help="label of this run in the results record (e.g. '+DCL only')")
 @click.option("--row", default="", help="identifier of the results row (e.g. a protocol row's name)")
 @_run_dir_options
 @click.argument("overrides", nargs=-1)
-def train_command(method: str | None, config_file: Path | None, preset: str | None, resume: bool,
-                  results: Path | None, variant: str, row: str, overwrite: bool, allow_change: tuple[str, ...],
-                  overrides: tuple[str, ...]) -> None:
+def train_command(method: str | None, config_file: Path | None, preset: str | None, output_dir: Path | None,
+                  resume: bool, results: Path | None, variant: str, row: str, overwrite: bool,
+                  allow_change: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     """Train a model. OVERRIDES are KEY=VALUE pairs, e.g. train.lr=1e-5 model.pooler=cls."""
     from cselab.config.run_config import load_config
 
     config_file = config_path(config_file, preset)
+    if output_dir is not None:
+        if any(o.startswith("train.output_dir=") for o in overrides):
+            raise UsageError("give --output DIR or train.output_dir=DIR, not both")
+        overrides = (*overrides, f"train.output_dir={output_dir}")
     config = load_config(config_file, list(overrides), method=method)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
     # the options are checked and a second run into the directory is refused before torch loads
@@ -82,7 +88,7 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
 @click.argument("teacher")
 @click.option("--student", required=True, help="backbone of the single-encoder student")
 @click.option("--corpus", help="training sentences (name or file); default: the preset's or config's data.corpus")
-@click.option("--output-dir", required=True, type=click.Path(path_type=Path))
+@output_opt("--output-dir", dest="output_dir", help="the run directory")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML with training settings")
 @preset_opt
 @click.option("--resume", is_flag=True)
