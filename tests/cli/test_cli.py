@@ -241,3 +241,32 @@ def test_the_cli_offers_the_librarys_vocabularies():
     assert choices(["export"], "quantize") is vocabulary.QUANTIZATIONS
     for command in ("eval", "encode"):
         assert choices([command], "backend") is vocabulary.BACKENDS
+
+
+def test_every_commands_output_is_named_output_and_the_older_names_still_work(tiny_bert_dir, sts_home, tmp_path,
+                                                                               capsys):
+    from cselab.cli import cli
+
+    def commands(group, path=()):
+        for name, command in group.commands.items():
+            yield from commands(command, (*path, name)) if hasattr(command, "commands") else [((*path, name), command)]
+
+    outputs = {}
+    for path, command in commands(cli):
+        for param in command.params:
+            if any(o in ("--output", "--output-dir", "--out") for o in getattr(param, "opts", [])):
+                outputs[" ".join(path)] = param.opts
+                code, out, _ = run_cli([*path, "--help"], capsys)
+                assert code == 0 and "--output " in out and "--output-dir" not in out and "--out " not in out, path
+    assert all(opts[0] == "--output" for opts in outputs.values()), outputs
+    assert {"adapt", "train", "distill", "seeds", "ablate", "export", "ensemble", "encode", "data rtt",
+            "analyze attention"} <= set(outputs)
+    corpus = write_corpus(tmp_path / "c.txt", n=40)
+    base = ["train", f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=4",
+            "train.max_steps=2", "train.eval_every=2", "model.max_length=16"]
+    code, _, err = run_cli([*base, "--output", str(tmp_path / "run")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "run" / "best" / "cselab.json").is_file()
+    code, _, err = run_cli([*base, "--output", str(tmp_path / "r2"), f"train.output_dir={tmp_path / 'r3'}"], capsys)
+    assert_one_line_error(code, err, "not both")
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "r3").exists()

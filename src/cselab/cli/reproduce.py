@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cselab.cli.options import POSITIVE, preset_opt, writable_dir
+from cselab.cli.options import POSITIVE, output_opt, preset_opt
 from cselab.reporter import report
 
 
@@ -23,8 +23,8 @@ def _seeds(_ctx: object, _param: object, value: str) -> list[int]:
                    "cpu-minilm preset with this backbone")
 @click.option("--seeds", "seed_list", default="1", show_default=True, callback=_seeds, help="e.g. 1,2,3")
 @preset_opt
-@click.option("--output-dir", type=click.Path(path_type=Path), callback=writable_dir("--output-dir"),
-              help="runs, records and the summary (default runs/reproduce/METHOD-BACKBONE)")
+@output_opt("--output-dir", dest="output_dir", required=False,
+            help="runs, records and the summary (default runs/reproduce/METHOD-BACKBONE)")
 @click.option("--senteval-dir", type=click.Path(path_type=Path),
               help="SentEval's data directory (default: `cselab data fetch senteval`)")
 @click.option("--sts", type=click.Choice(["auto", "senteval", "partial"]), default="auto", show_default=True,
