@@ -94,7 +94,7 @@ def check_output(plan: AdaptPlan, *, resume: bool) -> str:
             raise CselabError(f"{directory} holds a finished adaptation; choose another --output")
         raise CselabError(f"{directory} holds an unfinished adaptation: add --resume to continue it, or choose "
                           "another --output")
-    # over both sides' keys: an option recorded only when set (--mix, --passages, --general) and dropped on resume
+    # over both sides' keys: a recipe field recorded only when set (mix, passages, general) and dropped on resume
     # is a change too
     keys = [*facts, *(key for key in saved if key not in facts)]
     changed = [f"{key}: {saved.get(key)!r} -> {facts.get(key)!r}" for key in keys if saved.get(key) != facts.get(key)]

@@ -127,7 +127,7 @@ class DistillOptions(MethodOptions):
                             "k nearest neighbours (required)")
     neighbour_blocks: list[int] = Field(default_factory=list, description="neighbours: training example indices "
                                         "where a new block starts; each example's neighbours come from its own block "
-                                        "(cselab adapt --units mixed: lines among lines, passages among passages)")
+                                        "(a recipe's units: mixed: lines among lines, passages among passages)")
     random_pairs: int = Field(1, ge=0, description="target pairs: random partners per sentence besides its neighbour")
     projection: Literal["none", "pca-rotation", "linear-head", "pca-rotation+linear-head"] = Field(
         "none", description="target vectors with a teacher of another width: none (equal widths); pca-rotation (the "

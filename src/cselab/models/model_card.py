@@ -24,7 +24,8 @@ def needs_cselab_module(description: dict[str, Any]) -> bool:
 
 
 def adapted_teacher_phrase(first: dict[str, Any]) -> str:
-    """How the model card and ``cselab adapt``'s report say that the teacher was adapted first (``--adapt-teacher``)."""
+    """How the model card and ``cselab adapt``'s report say that the teacher was adapted first (a recipe's
+    ``adapt_teacher``)."""
     return f"{first.get('model')} adapted to the text first ({first.get('steps')} steps of SimCSE)"
 
 

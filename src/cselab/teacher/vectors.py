@@ -13,7 +13,7 @@ pays), and, with ``cselab[export]`` installed, an ONNX Runtime and an OpenVINO e
 export is made once per teacher and kept in ``$CSELAB_HOME/teacher-exports/<the teacher's fingerprint>`` (in the
 run's scratch directory where that cannot be written), so a later pass with the same teacher (another text, another
 seed, a resume) times the kept export instead of paying for the export again; a teacher made for one run (the
-teacher ``cselab adapt --adapt-teacher`` adapts first) has its exports kept in that run (``export_dir``) instead,
+teacher a recipe's ``adapt_teacher`` adapts first) has its exports kept in that run (``export_dir``) instead,
 so they go with it. A way is eligible when its vectors of
 the probe agree with torch fp32's to a mean cosine of at least :data:`AGREEMENT`; the fastest eligible one runs the
 pass. A precision the run asks for explicitly is kept: ``bf16`` runs torch in bf16 (fp32 only if bf16 does not
