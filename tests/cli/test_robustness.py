@@ -896,6 +896,83 @@ case("fetch-verify-missing-file", ["data", "fetch", "corpus", "--verify", "--fro
      both(mkdir("arch"), fetched("corpus", {"other.txt": "x"}, {"default.txt": CORPUS_TEXT, "other.txt": "x"})),
      "default.txt is missing (manifest.json lists it); fetch it again with `cselab data fetch corpus --rebuild`", H)
 
+# issue 92: the papers' files (wiki1m, senteval.tar) are whole or refused, nothing of the user's is taken or written
+# through, and every refusal comes before the first write. Nothing listens at NOWHERE: a download that got that far
+# would end "cannot reach", so each case's expected message says its check came first.
+NOWHERE = {"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": "http://127.0.0.1:9/papers"}
+WIKI1M_NAME = "wiki1m_for_simcse.txt"
+for cid, url, expect in (("not-a-url", "not a url", "CSELAB_PAPERS_URL='not a url' is not an http(s) URL"),
+                         ("bad-ipv6", "http://[::1", "CSELAB_PAPERS_URL='http://[::1' is not a URL"),
+                         ("ftp", "ftp://127.0.0.1/papers", "is not an http(s) URL with a host"),
+                         ("no-host", "http:///papers", "is not an http(s) URL with a host")):
+    case(f"papers-url-{cid}", ["data", "fetch", "wiki1m"], expect=expect,
+         env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
+    case(f"download-papers-url-{cid}", ["data", "download", "wiki1m", "--to", "{T}/d"], expect=expect,
+         env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
+case("download-wiki1m-unreachable-creates-nothing", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     expect="cannot reach http://127.0.0.1:9/papers/wiki1m_for_simcse.txt", env=NOWHERE)
+case("fetch-wiki1m-unreachable-leaves-no-downloads", ["data", "fetch", "wiki1m"],
+     expect="cannot reach http://127.0.0.1:9/papers/wiki1m_for_simcse.txt", env=NOWHERE)
+case("download-wiki1m-over-users-file", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     write(f"d/{WIKI1M_NAME}", "my own sentences\n"), f"{WIKI1M_NAME} is already there and cselab did not download "
+     "and check it", NOWHERE)
+case("download-wiki1m-over-users-file-with-a-forged-receipt", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     both(write(f"d/{WIKI1M_NAME}", "my own sentences\n"),
+          write(f"d/{WIKI1M_NAME}.cselab-download.json", '{"bytes": 17, "sha256": "0000"}')),
+     "cselab did not download and check it", NOWHERE)
+case("download-wiki1m-name-is-a-directory", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     mkdir(f"d/{WIKI1M_NAME}"), f"{WIKI1M_NAME} is a directory, where cselab downloads a file", NOWHERE)
+case("download-senteval-second-name-is-a-directory", ["data", "download", "wiki1m-sickr", "--to", "{T}/d"],
+     mkdir("d/senteval.tar"), "senteval.tar is a directory", NOWHERE)  # refused before wiki1m is downloaded
+case("download-wiki1m-part-links-out", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     both(write("outside.txt", "the user's file\n"), mkdir("d"),
+          lambda t, w: (t / "d" / f"{WIKI1M_NAME}.part").symlink_to(t / "outside.txt")),
+     f"{WIKI1M_NAME}.part is a link, and cselab never writes through one", NOWHERE)
+case("download-wiki1m-part-without-state", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     write(f"d/{WIKI1M_NAME}.part", "the user's start of something\n"),
+     "without the state cselab writes beside a download it can resume", NOWHERE)
+case("fetch-wiki1m-download-not-cselabs", ["data", "fetch", "wiki1m"],
+     write(f"h/.downloads/{WIKI1M_NAME}", "an earlier refused page\n"), "cselab did not download and check it",
+     NOWHERE)
+# --from: a file of the published line count that is no text (checked before anything is written)
+MILLION = 1_000_000
+for cid, data, expect in (("nul", b"a\0b\n" * 10, "holds NUL bytes"),
+                          ("latin1", "caf\u00e9 au lait\n".encode("latin-1") * 10, "is not UTF-8 text"),
+                          ("cut-utf8", "caf\u00e9".encode()[:-1], "ends inside a UTF-8 character"),
+                          ("blank", b"\n" * MILLION, f"has {MILLION} blank lines of {MILLION}"),
+                          ("short", b"a line\n" * 10, f"has 10 lines, SimCSE published {MILLION}")):
+    case(f"fetch-wiki1m-from-{cid}", ["data", "fetch", "wiki1m", "--from", "{T}/hand"],
+         write(f"hand/{WIKI1M_NAME}", data), expect, NOWHERE)
+case("fetch-papers-from-checks-every-part-first", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), "senteval.tar not found in", NOWHERE)
+
+
+def cut_tar(name: str) -> Setup:
+    """A tar of one 5,000-byte file in SentEval's STS12 folder, cut after 2,000 bytes (inside the file's data)."""
+    def setup(t: Path, w: Path) -> None:
+        import io
+        import tarfile
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            info = tarfile.TarInfo("SentEval/data/downstream/STS/STS12-en-test/STS.input.MSRpar.txt")
+            info.size = 5000
+            tf.addfile(info, io.BytesIO(b"x" * 5000))
+        write(name, buf.getvalue()[:2000])(t, w)
+    return setup
+
+
+case("fetch-papers-from-cut-tar", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     both(write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), cut_tar("hand/senteval.tar")),
+     "senteval.tar is not a tar archive SentEval's data can be read from", NOWHERE)
+case("fetch-papers-from-tar-without-the-tasks", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     both(write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), write("hand/senteval.tar", b"\0" * 1024)),
+     "senteval.tar holds no STS/STS12-en-test", NOWHERE)
+case("fetch-wiki1m-verify-deleted-file", ["data", "fetch", "wiki1m", "--verify"],
+     both(mkdir("h/wiki1m"), fetched("wiki1m", {}, {WIKI1M_NAME: "a line\n"})),
+     f"{WIKI1M_NAME} is missing (manifest.json lists it); fetch it again with `cselab data fetch wiki1m --rebuild`",
+     NOWHERE)
+
 # eval: the domain branch takes only its own options, and an empty --domain is a domain name, not "no domain"
 EVAL_LABELS = ["eval", M, "--labels", "{W}/labels.tsv"]
 case("eval-domain-empty", ["eval", M, "--domain", ""], expect="unknown domain ''")

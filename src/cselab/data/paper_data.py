@@ -101,6 +101,7 @@ def fetch_paper(target: str, *, home: Path | None = None, from_dir: Path | None 
     if target not in PAPER_TARGETS:
         raise CselabError(f"unknown paper target {target!r}; valid: {', '.join(PAPER_TARGETS)}")
     home = data_home(home)
+    papers_url()  # a bad $CSELAB_PAPERS_URL is refused before anything is written
     if from_dir is not None and not Path(from_dir).is_dir():
         raise CselabError(f"--from directory not found: {from_dir}")
     if target == "papers":
@@ -120,7 +121,6 @@ def fetch_paper(target: str, *, home: Path | None = None, from_dir: Path | None 
     if is_paper_fetched(target, home) and not rebuild:
         report().say(f"{target}: already in {final} (--verify checks its files, --rebuild fetches it again)")
     else:
-        final.parent.mkdir(parents=True, exist_ok=True)
         with DirectoryLock(final.parent, f"`cselab data fetch {target}`", name=f".fetch-{final.name}.lock"):
             remove_leftovers(final)
             if rebuild or not is_paper_fetched(target, home):
