@@ -251,8 +251,7 @@ def check_wiki1m(path: Path) -> None:
         lines += 1
         blank += not tail.strip()
     if WIKI1M.lines is not None and lines != WIKI1M.lines:
-        raise CselabError(f"{path} has {lines} lines, SimCSE published {WIKI1M.lines}: a different or damaged file; "
-                          "delete it and fetch again")
+        raise CselabError(f"{path} has {lines} lines, SimCSE published {WIKI1M.lines}: a different or damaged file")
     if blank > MAX_BLANK_SHARE * max(lines, 1):
         raise CselabError(f"{path} has {blank} blank lines of {lines}: not SimCSE's Wiki1M (a different or damaged "
                           "file)")
@@ -274,8 +273,8 @@ def check_senteval_tar(path: Path) -> None:
                 if rel is not None:
                     found |= {d for d in SENTEVAL_DIRS if rel.startswith(d + "/")}
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise CselabError(f"{path} is not a tar archive SentEval's data can be read from ({exc}); delete it and "
-                          "fetch again") from None
+        raise CselabError(f"{path} is not a tar archive SentEval's data can be read from ({exc}): a different or "
+                          "damaged file") from None
     missing = [d for d in SENTEVAL_DIRS if d not in found]
     if missing:
         raise CselabError(f"{path} holds no {', '.join(missing)}: not SimCSE's senteval.tar (a different or damaged "
