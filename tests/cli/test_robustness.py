@@ -240,6 +240,19 @@ for cid, extra, expect in (("batch-1", "batch_size: 1\n", "batch_size"), ("lengt
                            ("override-steps", "overrides: [train.max_steps=5]\n", "set by --steps"),
                            ("not-yaml", ": [\n", "not valid YAML")):
     case(f"adapt-recipe-{cid}", [*ADAPT, "--recipe", "{T}/r.yaml"], write("r.yaml", RECIPE + extra), expect=expect)
+# issue 92: contradictions and numbers beyond any sane bound in a recipe, refused at the recipe's check
+RECIPE_NO_LR = "name: r\ndescription: a recipe\nmethod: simcse\n"
+for cid, body, expect in (
+        ("lr-twice", RECIPE + "lr: 5\n", "'lr' is given twice (lines 4 and 5); give each key once"),
+        ("nested-key-twice", RECIPE + "steps: {passes: 1, passes: 3}\n", "'passes' is given twice"),
+        ("lr-inf", RECIPE_NO_LR + "lr: .inf\n", "lr: Input should be a finite number"),
+        ("lr-nan", RECIPE_NO_LR + "lr: .nan\n", "lr: Input should be a finite number"),
+        ("lr-1e308", RECIPE_NO_LR + "lr: 1e308\n", "lr: Input should be less than or equal to 1"),
+        ("lr-5", RECIPE_NO_LR + "lr: 5\n", "lr: Input should be less than or equal to 1"),
+        ("passes-inf", RECIPE + "steps: {passes: .inf}\n", "steps.passes: Input should be a finite number")):
+    case(f"adapt-recipe-{cid}", [*ADAPT, "--recipe", "{T}/r.yaml"], write("r.yaml", body), expect=expect)
+case("adapt-task-and-recipe", [*ADAPT, "--task", "search", "--recipe", "{T}/r.yaml"], write("r.yaml", RECIPE),
+     expect="give --task or --recipe, not both: --task picks the recipe cselab measured best for that task")
 case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="x>=200")
 case("adapt-teacher-and-no-teacher", [*ADAPT, "--teacher", M], expect="not both")
 case("adapt-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--teacher", "all-mpnet-base-v2",
