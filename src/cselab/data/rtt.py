@@ -172,7 +172,8 @@ def check_translation_model(model: str, direction: str) -> None:
     where = f"the translation model {model!r} ({direction})"
     path = Path(model).expanduser()
     local = path.is_dir()
-    if not local and (path.exists() or os.sep in model or model.startswith((".", "~"))):
+    # a hub name is NAME or OWNER/NAME; anything else that names no directory is a path that is not there
+    if not local and (path.exists() or model.startswith(("/", ".", "~")) or model.count("/") > 1):
         raise CselabError(f"cannot load {where}: {model} is not a directory; {hint}")
     cached_only = False
     if not local:
