@@ -331,7 +331,7 @@ def _tree(root: Path) -> dict[str, str]:
 
 def _one_error_line(err: str) -> str:
     """The one error line of a failed command (progress bars before it are the download's, not errors)."""
-    lines = [line for line in err.replace("\r", "\n").splitlines() 
+    lines = [line for line in err.replace("\r", "\n").splitlines()
              if line.strip() and not line.startswith("wiki1m_for_simcse.txt: ")]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     return lines[0]
@@ -354,7 +354,8 @@ def test_a_faulty_answer_is_refused_and_leaves_nothing(command, fault, papers, t
     cut_lines = cut.count(b"\n") + (not cut.endswith(b"\n"))
     short = WIKI[:-100]
     short_lines = short.count(b"\n") + (not short.endswith(b"\n"))
-    expected = {"short-length": f"has {short_lines} lines, SimCSE published 300", "html": "has 1 lines, SimCSE published 300",
+    expected = {"short-length": f"has {short_lines} lines, SimCSE published 300",
+                "html": "has 1 lines, SimCSE published 300",
                 "no-length-early-close": f"has {cut_lines} lines, SimCSE published 300",
                 "redirect-loop": "HTTP 302"}.get(fault, f"HTTP {fault}")
     assert expected in line

@@ -25,6 +25,7 @@ to the hub), so none is pinned: :attr:`RemoteFile.bytes` and :attr:`RemoteFile.s
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -189,10 +190,8 @@ def _obtain(target: str, remote: RemoteFile, downloads: Path, from_dir: Path | N
         return download_file(remote.url(), downloads / remote.name, hint=_hint(target, remote),
                              check=CHECKS[remote.name], expected_bytes=remote.bytes)
     finally:
-        try:
-            downloads.rmdir()  # only when empty: a refused download leaves nothing behind
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # removed only when empty: a refused download leaves nothing behind
+            downloads.rmdir()
 
 
 def _from_file(target: str, remote: RemoteFile, from_dir: Path) -> Path:
@@ -237,8 +236,8 @@ def check_wiki1m(path: Path) -> None:
             try:
                 decoder.decode(block)
             except UnicodeDecodeError as exc:
-                raise CselabError(f"{path} is not UTF-8 text ({exc.reason} near byte {f.tell() - len(block) + exc.start}"
-                                  "): not SimCSE's Wiki1M (a different or damaged file)") from None
+                raise CselabError(f"{path} is not UTF-8 text ({exc.reason}): not SimCSE's Wiki1M (a different or "
+                                  "damaged file)") from None
             pieces = (tail + block).split(b"\n")
             tail = pieces.pop()
             lines += len(pieces)
@@ -416,8 +415,9 @@ def _build_wiki1m_sickr(home: Path, out: Path) -> dict:
 
 
 def download_paper(target: str, dest: Path) -> list[Path]:
-    """Download the published files a paper target is built from into ``dest`` (resumable, size- and content-checked), for a later
-    ``cselab data fetch TARGET --from DEST`` on a machine that cannot reach the source."""
+    """Download the published files a paper target is built from into ``dest`` (resumable, checked as a fetch checks
+    them), for a later ``cselab data fetch TARGET --from DEST`` on a machine that cannot reach the source. Every file's
+    place is checked before the first download, and nothing is created before the server answers."""
     if target not in PAPER_TARGETS:
         raise CselabError(f"unknown paper target {target!r}; valid: {', '.join(PAPER_TARGETS)}")
     remotes = {"wiki1m": (WIKI1M,), "senteval": (SENTEVAL_TAR,), "sickr": (SENTEVAL_TAR,)}.get(
