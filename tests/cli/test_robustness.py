@@ -922,6 +922,8 @@ for cid, url, expect in (("not-a-url", "not a url", "CSELAB_PAPERS_URL='not a ur
          env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
     case(f"download-papers-url-{cid}", ["data", "download", "wiki1m", "--to", "{T}/d"], expect=expect,
          env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
+case("papers-hf-endpoint-not-a-url", ["data", "fetch", "wiki1m"], expect="HF_ENDPOINT='hub' is not an http(s) URL",
+     env={"CSELAB_HOME": "{T}/h", "HF_ENDPOINT": "hub"})
 case("download-wiki1m-unreachable-creates-nothing", ["data", "download", "wiki1m", "--to", "{T}/d"],
      expect="cannot reach http://127.0.0.1:9/papers/wiki1m_for_simcse.txt", env=NOWHERE)
 case("fetch-wiki1m-unreachable-leaves-no-downloads", ["data", "fetch", "wiki1m"],

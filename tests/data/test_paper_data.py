@@ -42,6 +42,7 @@ class LoopbackServer:
         self.break_after: dict[str, int] = {}
         self.times: dict[str, int] = {}
         self.faults: dict[str, str] = {}
+        self.paths: list[str] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -51,6 +52,7 @@ class LoopbackServer:
             def do_GET(self):  # noqa: N802
                 name = self.path.rsplit("/", 1)[-1]
                 server.requests.append((name, self.headers.get("Range")))
+                server.paths.append(self.path)
                 if name in server.faults:
                     self.answer_fault(server.faults[name], server.files.get(name, b""))
                     return
@@ -409,3 +411,21 @@ def test_verify_of_a_deleted_file_reports_it_and_downloads_nothing(papers, tmp_p
         fetch("wiki1m", home=home, verify=True)
     assert len(papers.requests) == asked
     assert (home / "wiki1m" / "manifest.json").read_bytes() == manifest
+
+
+def test_hf_endpoint_is_the_hubs_mirror_and_hf_hub_offline_refuses(papers, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("CSELAB_PAPERS_URL")
+    root = papers.url.removesuffix("/papers")
+    monkeypatch.setenv("HF_ENDPOINT", root)
+    home = tmp_path / "home"
+    fetch("wiki1m", home=home)
+    assert paper_path("wiki1m", home).read_bytes() == WIKI
+    assert papers.paths == ["/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    before = _tree(tmp_path)
+    rc, _, err = run_cli(["data", "download", "senteval", "--to", str(tmp_path / "to")], capsys)
+    assert rc == 2
+    assert "HF_HUB_OFFLINE is set, so " + root + "/datasets/princeton-nlp/datasets-for-simcse/resolve/main/" \
+        "senteval.tar is not downloaded" in _one_error_line(err)
+    assert _tree(tmp_path) == before and len(papers.paths) == 1

@@ -17,11 +17,17 @@ it: a file at ``dest`` whose receipt is missing or does not match is the user's 
 is written through a link, and nothing is created (not even ``dest``'s directory) before the server has answered
 with headers that pass the checks.
 
-The base URL of the papers' files is :data:`PAPERS_URL`, overridden by the environment variable
-:data:`PAPERS_URL_ENV` (a mirror, or a loopback server in the tests).
+The papers' files are SimCSE's dataset repository on the model hub (:data:`PAPERS_REPO`). Its base URL is
+:data:`PAPERS_URL`; the hub's own settings apply as users know them: ``$HF_ENDPOINT`` (a mirror of the hub) replaces
+the hub's address, and ``$HF_HUB_OFFLINE`` refuses the download at once. ``$CSELAB_PAPERS_URL``
+(:data:`PAPERS_URL_ENV`) names any other base URL (a plain HTTP mirror of the files, a loopback server in the tests).
 
-Plain ``urllib`` rather than ``huggingface_hub``: the papers' files also come from mirrors that are plain HTTP
-servers (``$CSELAB_PAPERS_URL``), and the resume, size and content checks above are needed for those either way.
+Our own code rather than ``huggingface_hub.hf_hub_download``, for what was measured
+(``python -m lab.checks.hub_client_check``, huggingface_hub 2.4.0, lab/results/hub_client_check.jsonl): against a
+refused connection, the hub's client took 23.4 s to fail (five retries) where this takes 0.0 s, and, asked to
+download into a directory (``local_dir``, what ``cselab data download --to DIR`` needs), it left six entries there
+(``.cache/huggingface/...`` and a lock file) where nothing may be created before the server answers. It also puts a
+finished file in place before the target's own check could refuse it, and the same code must serve plain mirrors.
 """
 
 from __future__ import annotations
@@ -42,8 +48,11 @@ from cselab.fileio import sha256_file, write_json_atomic
 from cselab.reporter import report
 from cselab.version import __version__
 
-PAPERS_URL = "https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+HUB_URL = "https://huggingface.co"
+PAPERS_REPO = "datasets/princeton-nlp/datasets-for-simcse"  # SimCSE's published files (its README's links)
+PAPERS_URL = f"{HUB_URL}/{PAPERS_REPO}/resolve/main"
 PAPERS_URL_ENV = "CSELAB_PAPERS_URL"
+TRUE_WORDS = ("1", "true", "yes", "on")  # how huggingface_hub reads HF_HUB_OFFLINE
 TIMEOUT_S = 60.0
 RETRIES = 5  # connection drops survived by one call (each resumes where the last stopped)
 CHUNK = 1 << 20
@@ -53,9 +62,19 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 def papers_url() -> str:
-    """The base URL the papers' files are fetched from: ``$CSELAB_PAPERS_URL`` or :data:`PAPERS_URL`;
-    :class:`UsageError` when it is not an http(s) URL."""
-    return check_http_url(os.environ.get(PAPERS_URL_ENV) or PAPERS_URL, PAPERS_URL_ENV).rstrip("/")
+    """The base URL the papers' files are fetched from: ``$CSELAB_PAPERS_URL``, else :data:`PAPERS_REPO` at
+    ``$HF_ENDPOINT`` (a hub mirror), else :data:`PAPERS_URL`; :class:`UsageError` when it is not an http(s) URL."""
+    if os.environ.get(PAPERS_URL_ENV):
+        return check_http_url(os.environ[PAPERS_URL_ENV], PAPERS_URL_ENV).rstrip("/")
+    if os.environ.get("HF_ENDPOINT"):
+        endpoint = check_http_url(os.environ["HF_ENDPOINT"], "HF_ENDPOINT").rstrip("/")
+        return f"{endpoint}/{PAPERS_REPO}/resolve/main"
+    return PAPERS_URL
+
+
+def hub_offline() -> bool:
+    """Whether ``$HF_HUB_OFFLINE`` asks for no download."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE_WORDS
 
 
 def check_http_url(url: str, what: str) -> str:
@@ -142,6 +161,8 @@ def download_file(url: str, dest: Path, *, hint: str, check: Callable[[Path], No
     check_download_place(dest)
     if dest.exists():
         return dest
+    if hub_offline():
+        raise DownloadError(f"HF_HUB_OFFLINE is set, so {url} is not downloaded; {hint}", unreachable=True)
     part = dest.with_name(dest.name + ".part")
     created = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]  # deepest first
     if part.exists() and _read_state(part).get("url") != url:
