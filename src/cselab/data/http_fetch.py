@@ -22,12 +22,11 @@ The papers' files are SimCSE's dataset repository on the model hub (:data:`PAPER
 the hub's address, and ``$HF_HUB_OFFLINE`` refuses the download at once. ``$CSELAB_PAPERS_URL``
 (:data:`PAPERS_URL_ENV`) names any other base URL (a plain HTTP mirror of the files, a loopback server in the tests).
 
-Our own code rather than ``huggingface_hub.hf_hub_download``, for what was measured
-(``python -m lab.checks.hub_client_check``, huggingface_hub 2.4.0, lab/results/hub_client_check.jsonl): against a
-refused connection, the hub's client took 23.4 s to fail (five retries) where this takes 0.0 s, and, asked to
-download into a directory (``local_dir``, what ``cselab data download --to DIR`` needs), it left six entries there
-(``.cache/huggingface/...`` and a lock file) where nothing may be created before the server answers. It also puts a
-finished file in place before the target's own check could refuse it, and the same code must serve plain mirrors.
+Our own code rather than ``huggingface_hub.hf_hub_download``, for what was measured (docs/reproduce.md, "Why not
+the hub's client"): against a refused connection the hub's client takes seconds of retries to fail where this fails
+at once, and, asked to download into a directory (``local_dir``, what ``cselab data download --to DIR`` needs), it
+leaves its cache folder and a lock file there, where nothing may be created before the server answers. It also puts
+a finished file in place before the target's own check could refuse it, and the same code must serve plain mirrors.
 """
 
 from __future__ import annotations
