@@ -302,6 +302,8 @@ for cid, args, kwargs, expect in (
     ("recipe-number", ADAPT_ARGS, {"recipe": 3}, "recipe: 3 is not a path or name"),
     ("labels-number", ADAPT_ARGS, {"labels": 5}, "labels: 5 is not a path or name"),
     ("device-empty", ADAPT_ARGS, {"device": ""}, "device is empty"),
+    ("task-and-recipe", ADAPT_ARGS, {"task": "search", "recipe": "simcse"},
+     "give --task or --recipe, not both: --task picks the recipe cselab measured best for that task"),
 ):
     api_case(f"adapt-{cid}", "adapt", args, {"model": "{W}/model", **kwargs} if "model" not in kwargs else kwargs,
              expect)
