@@ -429,3 +429,24 @@ def test_hf_endpoint_is_the_hubs_mirror_and_hf_hub_offline_refuses(papers, tmp_p
     assert "HF_HUB_OFFLINE is set, so " + root + "/datasets/princeton-nlp/datasets-for-simcse/resolve/main/" \
         "senteval.tar is not downloaded" in _one_error_line(err)
     assert _tree(tmp_path) == before and len(papers.paths) == 1
+
+
+def test_a_kill_after_the_download_keeps_it_for_the_next_run(papers, tmp_path, monkeypatch):
+    """Killed while building: the checked download (its receipt matches) is taken by the next run, not fetched again;
+    once installed, nothing is left in .downloads."""
+    home = tmp_path / "home"
+    real_install = paper_mod.install_dir
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(paper_mod, "install_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fetch("wiki1m", home=home)
+    assert (home / ".downloads" / "wiki1m_for_simcse.txt").read_bytes() == WIKI
+    asked = len(papers.requests)
+    monkeypatch.setattr(paper_mod, "install_dir", real_install)
+    fetch("wiki1m", home=home)
+    assert len(papers.requests) == asked
+    assert paper_path("wiki1m", home).read_bytes() == WIKI
+    assert not (home / ".downloads").exists()

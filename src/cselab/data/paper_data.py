@@ -169,14 +169,19 @@ def _fetch_into(target: str, final: Path, home: Path, from_dir: Path | None, *, 
     else:
         build = lambda out: _build_wiki1m_sickr(home, out)  # noqa: E731
     report().say(f"{target}: building {final}")
+    downloaded = source is not None and source.parent == downloads
     try:
         install_dir(final, MANIFEST, build, rebuild=rebuild)
     except CselabError:
-        if source is not None and source.parent == downloads:
+        if downloaded:
             remove_download(source)  # refused by the build: never taken as a finished download again
+            with contextlib.suppress(OSError):
+                downloads.rmdir()  # only when empty
         raise
-    if source is not None and source.parent == downloads:
-        remove_download(source)  # installed: the download is not kept twice
+    if downloaded:  # installed: the download is not kept twice (a kill before here keeps it for the next run)
+        remove_download(source)
+        with contextlib.suppress(OSError):
+            downloads.rmdir()
     report().say(f"{target}: done, {final}")
 
 
