@@ -341,8 +341,12 @@ def _one_error_line(err: str) -> str:
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("command", ["download", "fetch"])
-def test_a_faulty_answer_is_refused_and_leaves_nothing(command, fault, papers, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("base", ["CSELAB_PAPERS_URL", "HF_ENDPOINT"])
+def test_a_faulty_answer_is_refused_and_leaves_nothing(base, command, fault, papers, tmp_path, monkeypatch, capsys):
     papers.faults["wiki1m_for_simcse.txt"] = fault
+    if base == "HF_ENDPOINT":  # the hub's address, as a mirror of the hub gives it
+        monkeypatch.delenv("CSELAB_PAPERS_URL")
+        monkeypatch.setenv("HF_ENDPOINT", papers.url.removesuffix("/papers"))
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
     (tmp_path / "mine.txt").write_text("the user's file\n")
     before = _tree(tmp_path)
@@ -351,7 +355,9 @@ def test_a_faulty_answer_is_refused_and_leaves_nothing(command, fault, papers, t
     rc, _, err = run_cli(args, capsys)
     assert rc == 2
     line = _one_error_line(err)
-    assert f"{papers.url}/wiki1m_for_simcse.txt" in line and "--from DIR" in line
+    url = papers.url if base == "CSELAB_PAPERS_URL" else \
+        papers.url.removesuffix("/papers") + "/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+    assert f"{url}/wiki1m_for_simcse.txt" in line and "--from DIR" in line
     cut = WIKI[:len(WIKI) // 3]  # what the early close hands over: whole lines and a torn one
     cut_lines = cut.count(b"\n") + (not cut.endswith(b"\n"))
     short = WIKI[:-100]
