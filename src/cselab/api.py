@@ -37,6 +37,7 @@ from cselab.errors import (
     check_optional_int,
     check_path,
     check_text,
+    refuse_both,
 )
 from cselab.reporter import QUIET, console, report, reporting
 from cselab.vocabulary import BACKENDS, SPLITS
@@ -210,6 +211,8 @@ def adapt(text: str | Path, output: str | Path, *, model: str | Path = "all-Mini
     check_optional_int(steps, "steps")
     check_int(seed, "seed", minimum=0)
     check_optional_int(max_sentences, "max_sentences")
+    refuse_both(("--task", task), ("--recipe", recipe),
+                "--task picks the recipe cselab measured best for that task, --recipe gives another")
     check_text(device, "device")
     for name, value in (("labels", labels), ("pairs", pairs), ("retrieval", retrieval)):
         check_path(value, name, optional=True)

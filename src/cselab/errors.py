@@ -93,6 +93,8 @@ def check_path(value: Any, name: str, *, optional: bool = False) -> str | os.Pat
         raise UsageError(f"{name}: {value!r} is not a path or name")
     if not text.strip():
         raise UsageError(f"{name} is empty")
+    if "\0" in text:
+        raise UsageError(f"{name}: {text!r} holds a NUL byte, which no path can")
     return value
 
 

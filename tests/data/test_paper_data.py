@@ -33,13 +33,16 @@ WIKI = "".join(f"{line}\n" for line in WIKI_LINES).encode()
 class LoopbackServer:
     """An HTTP server on 127.0.0.1 serving ``files`` (name -> bytes) with Range support and an ETag; it records each
     request's path and Range header. ``break_after[name] = n``: the next ``times[name]`` answers for that file send
-    the headers of the whole answer and then only ``n`` bytes of the body before closing the connection."""
+    the headers of the whole answer and then only ``n`` bytes of the body before closing the connection.
+    ``faults[name]``: every answer for that file is the fault :data:`FAULTS` names instead."""
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = dict(files)
         self.requests: list[tuple[str, str | None]] = []
         self.break_after: dict[str, int] = {}
         self.times: dict[str, int] = {}
+        self.faults: dict[str, str] = {}
+        self.paths: list[str] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -49,6 +52,10 @@ class LoopbackServer:
             def do_GET(self):  # noqa: N802
                 name = self.path.rsplit("/", 1)[-1]
                 server.requests.append((name, self.headers.get("Range")))
+                server.paths.append(self.path)
+                if name in server.faults:
+                    self.answer_fault(server.faults[name], server.files.get(name, b""))
+                    return
                 if name not in server.files:
                     self.send_error(404, "Not Found")
                     return
@@ -72,6 +79,27 @@ class LoopbackServer:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 self.wfile.write(body)
+
+            def answer_fault(self, fault: str, data: bytes) -> None:
+                if fault.isdigit():
+                    self.send_error(int(fault))
+                    return
+                if fault == "redirect-loop":
+                    self.send_response(302)
+                    self.send_header("Location", self.path)
+                    self.end_headers()
+                    return
+                if fault == "html":
+                    data = b"<!doctype html><html><body>Sign in to continue</body></html>\n"
+                self.send_response(200)
+                if fault == "short-length":  # the last 100 bytes left out, and the length says so
+                    data = data[:-100]
+                if fault != "no-length-early-close":
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[:len(data) // 3] if fault == "no-length-early-close" else data)
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/papers"
@@ -291,3 +319,140 @@ def test_download_then_fetch_from_on_a_machine_without_the_source(papers, tmp_pa
     rc, out, err = run_cli(["data", "fetch", "wiki1m-sickr", "--from", str(tmp_path / "hand")], capsys)
     assert rc == 0, err
     assert paper_path("wiki1m-sickr", tmp_path / "home").read_text().splitlines()[:300] == WIKI_LINES
+
+
+# issue 92: a download is whole or refused, and a refusal leaves nothing behind
+FAULTS = ("short-length", "no-length-early-close", "html", "404", "500", "403", "redirect-loop")
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every path under ``root`` -> 'dir', 'link' or the file's sha256 (computed here)."""
+    return {str(p.relative_to(root)): "link" if p.is_symlink() else "dir" if p.is_dir()
+            else hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))}
+
+
+def _one_error_line(err: str) -> str:
+    """The one error line of a failed command (progress bars before it are the download's, not errors)."""
+    lines = [line for line in err.replace("\r", "\n").splitlines()
+             if line.strip() and not line.startswith("wiki1m_for_simcse.txt: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("command", ["download", "fetch"])
+@pytest.mark.parametrize("base", ["CSELAB_PAPERS_URL", "HF_ENDPOINT"])
+def test_a_faulty_answer_is_refused_and_leaves_nothing(base, command, fault, papers, tmp_path, monkeypatch, capsys):
+    papers.faults["wiki1m_for_simcse.txt"] = fault
+    if base == "HF_ENDPOINT":  # the hub's address, as a mirror of the hub gives it
+        monkeypatch.delenv("CSELAB_PAPERS_URL")
+        monkeypatch.setenv("HF_ENDPOINT", papers.url.removesuffix("/papers"))
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
+    (tmp_path / "mine.txt").write_text("the user's file\n")
+    before = _tree(tmp_path)
+    args = ["data", "download", "wiki1m", "--to", str(tmp_path / "to")] if command == "download" \
+        else ["data", "fetch", "wiki1m"]
+    rc, _, err = run_cli(args, capsys)
+    assert rc == 2
+    line = _one_error_line(err)
+    url = papers.url if base == "CSELAB_PAPERS_URL" else \
+        papers.url.removesuffix("/papers") + "/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+    assert f"{url}/wiki1m_for_simcse.txt" in line and "--from DIR" in line
+    cut = WIKI[:len(WIKI) // 3]  # what the early close hands over: whole lines and a torn one
+    cut_lines = cut.count(b"\n") + (not cut.endswith(b"\n"))
+    short = WIKI[:-100]
+    short_lines = short.count(b"\n") + (not short.endswith(b"\n"))
+    expected = {"short-length": f"has {short_lines} lines, SimCSE published 300",
+                "html": "has 1 lines, SimCSE published 300",
+                "no-length-early-close": f"has {cut_lines} lines, SimCSE published 300",
+                "redirect-loop": "HTTP 302"}.get(fault, f"HTTP {fault}")
+    assert expected in line
+    assert _tree(tmp_path) == before  # no --to, no $CSELAB_HOME, no .downloads, no part
+
+
+def test_a_refused_body_is_not_taken_by_the_next_run(papers, tmp_path):
+    home = tmp_path / "home"
+    papers.faults["wiki1m_for_simcse.txt"] = "html"
+    with pytest.raises(CselabError, match="has 1 lines"):
+        fetch("wiki1m", home=home)
+    assert not home.exists()
+    del papers.faults["wiki1m_for_simcse.txt"]
+    fetch("wiki1m", home=home)
+    assert paper_path("wiki1m", home).read_bytes() == WIKI
+
+
+def test_a_download_is_taken_again_only_with_its_receipt(papers, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "home"))
+    to = tmp_path / "to"
+    rc, _, err = run_cli(["data", "download", "wiki1m", "--to", str(to)], capsys)
+    assert rc == 0, err
+    receipt = json.loads((to / "wiki1m_for_simcse.txt.cselab-download.json").read_text())
+    assert receipt["sha256"] == hashlib.sha256(WIKI).hexdigest() and receipt["bytes"] == len(WIKI)
+    asked = len(papers.requests)
+    rc, _, err = run_cli(["data", "download", "wiki1m", "--to", str(to)], capsys)
+    assert rc == 0 and len(papers.requests) == asked  # cselab's own finished download: nothing asked again
+    (to / "wiki1m_for_simcse.txt").write_bytes(WIKI.replace(b"tiny", b"TINY"))  # now the user's (same size)
+    mine = hashlib.sha256((to / "wiki1m_for_simcse.txt").read_bytes()).hexdigest()
+    rc, _, err = run_cli(["data", "download", "wiki1m", "--to", str(to)], capsys)
+    assert rc == 2 and "cselab did not download and check it" in _one_error_line(err)
+    assert hashlib.sha256((to / "wiki1m_for_simcse.txt").read_bytes()).hexdigest() == mine
+    assert len(papers.requests) == asked
+
+
+def test_a_cut_senteval_tar_is_refused(papers, tmp_path):
+    tar = papers.files["senteval.tar"]
+    papers.files["senteval.tar"] = tar[: len(tar) // 2]  # the server announces the cut size: only the tar tells
+    with pytest.raises(CselabError, match="senteval.tar.part is not a tar archive SentEval's data can be read from"):
+        fetch("senteval", home=tmp_path / "home")
+    assert not (tmp_path / "home").exists()
+
+
+def test_verify_of_a_deleted_file_reports_it_and_downloads_nothing(papers, tmp_path):
+    home = tmp_path / "home"
+    fetch("wiki1m", home=home)
+    manifest = (home / "wiki1m" / "manifest.json").read_bytes()
+    paper_path("wiki1m", home).unlink()
+    asked = len(papers.requests)
+    with pytest.raises(CselabError, match=r"wiki1m_for_simcse.txt is missing \(manifest.json lists it\)"):
+        fetch("wiki1m", home=home, verify=True)
+    assert len(papers.requests) == asked
+    assert (home / "wiki1m" / "manifest.json").read_bytes() == manifest
+
+
+def test_hf_endpoint_is_the_hubs_mirror_and_hf_hub_offline_refuses(papers, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("CSELAB_PAPERS_URL")
+    root = papers.url.removesuffix("/papers")
+    monkeypatch.setenv("HF_ENDPOINT", root)
+    home = tmp_path / "home"
+    fetch("wiki1m", home=home)
+    assert paper_path("wiki1m", home).read_bytes() == WIKI
+    assert papers.paths == ["/datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    before = _tree(tmp_path)
+    rc, _, err = run_cli(["data", "download", "senteval", "--to", str(tmp_path / "to")], capsys)
+    assert rc == 2
+    assert "HF_HUB_OFFLINE is set, so " + root + "/datasets/princeton-nlp/datasets-for-simcse/resolve/main/" \
+        "senteval.tar is not downloaded" in _one_error_line(err)
+    assert _tree(tmp_path) == before and len(papers.paths) == 1
+
+
+def test_a_kill_after_the_download_keeps_it_for_the_next_run(papers, tmp_path, monkeypatch):
+    """Killed while building: the checked download (its receipt matches) is taken by the next run, not fetched again;
+    once installed, nothing is left in .downloads."""
+    home = tmp_path / "home"
+    real_install = paper_mod.install_dir
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(paper_mod, "install_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fetch("wiki1m", home=home)
+    assert (home / ".downloads" / "wiki1m_for_simcse.txt").read_bytes() == WIKI
+    asked = len(papers.requests)
+    monkeypatch.setattr(paper_mod, "install_dir", real_install)
+    fetch("wiki1m", home=home)
+    assert len(papers.requests) == asked
+    assert paper_path("wiki1m", home).read_bytes() == WIKI
+    assert not (home / ".downloads").exists()

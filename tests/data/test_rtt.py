@@ -108,3 +108,129 @@ def test_cli_round_trip_and_its_errors(tmp_path, marians, capsys):
     ):
         rc, _, err = run_cli(["data", "rtt", str(source), "--output", str(tmp_path / "e"), *args], capsys)
         assert rc == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+# issue 92: everything checked before the first write; the user's files never replaced
+def _tree(root):
+    """Every path under ``root`` -> 'dir', 'link' or the file's sha256 (computed here)."""
+    import hashlib
+
+    return {str(p.relative_to(root)): "link" if p.is_symlink() else "dir" if p.is_dir()
+            else hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))}
+
+
+def _bad_model(kind, base, marians, tiny_bert_dir):
+    """A --models directory (or name) that cannot translate, of the given ``kind``."""
+    import shutil
+
+    if kind == "missing":
+        return str(base / "nope")
+    if kind == "encoder":
+        return str(tiny_bert_dir)
+    if kind == "hub-name-offline":
+        return "nobody-cselab-test/opus-mt-fr-en"  # in no cache; the hub is offline
+    out = base / kind
+    if kind == "empty":
+        out.mkdir()
+        return str(out)
+    shutil.copytree(marians["fr-en"], out)
+    if kind == "no-tokenizer":
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (out / name).unlink()
+    elif kind == "damaged-config":
+        (out / "config.json").write_text('{"model_type": "marian", ')
+    elif kind == "no-weights":
+        (out / "model.safetensors").unlink()
+    elif kind == "truncated-weights":
+        weights = out / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return str(out)
+
+
+BAD_MODELS = {"missing": "is not a directory", "encoder": "it is a bert encoder, not a sequence-to-sequence",
+              "hub-name-offline": "not in the hub's cache and the hub cannot be reached",
+              "empty": "its config does not load", "no-tokenizer": "its tokenizer does not load",
+              "damaged-config": "its config does not load", "no-weights": "it holds no weights",
+              "truncated-weights": "model.safetensors is not whole safetensors weights"}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_MODELS))
+def test_a_bad_back_model_is_refused_before_the_forward_file(kind, tmp_path, marians, tiny_bert_dir, capsys,
+                                                              monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    work = tmp_path / "work"
+    work.mkdir()
+    source = _source(work)
+    bad = _bad_model(kind, tmp_path, marians, tiny_bert_dir)
+    before = _tree(tmp_path)
+    start = time.monotonic()
+    rc, _, err = run_cli(["data", "rtt", str(source), "--via", "fr", "--output", str(work / "out"), "--models",
+                          f"en-fr={marians['en-fr']},fr-en={bad}", "--device", "cpu"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert "cannot load the translation model" in err and "(fr-en)" in err and BAD_MODELS[kind] in err, err
+    assert time.monotonic() - start < 20  # checked, not tried for minutes
+    assert _tree(tmp_path) == before  # no --output, no forward file, no state
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--via", "fr,,"], "--via 'fr,,' holds an empty language"),
+    (["--via", ",fr"], "--via ',fr' holds an empty language"),
+    (["--via", "fr", "--models", "en-fr=a,en-fr=b"], "--models gives en-fr twice (a and b): give each direction once"),
+    (["--via", "fr", "--models", "en-fr=a,,fr-en=b"], "holds an empty item"),
+])
+def test_contradictory_options_are_refused(args, message, tmp_path, capsys):
+    source = _source(tmp_path)
+    before = _tree(tmp_path)
+    rc, _, err = run_cli(["data", "rtt", str(source), "--output", str(tmp_path / "out"), *args], capsys)
+    assert rc == 2 and err.count("\n") == 1 and message in err, err
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_text_is_refused_cleanly(text, tmp_path, marians, capsys):
+    source = tmp_path / "empty.txt"
+    source.write_text(text)
+    before = _tree(tmp_path)
+    models = f"en-fr={marians['en-fr']},fr-en={marians['fr-en']}"
+    rc, _, err = run_cli(["data", "rtt", str(source), "--via", "fr", "--output", str(tmp_path / "out"), "--models",
+                          models, "--device", "cpu"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "holds no sentence to translate" in err, err
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("manifest", ["{damaged", '{"lines": 10}', None])
+def test_a_users_file_beside_a_manifest_that_proves_nothing_is_kept(manifest, tmp_path, marians, capsys):
+    source = _source(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "corpus.fr.txt").write_text("my own french text\n")
+    if manifest is not None:
+        (out / "corpus.fr.txt.manifest.json").write_text(manifest)
+    before = _tree(tmp_path)
+    models = f"en-fr={marians['en-fr']},fr-en={marians['fr-en']}"
+    rc, _, err = run_cli(["data", "rtt", str(source), "--via", "fr", "--output", str(out), "--models", models,
+                          "--device", "cpu"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "corpus.fr.txt exists without a manifest of cselab's" in err, err
+    assert _tree(tmp_path) == before
+
+
+def test_a_finished_translation_is_redone_over_its_own_manifest(tmp_path, marians):
+    """A translation cselab wrote (its manifest records its sha256) is cselab's to replace when the options change."""
+    source = _source(tmp_path)
+    target = rtt_mod.translate_file(source, tmp_path / "t.txt", marians["en-fr"], max_length=4, device="cpu")
+    rtt_mod.translate_file(source, target, marians["en-fr"], max_length=5, device="cpu")
+    assert target.read_text().split("\n")[:-1] == _reference(marians["en-fr"], SOURCE, 5)
+
+
+def test_a_part_that_links_out_is_refused(tmp_path, marians):
+    from cselab.errors import CselabError
+
+    source = _source(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's file\n")
+    (tmp_path / "t.txt.part").symlink_to(outside)
+    with pytest.raises(CselabError, match="t.txt.part is a link or a directory"):
+        rtt_mod.translate_file(source, tmp_path / "t.txt", marians["en-fr"], device="cpu")
+    assert outside.read_text() == "the user's file\n"

@@ -47,6 +47,7 @@ FIELD_KEYS = {"train.batch_size": "batch_size", "model.max_length": "max_length"
               "model.dropout": "dropout"}
 MAX_BATCH_SIZE = 4096  # training examples per step; more is a typo (a batch of 4096 passages of 256 tokens is ~1M)
 MAX_LENGTH = 8192  # tokens of an example; the model's own limit is checked when the plan reads it
+MAX_LR = 1.0  # a peak learning rate above it moves AdamW's every weight by up to 1 per step: a typo, not a recipe
 
 
 class Budget(BaseModel):
@@ -54,7 +55,7 @@ class Budget(BaseModel):
     most ``max`` steps."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    passes: float = Field(1.0, gt=0)
+    passes: float = Field(1.0, gt=0, allow_inf_nan=False)
     min_steps: int = Field(100, ge=1, alias="min")
     max_steps: int = Field(450, ge=1, alias="max")
 
@@ -73,7 +74,7 @@ class Recipe(BaseModel):
     description: str = Field(min_length=1, description="what it trains, in one clause (the plan prints it)")
     method: Literal["simcse", "distill"] = Field(description="simcse (no teacher) or distill (a teacher's vectors)")
     method_options: dict[str, Any] = Field(default_factory=dict, description="the method's options")
-    lr: float = Field(gt=0, description="peak learning rate")
+    lr: float = Field(gt=0, le=MAX_LR, allow_inf_nan=False, description="peak learning rate")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="the student's dropout while it trains")
     steps: Budget = Field(default_factory=Budget, description="the budget when --steps is not given")
     units: Literal[ADAPT_UNITS] = Field("lines", description="a training example: a line, a passage of lines, or "
@@ -164,9 +165,40 @@ def load_recipe(recipe: str | Path | Recipe) -> Recipe:
                               f"{', '.join(shipped_recipes())})")
     try:
         raw = read_yaml(path)
+        duplicate = _duplicate_key(path)
     except CselabError as exc:
         raise CselabError(f"--recipe {exc}") from None
+    if duplicate is not None:
+        raise CselabError(f"recipe {path}: {duplicate}")
     return read_recipe(raw, str(path), base=path.parent)
+
+
+def _duplicate_key(path: Path) -> str | None:
+    """A key given twice in one mapping of the YAML file (YAML keeps the last without a word), as a message naming
+    it and its lines; None when every key is given once."""
+    import yaml
+
+    def check(node: yaml.Node) -> str | None:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[object, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and name in seen:
+                    return (f"{name!r} is given twice (lines {seen[name]} and {key.start_mark.line + 1}); give each "
+                            "key once")
+                if name is not None:
+                    seen[name] = key.start_mark.line + 1
+                found = check(value)
+                if found:
+                    return found
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                found = check(item)
+                if found:
+                    return found
+        return None
+
+    return check(yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader))
 
 
 def shipped_recipes() -> tuple[str, ...]:

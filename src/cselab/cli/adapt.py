@@ -8,6 +8,7 @@ import click
 
 from cselab.cli.options import POSITIVE
 from cselab.cli.options import set_device as _set_device
+from cselab.errors import refuse_both
 from cselab.vocabulary import ADAPT_TASKS
 
 
@@ -48,6 +49,8 @@ def adapt_command(text: Path, output_dir: Path, model: str, teacher: str | None,
     after. Everything is checked before anything is written; the model handed back is OUTPUT/model."""
     from cselab.adaptation import adapt, summary_of
 
+    refuse_both(("--task", task), ("--recipe", recipe),
+                "--task picks the recipe cselab measured best for that task, --recipe gives another")
     result = adapt(text, output_dir, recipe=recipe, model=model, teacher=teacher, no_teacher=no_teacher, task=task,
                    steps=steps, seed=seed, max_sentences=max_sentences, device=device, labels=labels, pairs=pairs,
                    retrieval=retrieval, domain=domain, resume=resume)

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from cselab.errors import CselabError
-from cselab.fileio import fresh_sibling, replace_directory
+from cselab.errors import CselabError, UsageError
+from cselab.fileio import check_writable_dir, fresh_sibling, replace_directory
 from cselab.models import st_layout
 from cselab.models.encoder import Encoder
 from cselab.models.exported import refuse_torch_load  # an export directory holds no torch weights
@@ -242,6 +242,7 @@ def _combine_problem(combine: object, weights: Sequence[float]) -> str | None:
 
 # -- saving -------------------------------------------------------------------------------------------
 SAVING_MARK = ".cselab-saving"  # in a model being written, until its cselab.json is: the directory is cselab's
+SAVED_FILES = ".cselab-files.json"  # the files a save wrote (relative paths): anything else there is not cselab's
 
 
 def is_saved_model(path: Path) -> bool:
@@ -260,6 +261,8 @@ def check_model_output(path: str | Path) -> Path:
     cselab's too."""
     path = Path(path)
     hint = "choose another path or move it away"
+    if "\0" in str(path):
+        raise UsageError(f"path: {str(path)!r} holds a NUL byte, which no path can")
     if path.is_symlink():
         raise CselabError(f"{path} is a link; a model is saved to a new directory or over a model cselab saved: {hint}")
     if path.exists() and not path.is_dir():
@@ -271,11 +274,37 @@ def check_model_output(path: str | Path) -> Path:
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise CselabError(f"{path} holds files that are not a model cselab saved ({shown}); a model is saved to "
                               f"a new or empty directory or over a model cselab saved: {hint}")
+    if path.is_dir() and is_saved_model(path):
+        foreign = _not_saved_there(path)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise CselabError(f"{path} is a model cselab saved, but it also holds files cselab did not write there "
+                              f"({shown}), which a save would delete: move them out of it, or {hint}")
+    if not path.exists():
+        check_writable_dir(path, "path")
     for sibling in (path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")):
         if sibling.is_symlink() or (sibling.exists() and not _is_cselabs_sibling(sibling)):
             raise CselabError(f"{sibling} is in the way of saving {path} (a save writes and sets aside a model "
                               f"there) and is not cselab's: {hint}")
     return path
+
+
+def _not_saved_there(path: Path) -> list[str]:
+    """What is in a saved model's directory that its save did not write (:data:`SAVED_FILES`), shallowest first; a
+    model saved before cselab listed its files lists nothing, and is taken as a whole."""
+    try:
+        listed = json.loads((path / SAVED_FILES).read_text(encoding="utf-8")).get("files")
+    except FileNotFoundError:
+        return []  # saved before the list was written
+    except (OSError, ValueError, AttributeError):
+        return [SAVED_FILES]  # damaged: it proves nothing
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        return [SAVED_FILES]
+    owned = {*listed, SAVED_FILES}
+    owned |= {parent.as_posix() for name in list(owned) for parent in Path(name).parents if parent != Path(".")}
+    present = sorted(p.relative_to(path).as_posix() for p in path.rglob("*"))
+    foreign = [name for name in present if name not in owned or (path / name).is_symlink()]
+    return [name for name in foreign if not any(parent.as_posix() in foreign for parent in Path(name).parents)]
 
 
 def _is_cselabs_sibling(path: Path) -> bool:
@@ -290,10 +319,13 @@ def save_model(model: nn.Module, path: str | Path, *, extra: dict[str, Any] | No
     path = check_model_output(path)
     if not callable(getattr(model, "save_files", None)):
         raise TypeError(f"cannot save {type(model).__name__}: not a registered model kind")
-    tmp = fresh_sibling(path)
-    _write(model, tmp, extra or {})
-    check_model_output(path)
-    return replace_directory(tmp, path)
+    try:
+        tmp = fresh_sibling(path)
+        _write(model, tmp, extra or {})
+        check_model_output(path)
+        return replace_directory(tmp, path)
+    except OSError as exc:  # a place the checks could not foresee (a read-only or virtual file system)
+        raise CselabError(f"cannot save a model to {path}: {exc.strerror or exc}") from None
 
 
 def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
@@ -308,6 +340,8 @@ def _write(model: nn.Module, path: Path, extra: dict[str, Any]) -> None:
     (path / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2) + "\n")
     (path / "README.md").write_text(model_card(description, model_type=type(model).__name__))
     (path / SAVING_MARK).unlink()
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+    (path / SAVED_FILES).write_text(json.dumps({"files": files}, indent=1) + "\n")
 
 
 # -- loading ------------------------------------------------------------------------------------------

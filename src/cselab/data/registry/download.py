@@ -175,14 +175,23 @@ def download(target: str, dest: Path) -> list[Path]:
     for t in targets:
         check_target(t, allow_all=False)
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    created = [p for p in (dest, *dest.parents) if not p.exists()]  # deepest first
+    dest.mkdir(parents=True, exist_ok=True)  # the registries' clients download into it
     out = []
-    for t in targets:
-        for key, path in obtain(t, dest, None).items():
-            final = dest / ARCHIVES[key].filename
-            if path != final:
-                shutil.copyfile(path, final)
-            out.append(final)
+    try:
+        for t in targets:
+            for key, path in obtain(t, dest, None).items():
+                final = dest / ARCHIVES[key].filename
+                if path != final:
+                    shutil.copyfile(path, final)
+                out.append(final)
+    except CselabError:
+        for directory in created:  # a refused download leaves no directory it created behind (only empty ones)
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        raise
     return out
 
 
