@@ -9,12 +9,14 @@ constraints file that pins the torch just installed, so pip can never bring anot
 The check starts ``infinity_emb v2 --model-id MODEL_DIR --engine torch --device cpu --dtype float32
 --no-bettertransformer`` on 127.0.0.1 with the hub offline (``HF_HUB_OFFLINE=1``) and telemetry off
 (``DO_NOT_TRACK=1``), waits for ``/health`` (bounded by ``--startup-timeout``), POSTs a fixed list of sentences to
-``/embeddings`` (OpenAI-style body), and compares the vectors with ``cselab.load_model(MODEL_DIR).encode(...,
-normalize=True)``: infinity's torch engine L2-normalises every embedding it returns, so the check compares
-normalised with normalised (the largest difference to cselab's unnormalised vectors and the served vectors'
-largest norm deviation from 1 are recorded too, which shows it). It prints the largest absolute difference and the
-cosines, stops the server (always), and appends a record to lab/results/serving_infinity.jsonl. Exit status 1 when
-the largest difference exceeds ``--tolerance``.
+``/embeddings`` (OpenAI-style body), once all in one request and then one request per sentence, and compares the
+vectors with ``cselab.load_model(MODEL_DIR).encode(..., normalize=True)`` (the one request against cselab's default
+batch size, the lone ones against ``batch_size=1``, so both sides pad alike; cselab's batch_size=1 against its
+batched vectors gives the scale that batching alone makes). infinity's torch engine L2-normalises every embedding
+it returns, so the check compares normalised with normalised (the largest difference to cselab's unnormalised
+vectors and the served vectors' largest norm deviation from 1 are recorded too, which shows it). It prints the
+largest absolute differences and the cosines, stops the server (always), and appends a record to
+lab/results/serving_infinity.jsonl. Exit status 1 when a like-for-like difference exceeds ``--tolerance``.
 
     python -m lab.serving.infinity_check OUTPUT/model [--venv DIR] [--port N] [--startup-timeout S]
 """
@@ -161,9 +163,22 @@ def stop(process: subprocess.Popen) -> None:
             process.wait(timeout=30)
 
 
+def post_embeddings(base: str, sentences: list[str]) -> np.ndarray:
+    """The vectors ``POST /embeddings`` returns for ``sentences``, in their order."""
+    try:
+        answer = http_json(f"{base}/embeddings", {"model": SERVED_NAME, "input": sentences}, timeout=300)
+    except urllib.error.HTTPError as error:
+        fail(f"POST /embeddings answered {error.code}: {error.read()[:500]!r}")
+    rows = sorted(answer["data"], key=lambda item: item["index"])
+    if [item["index"] for item in rows] != list(range(len(sentences))):
+        fail(f"the server returned {len(rows)} embeddings for {len(sentences)} sentences")
+    return np.array([item["embedding"] for item in rows], dtype=np.float64)
+
+
 def served_embeddings(python: Path, model_dir: Path, port: int, startup_timeout: float,
-                      workdir: Path) -> tuple[np.ndarray, list[str], float, float]:
-    """(the served vectors in input order, the server's command, startup seconds, request seconds)."""
+                      workdir: Path) -> tuple[np.ndarray, np.ndarray, list[str], float, float]:
+    """(the served vectors of one request with every sentence, of one request per sentence, the server's command,
+    startup seconds, seconds of the one request)."""
     command = [str(python.parent / "infinity_emb"), "v2", "--model-id", str(model_dir),
                "--served-model-name", SERVED_NAME, "--engine", "torch", "--device", "cpu", "--dtype", "float32",
                "--no-bettertransformer", "--host", "127.0.0.1", "--port", str(port)]
@@ -177,17 +192,13 @@ def served_embeddings(python: Path, model_dir: Path, port: int, startup_timeout:
     try:
         startup_s = wait_ready(process, base, log, startup_timeout)
         start = time.monotonic()
-        try:
-            answer = http_json(f"{base}/embeddings", {"model": SERVED_NAME, "input": SENTENCES}, timeout=300)
-        except urllib.error.HTTPError as error:
-            fail(f"POST /embeddings answered {error.code}: {error.read()[:500]!r}")
+        together = post_embeddings(base, SENTENCES)
         request_s = time.monotonic() - start
+        # one at a time, as lone clients' requests reach the server: each is a batch of its own
+        alone = np.concatenate([post_embeddings(base, [sentence]) for sentence in SENTENCES])
     finally:
         stop(process)
-    rows = sorted(answer["data"], key=lambda item: item["index"])
-    if [item["index"] for item in rows] != list(range(len(SENTENCES))):
-        fail(f"the server returned {len(rows)} embeddings for {len(SENTENCES)} sentences")
-    return np.array([item["embedding"] for item in rows], dtype=np.float64), command, startup_s, request_s
+    return together, alone, command, startup_s, request_s
 
 
 def sha256(path: Path) -> str:
@@ -224,28 +235,39 @@ def main() -> None:
     encoder = cselab.load_model(model_dir)
     ours = encoder.encode(SENTENCES, normalize=True).astype(np.float64)
     ours_raw = encoder.encode(SENTENCES, normalize=False).astype(np.float64)
+    ours_alone = encoder.encode(SENTENCES, normalize=True, batch_size=1).astype(np.float64)
 
     python, reused = ensure_venv(venv)
     versions = venv_versions(python)
     with tempfile.TemporaryDirectory(prefix="infinity-check-") as tmp:
-        theirs, command, startup_s, request_s = served_embeddings(
+        together, alone, command, startup_s, request_s = served_embeddings(
             python, model_dir, args.port or free_port(), args.startup_timeout, Path(tmp))
 
-    if theirs.shape != ours.shape:
-        fail(f"the server's embeddings are {theirs.shape}, cselab's {ours.shape}")
-    max_abs = float(np.abs(theirs - ours).max())
-    cosines = (theirs * ours).sum(1) / (np.linalg.norm(theirs, axis=1) * np.linalg.norm(ours, axis=1))
-    norm_deviation = float(np.abs(np.linalg.norm(theirs, axis=1) - 1.0).max())
-    max_abs_raw = float(np.abs(theirs - ours_raw).max())
-    agrees = max_abs <= args.tolerance
+    def max_abs(a: np.ndarray, b: np.ndarray) -> float:
+        if a.shape != b.shape:
+            fail(f"the server's embeddings are {a.shape}, cselab's {b.shape}")
+        return float(np.abs(a - b).max())
+
+    diff = max_abs(together, ours)
+    cosines = (together * ours).sum(1) / (np.linalg.norm(together, axis=1) * np.linalg.norm(ours, axis=1))
+    norm_deviation = float(np.abs(np.linalg.norm(together, axis=1) - 1.0).max())
+    diff_raw = max_abs(together, ours_raw)
+    diff_alone = max_abs(alone, ours_alone)  # batches of one on both sides
+    diff_alone_vs_batched = max_abs(alone, ours)
+    diff_cselab_batching = max_abs(ours_alone, ours)  # cselab against itself: the scale batching alone gives
+    agrees = max(diff, diff_alone) <= args.tolerance
     print(f"infinity-emb {versions.get('infinity-emb')} (sentence-transformers "
           f"{versions.get('sentence-transformers')}, torch {versions.get('torch')}) vs cselab, "
           f"{len(SENTENCES)} sentences, L2-normalised both:")
-    print(f"  max |infinity - cselab| = {max_abs:.3g}  (tolerance {args.tolerance:g}: {'ok' if agrees else 'FAILED'})")
-    print(f"  cosine min {cosines.min():.9f}, mean {cosines.mean():.9f}")
+    print(f"  one request, all sentences:  max |infinity - cselab| = {diff:.3g}; "
+          f"cosine min {cosines.min():.9f}, mean {cosines.mean():.9f}")
+    print(f"  one request per sentence:    max |infinity - cselab batch_size=1| = {diff_alone:.3g}; "
+          f"against cselab batched {diff_alone_vs_batched:.3g}")
+    print(f"  cselab batch_size=1 against batched: {diff_cselab_batching:.3g} (tolerance {args.tolerance:g}: "
+          f"{'ok' if agrees else 'FAILED'})")
     print(f"  served vectors' largest | |v| - 1 | = {norm_deviation:.3g}; max |infinity - cselab unnormalised| = "
-          f"{max_abs_raw:.3g}")
-    print(f"  server ready after {startup_s:.1f} s, request {request_s:.2f} s")
+          f"{diff_raw:.3g}")
+    print(f"  server ready after {startup_s:.1f} s, the one request {request_s:.2f} s")
 
     cselab_json = model_dir / "cselab.json"
     weights = model_dir / "model.safetensors"
@@ -257,18 +279,23 @@ def main() -> None:
         "config": {
             "sentences": len(SENTENCES),
             "sentences_sha256": hashlib.sha256("\n".join(SENTENCES).encode("utf-8")).hexdigest(),
-            "compared": "cselab encode(normalize=True) vs infinity POST /embeddings (infinity L2-normalises)",
+            "compared": "cselab encode(normalize=True) vs infinity POST /embeddings (infinity L2-normalises): all "
+                        "sentences in one request against cselab's default batch_size; one request per sentence "
+                        "against cselab's batch_size=1",
             "server_command": ["infinity_emb", *command[1:]],
             "venv_built_with": [TORCH_SPEC, INFINITY_SPEC],
             "venv_reused": reused,
             "tolerance": args.tolerance,
         },
         "serving_env": versions,
-        "max_abs_diff": max_abs,
+        "max_abs_diff": diff,
         "cosine_min": float(cosines.min()),
         "cosine_mean": float(cosines.mean()),
+        "max_abs_diff_one_per_request": diff_alone,
+        "max_abs_diff_one_per_request_vs_batched": diff_alone_vs_batched,
+        "cselab_batch1_vs_batched_max_abs_diff": diff_cselab_batching,
         "served_norm_max_deviation": norm_deviation,
-        "max_abs_diff_unnormalised": max_abs_raw,
+        "max_abs_diff_unnormalised": diff_raw,
         "startup_s": round(startup_s, 2),
         "request_s": round(request_s, 3),
         "agrees": agrees,
