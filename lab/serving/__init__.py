@@ -1,0 +1,1 @@
+"""Checks of a cselab model served by other projects' servers."""
