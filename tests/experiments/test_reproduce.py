@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from scipy.stats import spearmanr
 
 from cselab.data import http_fetch
@@ -23,7 +24,15 @@ from cselab.data.download import files_entry
 from cselab.data.paper_data import RemoteFile
 from cselab.data.paper_figures import paper_row, paper_rows, paper_tasks
 from cselab.errors import UsageError
-from cselab.experiments.reproduce import ComparisonRow, ReproducePlan, comparison_rows, plan_reproduction
+from cselab.experiments.reproduce import (
+    ComparisonRow,
+    ReproducePlan,
+    comparison_rows,
+    estimate_seconds,
+    plan_reproduction,
+)
+from cselab.methods import register_method
+from cselab.methods.simcse import SimCSE
 from tests.data.test_paper_data import WIKI, WIKI_LINES, LoopbackServer, _independent_pair_counts, _senteval_tar
 from tests.helpers import build_tiny_marian_dir, run_cli, write_sts_home
 
@@ -252,3 +261,47 @@ def test_the_python_api_returns_the_rows(tmp_path, tiny_bert_dir, monkeypatch, c
     assert rows["STS-B"].std == round(statistics.stdev(stsb), 2) and rows["STS-B"].seeds == 2
     assert rows["STS12"].our_set == "STS12-part (partial: 1500 of 3108 pairs)" and rows["STS12"].paper == 68.40
     assert result.estimate_s is not None and result.estimate_s > 0
+
+
+# -- a method from outside the package: what reproduce needs of it is declared in its own class ------------------
+@register_method
+class ToyMethod(SimCSE):
+    """SimCSE under another name, declaring its presets (beside this file), an alias, five views and a template of
+    seven tokens; nothing in cselab names it."""
+
+    name = "test-toy"
+    preset_dir = Path(__file__).with_name("toy_presets")
+    aliases = ("toy",)
+    views = 5
+    template_tokens = 7
+
+
+def test_a_method_declares_what_reproduce_needs(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    plan = plan_reproduction("Toy", str(tiny_bert_dir), overrides=[f"data.corpus={corpus}"], sts="partial",
+                             out_dir=tmp_path / "plan", home=home)
+    assert (plan.method, plan.preset, plan.views, plan.template_tokens) == ("test-toy", "toy_presets/cpu-minilm", 5, 7)
+    assert plan.raw["train"]["lr"] == 7.0e-4 and plan.raw["method_options"] == {"temperature": 0.07}  # its preset
+    assert plan.paper is None and plan.notes == ["no paper's figures are kept for test-toy: the table has ours only"]
+    assert not (tmp_path / "plan").exists()  # a plan writes nothing
+    # the estimate's training FLOPs grow with the declared views: 6 x parameters x views x batch x tokens x steps
+    gflops, efficiency = 1.0, 0.8
+    five = estimate_seconds(plan, home=home, gflops=gflops)
+    plan.views = 2
+    two = estimate_seconds(plan, home=home, gflops=gflops)
+    layers, hidden, ff = 2, 32, 64  # tiny_bert_dir's shape (tests/helpers.py: 2 layers, 32 wide, 2 x 32)
+    params = layers * (4 * hidden * hidden + 2 * hidden * ff)
+    words = [len(line.split()) for line in WIKI_LINES[:64]]
+    tokens = min(16.0, 1.3 * sum(words) / len(words) + 2) + 7
+    assert five - two == pytest.approx(6 * params * 3 * 8 * tokens * 3 / (gflops * 1e9 * efficiency), rel=1e-9)
+    # and the command plans and prepares it
+    rc, out, err = run_cli(["reproduce", "toy", "--backbone", str(tiny_bert_dir), "--sts", "partial",
+                            "--output-dir", str(tmp_path / "out"), "--prepare-only", f"data.corpus={corpus}"], capsys)
+    assert rc == 0, err
+    assert "reproduce test-toy on " in out and "preset toy_presets/cpu-minilm" in out and "prepared: " in out
+    written = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert written["method"] == "test-toy" and written["model"]["backbone"] == str(tiny_bert_dir)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".cselab-reproduce", "config.yaml"]
