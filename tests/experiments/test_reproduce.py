@@ -305,3 +305,127 @@ def test_a_method_declares_what_reproduce_needs(tmp_path, tiny_bert_dir, monkeyp
     written = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
     assert written["method"] == "test-toy" and written["model"]["backbone"] == str(tiny_bert_dir)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".cselab-reproduce", "config.yaml"]
+
+
+# -- killed anywhere in a seed's life, the same command continues, bit-identical ---------------------------------
+class Killed(BaseException):
+    """A kill: no handler of cselab's catches it (they catch Exception, or KeyboardInterrupt in the trainer)."""
+
+
+def _run_dir_of(args: tuple, kwargs: dict) -> str:
+    """The run directory's name a call acts on, from its arguments (a Trainer, a path, a config, a record)."""
+    first = args[0] if args else None
+    record = args[1] if len(args) > 1 else kwargs.get("record")
+    if isinstance(record, dict):  # append_record(results_file, record)
+        return f"run-seed{record.get('seed')}"
+    if hasattr(first, "output_dir"):  # the trainer
+        return Path(first.output_dir).name
+    if isinstance(first, Path):
+        return first.name if first.name.startswith("run-seed") else first.parent.name
+    if hasattr(first, "train"):  # a RunConfig
+        return Path(first.train.output_dir).name
+    return ""
+
+
+def _kill_at(monkeypatch, owner: object, name: str, seed: int, *, before: bool) -> None:
+    """Raise :class:`Killed` at the first call of ``owner.name`` for seed ``seed``'s run, before or after it ran."""
+    original = getattr(owner, name)
+    fired = []
+
+    def killed(*args, **kwargs):
+        if fired or _run_dir_of(args, kwargs) != f"run-seed{seed}":
+            return original(*args, **kwargs)
+        fired.append(True)
+        if not before:
+            original(*args, **kwargs)
+        raise Killed(f"{name} of seed {seed}")
+
+    monkeypatch.setattr(owner, name, killed)
+
+
+def _kill_points() -> dict[str, tuple[object, str, bool]]:
+    from cselab.experiments import runs
+    from cselab.training import run_directory
+    from cselab.training.trainer import Trainer
+
+    return {  # a seed's life, in order: (where, what, before the call)
+        "before-run-dir": (runs, "train_and_record", True),
+        "after-config": (run_directory, "write_config", False),
+        "after-step0-best-before-checkpoint": (Trainer, "_save_best", False),
+        "mid-training": (Trainer, "_save_last", False),
+        "after-training-before-scoring": (runs, "score_test_sets", True),
+        "after-results-before-record": (runs, "append_record", True),
+        "after-record": (runs, "append_record", False),
+    }
+
+
+# (point, seeds, the seed killed): every point of a seed's life, and issue 92's case: seed 2's step-0 evaluation
+# wrote best/ and the kill came before its first checkpoint (seed 1 recorded by then)
+KILL_CASES = [*((point, "1", 1) for point in _kill_points()), ("after-step0-best-before-checkpoint", "1,2", 2)]
+
+
+@pytest.fixture(scope="module")
+def kill_world(tmp_path_factory, tiny_bert_dir):
+    w = tmp_path_factory.mktemp("reproduce-kills")
+    home = _fetched_sts(w / "home")
+    corpus = w / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    # 3 steps: step 0's evaluation, a checkpoint at step 2 (mid-training), the last at step 3
+    overrides = ["train.max_steps=3", "train.batch_size=8", "train.eval_every=2", "train.save_every=2",
+                 "train.eval_at_start=true", "train.lr=1e-3", "model.max_length=16", "train.device=cpu",
+                 "train.precision=fp32", "train.log_every=1", "train.threads=1", f"data.corpus={corpus}"]
+    return w, home, str(tiny_bert_dir), overrides
+
+
+def _outcome(out: Path, seeds: tuple[int, ...] = (1, 2)) -> dict:
+    """What a finished reproduction computed: each seed's selected weights (sha256), metrics (timing aside), test
+    scores and record, and the summary's scores."""
+    import hashlib
+
+    runs = {}
+    for seed in seeds:
+        run = out / f"run-seed{seed}"
+        metrics = [{k: v for k, v in json.loads(line).items() if k != "sent_per_s"}
+                   for line in (run / "metrics.jsonl").read_text().splitlines()]
+        runs[seed] = {"weights": hashlib.sha256((run / "best" / "model.safetensors").read_bytes()).hexdigest(),
+                       "metrics": metrics, "scores": json.loads((run / "results.json").read_text())["scores"]}
+    records = [json.loads(line) for line in (out / "seeds.jsonl").read_text().splitlines()]
+    return {"runs": runs, "records": [(r["seed"], r["scores"]) for r in records],
+            "summary": json.loads((out / "reproduce.json").read_text())["scores"]}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(kill_world):
+    """The outcomes of the uninterrupted runs over seeds 1 and over seeds 1,2 (the API and the CLI run the same
+    orchestrator)."""
+    import cselab
+
+    w, home, backbone, overrides = kill_world
+    outcomes = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CSELAB_HOME", str(home))
+        for seeds in ((1,), (1, 2)):
+            out = w / f"uninterrupted-{len(seeds)}"
+            cselab.reproduce("simcse", backbone, *overrides, seeds=list(seeds), sts="partial", output_dir=out,
+                             progress=False)
+            outcomes[",".join(map(str, seeds))] = _outcome(out, seeds)
+    return outcomes
+
+
+@pytest.mark.parametrize(("point", "seeds", "seed"), KILL_CASES, ids=[f"seeds{s}-{p}" for p, s, _ in KILL_CASES])
+def test_a_kill_anywhere_continues_bit_identically(point, seeds, seed, kill_world, uninterrupted, tmp_path,
+                                                   monkeypatch, capsys):
+    w, home, backbone, overrides = kill_world
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    command = ["reproduce", "simcse", "--backbone", backbone, "--sts", "partial", "--seeds", seeds,
+               "--output-dir", str(tmp_path / "out"), *overrides]
+    with monkeypatch.context() as kill:
+        owner, name, before = _kill_points()[point]
+        _kill_at(kill, owner, name, seed, before=before)
+        with pytest.raises(Killed):
+            run_cli(command, capsys)
+    rc, out, err = run_cli(command, capsys)  # the same command, no other option
+    assert rc == 0, err[-2000:]
+    assert _outcome(tmp_path / "out", tuple(int(s) for s in seeds.split(","))) == uninterrupted[seeds]
+    # a seed recorded before the kill is skipped, not trained again
+    assert ("seed 1: already recorded, skipped" in out) == (seed == 2 or point == "after-record")
