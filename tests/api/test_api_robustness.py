@@ -250,7 +250,8 @@ for cid, args, kwargs, expect in (
 # -- reproduce: every argument checked before anything is fetched, trained or written ---------------------------
 for cid, args, kwargs, expect in (
     ("method-none", (None,), {}, "method: None is not text"),
-    ("method-unknown", ("simcsx",), {}, "unknown method 'simcsx'; reproduce one of: cot-bert, ifcl, jtcse, simcse, simcse++"),
+    ("method-unknown", ("simcsx",), {},
+     "unknown method 'simcsx'; reproduce one of: cot-bert, ifcl, jtcse, simcse, simcse++"),
     ("backbone-number", ("simcse", 3), {}, "backbone: 3 is not text"),
     ("no-paper-row", ("ifcl", "roberta-base"), {}, "the ifcl paper reports no roberta-base row"),
     ("seeds-text", ("simcse",), {"seeds": "1,2"}, "seeds: '1,2' is not a list of whole numbers"),
@@ -274,7 +275,8 @@ for cid, args, kwargs, expect, setup in (
     ("output-a-file", ("simcse", "{W}/model"), {"sts": "partial", "output_dir": "{W}/afile"}, "is a file", None),
     ("output-users-config", ("simcse", "{W}/model"), REPRODUCE_OUT, "holds files that cselab reproduce did not write",
      user_file("out/config.yaml", "my: own config\n")),
-    ("lr-nan", ("simcse", "{W}/model", "train.lr=nan"), REPRODUCE_OUT, "config: train.lr: Input should be a finite", None),
+    ("lr-nan", ("simcse", "{W}/model", "train.lr=nan"), REPRODUCE_OUT, "config: train.lr: Input should be a finite",
+     None),
     ("max-steps-0", ("simcse", "{W}/model", "train.max_steps=0"), REPRODUCE_OUT, "config: train.max_steps", None),
     ("unknown-key", ("simcse", "{W}/model", "train.frobnicate=1"), REPRODUCE_OUT, "unknown key 'train.frobnicate'",
      None),

@@ -8,7 +8,6 @@ import click
 
 from cselab.cli.options import POSITIVE, preset_opt, writable_dir
 from cselab.errors import UsageError
-from cselab.reporter import report
 
 
 def _seeds(_ctx: object, _param: object, value: str) -> list[int]:
