@@ -1,19 +1,26 @@
 """``cselab reproduce METHOD --backbone B [--seeds 1,2,3]``: a paper's row in one command.
 
-1. **Plan** (:func:`plan_reproduction`): the method's preset for the backbone (``paper-bert-base``,
-   ``paper-roberta-base``; any other backbone trains on the ``cpu-minilm`` preset with ``model.backbone`` set), with
-   the preset's placeholders for the papers' data replaced by what cselab fetches: ``data/wiki1m_for_simcse.txt``
-   -> ``cselab data fetch wiki1m``, ``data/wiki1m+sickr.txt`` -> ``wiki1m-sickr``, the TNCSE/JTCSE stage-1 files
-   ``*.rtt-XX.txt`` -> ``cselab data rtt`` of that text, IFCL's German side -> its translation. The effective
-   configuration is written to ``OUT/config.yaml``; the STS data is SentEval's (``--senteval-dir``, or ``cselab data
-   fetch senteval``), or, when neither is there, the partial sets cselab builds (marked as partial everywhere).
-2. **Estimate** (:func:`estimate_seconds`): training and scoring FLOPs over this machine's measured matmul rate,
-   said before anything is fetched or trained.
-3. **Prepare** (:func:`prepare`): fetch and translate what is missing (never under torchrun: prepare first).
-4. **Run** (:func:`run_reproduction`): ``cselab seeds`` over the seeds (recorded seeds are skipped, so a rerun
-   resumes), each selected model scored on the seven tasks in SentEval's "all" setting, and the comparison rows: the
-   paper's figure (:mod:`cselab.data.paper_figures`), our mean and sample std over the seeds, and the difference
-   where the sets are the same.
+One orchestrator, :func:`reproduce`, runs the command and ``cselab.reproduce()`` alike:
+
+1. **Plan** (:func:`plan_reproduction`; nothing read but the preset and the backbone's config, nothing written): the
+   method comes from the registry (``cselab.methods.METHODS``: its class declares its preset folder, aliases,
+   views and template tokens), its preset for the backbone (``paper-bert-base``, ``paper-roberta-base``; any other
+   backbone trains on the ``cpu-minilm`` preset with ``model.backbone`` set), with the preset's placeholders for the
+   papers' data replaced by what cselab fetches: ``data/wiki1m_for_simcse.txt`` -> ``cselab data fetch wiki1m``,
+   ``data/wiki1m+sickr.txt`` -> ``wiki1m-sickr``, the TNCSE/JTCSE stage-1 files ``*.rtt-XX.txt`` -> ``cselab data
+   rtt`` of that text, IFCL's German side -> its translation. Every argument, the whole configuration (validated
+   once, into ``plan.config``: the method's options, its batch size, every stage), a local backbone's config and the
+   output directory (new, empty or a reproduction's) are checked here. The STS data is SentEval's
+   (``--senteval-dir``, or ``cselab data fetch senteval``), or the partial sets cselab builds (marked as partial).
+2. **Describe** (:func:`describe`): what the plan will do, said in lines.
+3. **Prepare** (:func:`prepare`): fetch and translate what is missing (never under torchrun: prepare first), check
+   a fetched backbone's config, then write ``OUT/config.yaml`` (and OUT's marker).
+4. **Estimate** (:func:`estimate_seconds`): training and scoring FLOPs over this machine's measured matmul rate,
+   said before the first step.
+5. **Run** (:func:`run_reproduction`): ``cselab seeds`` over the seeds (recorded seeds are skipped and a seed's run
+   that a kill left resumes, so the same command continues), each selected model scored on the seven tasks in
+   SentEval's "all" setting, and the comparison rows: the paper's figure (:mod:`cselab.data.paper_figures`), our
+   mean and sample std over the seeds, and the difference where the sets are the same.
 """
 
 from __future__ import annotations
@@ -458,8 +465,8 @@ def prepare(plan: ReproducePlan, *, home: Path | None = None, from_dir: Path | N
             plan.notes.append("SentEval's data could not be fetched, so the partial sets are scored: " + str(exc))
             report().say(f"senteval: not fetched ({exc}); scoring the partial sets instead")
     _translate(plan)
-    if plan.config.model.backbone != plan.backbone or not Path(plan.config.model.backbone).exists():
-        check_backbone(plan.config.model.backbone)  # fetched or downloaded by now: read before OUT is written
+    if not Path(plan.config.model.backbone).expanduser().exists():  # a local one was checked when planned
+        check_backbone(plan.config.model.backbone)  # fetched (or in the hub's cache) by now: before OUT is written
     write_configuration(plan)
 
 
