@@ -429,3 +429,25 @@ def test_a_kill_anywhere_continues_bit_identically(point, seeds, seed, kill_worl
     assert _outcome(tmp_path / "out", tuple(int(s) for s in seeds.split(","))) == uninterrupted[seeds]
     # a seed recorded before the kill is skipped, not trained again
     assert ("seed 1: already recorded, skipped" in out) == (seed == 2 or point == "after-record")
+
+
+def test_a_sigkill_after_step0_best_continues(kill_world, uninterrupted, tmp_path, monkeypatch, capsys):
+    """A real kill (SIGKILL of the process, its lock left behind) where issue 92 stranded the run: step 0's best/
+    is in place, no checkpoint yet (the first directory swap of the run, ``CSELAB_TEST_KILL_AT``)."""
+    from cselab.fileio import KILL_HOOK_ENV
+
+    w, home, backbone, overrides = kill_world
+    out = tmp_path / "out"
+    command = ["reproduce", "simcse", "--backbone", backbone, "--sts", "partial", "--seeds", "1",
+               "--output-dir", str(out), *overrides]
+    env = {**os.environ, "CSELAB_HOME": str(home), "OMP_NUM_THREADS": "1", KILL_HOOK_ENV: "swap-installed:1"}
+    killed = subprocess.run([sys.executable, "-m", "cselab.cli", *command], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    run = out / "run-seed1"
+    assert (run / "best" / "model.safetensors").is_file() and not (run / "last").exists()
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    monkeypatch.delenv(KILL_HOOK_ENV, raising=False)
+    rc, _, err = run_cli(command, capsys)
+    assert rc == 0, err[-2000:]
+    assert _outcome(out, (1,)) == uninterrupted["1"]
