@@ -451,3 +451,16 @@ def test_a_sigkill_after_step0_best_continues(kill_world, uninterrupted, tmp_pat
     rc, _, err = run_cli(command, capsys)
     assert rc == 0, err[-2000:]
     assert _outcome(out, (1,)) == uninterrupted["1"]
+
+
+@pytest.mark.parametrize("seed", [7, 2**63 - 1])
+def test_every_seed_reproduce_takes_orders_the_data(seed):
+    """`--seeds` takes 0 to 2^63-1; the data order's seed (seed x 1,000,003 + epoch) is taken modulo 2^64 where it
+    leaves the range torch's generators take (a small seed's order is the one it always was)."""
+    import torch
+
+    from cselab.training.trainer import epoch_order
+
+    mixed = seed * 1_000_003 + 2
+    expected = torch.randperm(50, generator=torch.Generator().manual_seed(mixed if mixed < 2**64 else mixed % 2**64))
+    assert epoch_order(50, seed, 2).tolist() == expected.tolist()
