@@ -169,6 +169,9 @@ for cid, override, expect, exc in (
     ("max-length-over-positions", "model.max_length=1024", "longer than the model's 128 position", CselabError),
     ("corpus-missing", "data.corpus={T}/nope.txt", "corpus file not found", CselabError),
     ("lr-negative", "train.lr=-1", "train.lr", CselabError),
+    ("lr-nan", "train.lr=nan", "train.lr: Input should be a finite number", CselabError),
+    ("seed-past-int64", "train.seed=9223372036854775808", "train.seed", CselabError),
+    ("batch-1-in-batch-negatives", "train.batch_size=1", "a batch of one has no negative", CselabError),
 ):
     api_case(f"train-override-{cid}", "train", (CONFIG, override), expect=expect, exc=exc)
 for cid, kwargs, expect in (
