@@ -284,6 +284,8 @@ for cid, override, expect in (
                                       "(in-batch negatives)"),
     ("method-option-unknown", "method_options.frob=1", "method_options.frob"),
     ("loss-weight-unknown", "method_options.loss_weights.nce=1", "has no loss term 'nce'"),
+    ("data-not-a-section", "data=3", "config: data: 3 is not a section"),
+    ("method-options-not-a-section", "method_options=3", "config: method_options: 3 is not a section"),
 ):
     case(f"reproduce-override-{cid}", [*REPRODUCE, "--backbone", M, override], expect=expect)
 case("reproduce-override-stage1-unknown", ["reproduce", "tncse", "--sts", "partial", "--output-dir", "{T}/out",

@@ -216,8 +216,9 @@ def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds
     folder = Path(str(cls.preset_dir)).name
     out = Path(out_dir) if out_dir is not None else Path("runs") / "reproduce" / f"{folder}-{slug}"
     check_output_dir(out)
-    if not isinstance(raw.get("train", {}), dict):
-        raise CselabError(f"config: train: {raw['train']!r} is not a section")
+    for section in ("model", "data", "train", "method_options"):  # before the plan reads into them
+        if not isinstance(raw.get(section, {}), dict):
+            raise CselabError(f"config: {section}: {raw[section]!r} is not a section")
     raw.setdefault("train", {})["output_dir"] = str(out / "run")
     options = raw.get("method_options")
     pipeline = options.get("pipeline") if isinstance(options, dict) else None
