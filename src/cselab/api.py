@@ -283,37 +283,18 @@ def reproduce(method: str, backbone: str = "bert-base-uncased", *overrides: str,
     for text in overrides:
         if not isinstance(text, str):
             raise UsageError(f"overrides: {text!r} is not a KEY=VALUE string")
-    if isinstance(seeds, (str, bytes)) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise UsageError(f"seeds: {seeds!r} is not a list of whole numbers")
     check_text(preset, "preset", optional=True)
     check_path(output_dir, "output_dir", optional=True)
     check_path(senteval_dir, "senteval_dir", optional=True)
     check_path(from_dir, "from_dir", optional=True)
     check_flag(fetch, "fetch")
     check_flag(progress, "progress")
-    if rtt_models is not None and not (isinstance(rtt_models, Mapping) and all(
-            isinstance(k, str) and isinstance(v, (str, os.PathLike)) for k, v in rtt_models.items())):
-        raise UsageError("rtt_models: give a mapping of 'SRC-TGT' to a model name or directory")
+    from cselab.research.experiments.reproduce import check_rtt_models, check_seeds
+    from cselab.research.experiments.reproduce import reproduce as reproduce_row
 
-    from cselab.research.experiments.reproduce import (
-        describe,
-        estimate_seconds,
-        plan_reproduction,
-        prepare,
-        run_reproduction,
-    )
-
+    seeds = check_seeds(list(seeds) if isinstance(seeds, tuple) else seeds)  # the CLI's rules for --seeds
+    models = check_rtt_models(rtt_models) if rtt_models is not None else {}  # and for --rtt-models
     with reporting(console() if progress else QUIET):
-        plan = plan_reproduction(method, backbone, seeds=list(seeds), preset=preset, overrides=list(overrides),
-                                 out_dir=output_dir, senteval_dir=senteval_dir, sts=sts,
-                                 rtt_models={k: str(v) for k, v in (rtt_models or {}).items()})
-        for line in describe(plan):
-            report().say(line)
-        prepare(plan, from_dir=Path(from_dir) if from_dir is not None else None, fetch=fetch)
-        estimate = estimate_seconds(plan)
-        if estimate is not None:
-            report().say(f"estimate: about {estimate / 60:.0f} min for {len(plan.seeds)} seed(s) (rough)")
-        result = run_reproduction(plan)
-    if result is not None:
-        result.estimate_s = estimate
-    return result
+        return reproduce_row(method, backbone, seeds=seeds, preset=preset, overrides=list(overrides),
+                             out_dir=output_dir, senteval_dir=senteval_dir, sts=sts, from_dir=from_dir,
+                             rtt_models=models, fetch=fetch)

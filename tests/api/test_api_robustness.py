@@ -191,6 +191,9 @@ for cid, override, expect, exc in (
     ("max-length-over-positions", "model.max_length=1024", "longer than the model's 128 position", CselabError),
     ("corpus-missing", "data.corpus={T}/nope.txt", "corpus file not found", CselabError),
     ("lr-negative", "train.lr=-1", "train.lr", CselabError),
+    ("lr-nan", "train.lr=nan", "train.lr: Input should be a finite number", CselabError),
+    ("seed-past-int64", "train.seed=9223372036854775808", "train.seed", CselabError),
+    ("batch-1-in-batch-negatives", "train.batch_size=1", "a batch of one has no negative", CselabError),
 ):
     api_case(f"train-override-{cid}", "train", (CONFIG, override), expect=expect, exc=exc)
 for cid, kwargs, expect in (
@@ -272,16 +275,41 @@ for cid, args, kwargs, expect in (
 # -- reproduce: every argument checked before anything is fetched, trained or written ---------------------------
 for cid, args, kwargs, expect in (
     ("method-none", (None,), {}, "method: None is not text"),
-    ("method-unknown", ("simcsx",), {}, "unknown method 'simcsx'; reproduce one of: simcse, simcse++"),
+    ("method-unknown", ("simcsx",), {},
+     "unknown method 'simcsx'; reproduce one of: cot-bert, ifcl, jtcse, simcse, simcse++"),
     ("backbone-number", ("simcse", 3), {}, "backbone: 3 is not text"),
     ("no-paper-row", ("ifcl", "roberta-base"), {}, "the ifcl paper reports no roberta-base row"),
     ("seeds-text", ("simcse",), {"seeds": "1,2"}, "seeds: '1,2' is not a list of whole numbers"),
-    ("seeds-twice", ("simcse",), {"seeds": [1, 1]}, "--seeds: give distinct whole numbers >= 0"),
+    ("seeds-twice", ("simcse",), {"seeds": [1, 1]}, "--seeds: give distinct whole numbers from 0 to 2^63-1"),
+    ("seeds-empty", ("simcse",), {"seeds": []}, "--seeds: give at least one seed"),
+    ("seeds-number", ("simcse",), {"seeds": 3}, "seeds: 3 is not a list of whole numbers"),
+    ("seeds-none", ("simcse",), {"seeds": None}, "seeds: None is not a list of whole numbers"),
+    ("seeds-past-int64", ("simcse",), {"seeds": [1, 2**63]}, "--seeds: give distinct whole numbers from 0 to 2^63-1"),
+    ("seeds-negative", ("simcse",), {"seeds": [-1]}, "--seeds: give distinct whole numbers from 0 to 2^63-1"),
+    ("rtt-models-no-dash", ("tncse",), {"rtt_models": {"enfr": "x"}}, "--rtt-models 'enfr': give SRC-TGT=MODEL"),
+    ("rtt-models-empty-model", ("tncse",), {"rtt_models": {"en-fr": " "}}, "--rtt-models 'en-fr': give SRC-TGT=MODEL"),
+    ("rtt-models-number-key", ("tncse",), {"rtt_models": {3: "x"}}, "--rtt-models 3: give SRC-TGT=MODEL"),
     ("sts-unknown", ("simcse",), {"sts": "full"}, "--sts 'full': choose one of auto, senteval, partial"),
     ("progress-yes", ("simcse",), {"progress": "yes"}, "progress: 'yes' is not True or False"),
     ("rtt-models-list", ("tncse",), {"rtt_models": ["en-fr"]}, "rtt_models: give a mapping"),
 ):
     api_case(f"reproduce-{cid}", "reproduce", args, kwargs, expect)
+# every one refused while planning: before anything is fetched, and before OUT/config.yaml is written
+REPRODUCE_OUT = {"sts": "partial", "output_dir": "{T}/out"}
+for cid, args, kwargs, expect, setup in (
+    ("output-a-file", ("simcse", "{W}/model"), {"sts": "partial", "output_dir": "{W}/afile"}, "is a file", None),
+    ("output-users-config", ("simcse", "{W}/model"), REPRODUCE_OUT, "holds files that cselab reproduce did not write",
+     user_file("out/config.yaml", "my: own config\n")),
+    ("lr-nan", ("simcse", "{W}/model", "train.lr=nan"), REPRODUCE_OUT, "config: train.lr: Input should be a finite",
+     None),
+    ("max-steps-0", ("simcse", "{W}/model", "train.max_steps=0"), REPRODUCE_OUT, "config: train.max_steps", None),
+    ("unknown-key", ("simcse", "{W}/model", "train.frobnicate=1"), REPRODUCE_OUT, "unknown key 'train.frobnicate'",
+     None),
+    ("batch-1", ("simcse", "{W}/model", "train.batch_size=1"), REPRODUCE_OUT, "in-batch negatives", None),
+    ("backbone-missing", ("simcse", "{T}/nope"), REPRODUCE_OUT, "no such directory", None),
+    ("backbone-text-file", ("simcse", "{W}/afile"), REPRODUCE_OUT, "a file, not a model directory", None),
+):
+    api_case(f"reproduce-{cid}", "reproduce", args, {**kwargs, "progress": False}, expect, CselabError, setup)
 api_case("reproduce-missing-no-fetch", "reproduce", ("simcse",), {"fetch": False, "sts": "partial",
                                                                   "output_dir": "{T}/out"},
          "missing: cselab data fetch wiki1m", CselabError)

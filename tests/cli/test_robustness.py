@@ -264,6 +264,61 @@ case("adapt-labels-no-tab", [*ADAPT, "--labels", "{T}/l.tsv"], write("l.tsv", "a
      expect="l.tsv")
 case("adapt-domain-unknown", [*ADAPT, "--domain", "atlantis"], expect="atlantis")
 
+# cselab reproduce: the whole configuration, the backbone's config and the output directory checked while planning,
+# before anything is fetched and before OUT/config.yaml is written
+REPRODUCE = ["reproduce", "simcse", "--sts", "partial", "--output-dir", "{T}/out", "data.corpus={W}/corpus.txt"]
+
+
+def tiny_marian(name: str) -> Setup:
+    def setup(t: Path, w: Path) -> None:
+        from tests.helpers import build_tiny_marian_dir
+
+        build_tiny_marian_dir(t / name)
+    return setup
+
+
+for cid, backbone, setup, expect in (
+    ("empty-file", "{T}/m", write("m", b""), "a file, not a model directory"),
+    ("text-file", "{T}/m.txt", write("m.txt", "a model, says the name\n"), "a file, not a model directory"),
+    ("empty-dir", "{T}/m", mkdir("m"), "not a model directory (no config.json)"),
+    ("missing", "{T}/nope", None, "no such directory"),
+    ("damaged-config", "{T}/m", copy_model("m", set_bytes("config.json", b"{\"model_type\": \"bert\", ")),
+     "its config cannot be read"),
+    ("marian", "{T}/marian", tiny_marian("marian"), "a marian model (sequence to sequence"),
+):
+    case(f"reproduce-backbone-{cid}", [*REPRODUCE, "--backbone", backbone], setup, expect)
+for cid, override, expect in (
+    ("max-steps-0", "train.max_steps=0", "config: train.max_steps: Input should be greater than 0"),
+    ("unknown-key", "train.frobnicate=1", "config: unknown key 'train.frobnicate'"),
+    ("lr-nan", "train.lr=nan", "config: train.lr: Input should be a finite number"),
+    ("lr-inf", "train.lr=.inf", "config: train.lr: Input should be a finite number"),
+    ("lr-5", "train.lr=5", "config: train.lr: Input should be less than or equal to 1"),
+    ("batch-1", "train.batch_size=1", "simcse contrasts each sentence with the other sentences of its batch "
+                                      "(in-batch negatives)"),
+    ("method-option-unknown", "method_options.frob=1", "method_options.frob"),
+    ("loss-weight-unknown", "method_options.loss_weights.nce=1", "has no loss term 'nce'"),
+    ("data-not-a-section", "data=3", "config: data: 3 is not a section"),
+    ("method-options-not-a-section", "method_options=3", "config: method_options: 3 is not a section"),
+):
+    case(f"reproduce-override-{cid}", [*REPRODUCE, "--backbone", M, override], expect=expect)
+case("reproduce-override-stage1-unknown", ["reproduce", "tncse", "--sts", "partial", "--output-dir", "{T}/out",
+                                           "--backbone", M, "data.corpus={W}/corpus.txt",
+                                           "method_options.pipeline.stage1.settings.train={frob: 1}"], expect="frob")
+case("reproduce-output-users-config", [*REPRODUCE, "--backbone", M], write("out/config.yaml", "my: own config\n"),
+     "holds files that cselab reproduce did not write (config.yaml)")
+case("reproduce-output-a-file", [*REPRODUCE, "--backbone", M], write("out", "a file\n"), "is a file")
+for cid, seeds, expect in (("empty-item", "1,,2", "an empty item"), ("empty", "", "an empty item"),
+                           ("past-int64", "9223372036854775808", "from 0 to 2^63-1"),
+                           ("huge", "99999999999999999999999", "from 0 to 2^63-1"),
+                           ("negative", "-1", "from 0 to 2^63-1"), ("twice", "1,1", "distinct")):
+    case(f"reproduce-seeds-{cid}", [*REPRODUCE, "--backbone", M, "--seeds", seeds], expect=expect)
+for cid, models, expect in (("twice", "en-fr=a,en-fr=b", "en-fr is given twice"),
+                            ("empty-item", "en-fr=a,,", "an empty item"),
+                            ("no-dash", "enfr=a", "'enfr': give SRC-TGT=MODEL pairs"),
+                            ("no-model", "en-fr=", "'en-fr': give SRC-TGT=MODEL pairs")):
+    case(f"reproduce-rtt-models-{cid}", [*REPRODUCE, "--backbone", M, "--rtt-models", models], expect=expect)
+case("train-batch-1-in-batch-negatives", [*TRAIN, "train.batch_size=1"], expect="a batch of one has no negative")
+
 # command line shape
 case("unknown-command", ["frobnicate"], expect="No such command")
 case("analyze-unknown", ["analyze", "frobnicate", M], expect="No such command")

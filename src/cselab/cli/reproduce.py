@@ -7,13 +7,47 @@ from pathlib import Path
 import click
 
 from cselab.cli.options import POSITIVE, output_opt, preset_opt
-from cselab.reporter import report
+from cselab.errors import UsageError
 
 
 def _seeds(_ctx: object, _param: object, value: str) -> list[int]:
-    from cselab.cli.experiments import _seed_list
+    """``--seeds 1,2,3``: every item a whole number (an empty item is refused, not skipped), checked by the rules
+    the Python API applies (:func:`cselab.research.experiments.reproduce.check_seeds`)."""
+    from cselab.research.experiments.reproduce import check_seeds
 
-    return _seed_list(_ctx, _param, value)
+    seeds = []
+    for text in value.split(","):
+        text = text.strip()
+        if not text:
+            raise UsageError(f"--seeds {value!r}: an empty item; give whole numbers separated by commas, e.g. 1,2,3")
+        try:
+            seeds.append(int(text))
+        except ValueError:
+            raise UsageError(f"--seeds: {text!r} is not a whole number (e.g. --seeds 1,2,3)") from None
+    return check_seeds(seeds)
+
+
+def _rtt_models(text: str | None) -> dict[str, str]:
+    """``--rtt-models en-fr=DIR,fr-en=NAME``: no empty item, no direction twice, each SRC-TGT=MODEL."""
+    from cselab.research.experiments.reproduce import check_rtt_models
+
+    if text is None:
+        return {}
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise UsageError(f"--rtt-models {text!r}: an empty item; give SRC-TGT=MODEL pairs separated by commas")
+    directions = [item.partition("=")[0].strip() for item in items]
+    twice = sorted({d for d in directions if directions.count(d) > 1})
+    if twice:
+        raise UsageError(f"--rtt-models: {twice[0]} is given twice; give each direction once")
+    models = {}
+    for item in items:
+        direction, sep, model = item.partition("=")
+        if not sep:
+            raise UsageError(f"--rtt-models {item!r}: give SRC-TGT=MODEL pairs, e.g. en-fr=Helsinki-NLP/opus-mt-en-fr,"
+                             "fr-en=/models/opus-mt-fr-en")
+        models[direction.strip()] = model.strip()
+    return check_rtt_models(models)
 
 
 @click.command("reproduce", context_settings={"ignore_unknown_options": True})
@@ -44,35 +78,18 @@ def reproduce_command(method: str, backbone: str, seed_list: list[int], preset: 
                       no_fetch: bool, prepare_only: bool, batch_size: int, overrides: tuple[str, ...]) -> None:
     """Train METHOD as its paper did, score the seven STS tasks and print our figures beside the paper's.
     OVERRIDES are KEY=VALUE pairs applied to the preset (e.g. train.max_steps=300)."""
-    from cselab.data.text.rtt import parse_models
-    from cselab.errors import UsageError
-    from cselab.research.experiments.reproduce import (
-        describe,
-        estimate_seconds,
-        plan_reproduction,
-        prepare,
-        run_reproduction,
-    )
+    from cselab.research.experiments.reproduce import duration, reproduce
     from cselab.research.reporting.paper_table import paper_comparison_table
 
     if sts == "partial" and senteval_dir is not None:
         raise UsageError("--sts partial and --senteval-dir contradict each other; drop one")
-    plan = plan_reproduction(method, backbone, seeds=seed_list, preset=preset, overrides=list(overrides),
-                             out_dir=output_dir, senteval_dir=senteval_dir, sts=sts,
-                             rtt_models=parse_models(rtt_models))
-    for line in describe(plan):
-        report().say(line)
-    prepare(plan, from_dir=from_dir, fetch=not no_fetch)
-    estimate = estimate_seconds(plan)
-    report().say("estimate: " + (f"about {_duration(estimate)} for {len(plan.seeds)} seed(s) on this machine "
-                                 "(rough, x2 either way)" if estimate is not None else
-                                 "none (the backbone's size or the corpus is unknown)"))
-    if prepare_only:
-        report().say(f"prepared: {plan.config_file}; run the same command without --prepare-only to train")
+    result = reproduce(method, backbone, seeds=seed_list, preset=preset, overrides=list(overrides),
+                       out_dir=output_dir, senteval_dir=senteval_dir, sts=sts, from_dir=from_dir,
+                       rtt_models=_rtt_models(rtt_models), fetch=not no_fetch, prepare_only=prepare_only,
+                       batch_size=batch_size)
+    if result is None:  # --prepare-only, or another rank of a torchrun launch
         return
-    result = run_reproduction(plan, batch_size=batch_size)
-    if result is None:  # another rank of a torchrun launch
-        return
+    plan, estimate = result.plan, result.estimate_s
     paper = plan.paper
     label = f"paper ({paper.backbone})" if paper is not None else "paper"
     sets = "SentEval's data" if plan.senteval_dir is not None else "the partial sets cselab builds from STS-B"
@@ -80,14 +97,7 @@ def reproduce_command(method: str, backbone: str, seed_list: list[int], preset: 
     click.echo(paper_comparison_table(result.rows, paper_label=label, seeds=plan.seeds))
     for note in plan.notes:
         click.echo(f"note: {note}")
-    took = f"took {_duration(result.wall_s)}"
-    click.echo(f"{took} (estimate {_duration(estimate)})" if estimate is not None else took)
+    took = f"took {duration(result.wall_s)}"
+    click.echo(f"{took} (estimate {duration(estimate)})" if estimate is not None else took)
     click.echo(f"summary: {plan.out_dir / 'reproduce.json'}")
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -74,6 +74,10 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
             raise UsageError("give --output DIR or train.output_dir=DIR, not both")
         overrides = (*overrides, f"train.output_dir={output_dir}")
     config = load_config(config_file, list(overrides), method=method)
+    from cselab.methods import METHODS
+
+    # the method's options and batch size (a batch of one where it needs in-batch negatives) before any write
+    METHODS.get(config.method).check_config(config)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
     # the options are checked and a second run into the directory is refused before torch loads
     with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:

@@ -20,7 +20,8 @@ from cselab.vocabulary import POOLERS
 DEFAULT_LENGTH_GROUP_WINDOW = 16  # batches per length-sorted window unless a config says otherwise
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # nan and inf are no setting of a run (train.lr=nan would train to a nan loss): refused with the key named
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ModelConfig(_Strict):
@@ -50,8 +51,10 @@ class DataConfig(_Strict):
 
 class TrainConfig(_Strict):
     output_dir: str = Field("runs/simcse", description="run directory (config.yaml, metrics.jsonl, best/, last/, ...)")
-    seed: int = Field(42, description="data order, dropout masks and new weights")
-    lr: float = Field(3e-5, gt=0, description="peak AdamW learning rate")
+    seed: int = Field(42, ge=-(2**63), le=2**63 - 1,
+                      description="data order, dropout masks and new weights (a signed 64-bit number)")
+    # a rate above 1 moves a pretrained encoder's weights by more than their own size in one step
+    lr: float = Field(3e-5, gt=0, le=1.0, description="peak AdamW learning rate")
     batch_size: int = Field(64, gt=0, description="GLOBAL batch size (split over data-parallel ranks)")
     chunk_size: int | None = Field(None, gt=0, description="gradient caching: encode the local batch in chunks of "
                                    "this many examples (same gradient, memory of one chunk); null = off")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -55,20 +56,53 @@ class Method(nn.Module):
     # True: the method trains from two stage-1 encoders, which its config's ``method_options.pipeline`` block
     # describes and the two-stage pipeline (cselab.training.pipeline) trains first
     two_stage: ClassVar[bool] = False
+    # True: the loss contrasts each example with the other examples of its batch (in-batch negatives), so a batch
+    # of one has no negative (see needs_in_batch_negatives)
+    in_batch_negatives: ClassVar[bool] = False
+    # What `cselab reproduce` reads of a method (cselab.research.experiments.reproduce reads them through the registry:
+    # METHODS.reproducible, METHODS.resolve). ``preset_dir`` and ``aliases`` are read from the class's own
+    # declaration, never inherited: a subclass is another method, with presets of its own.
+    # preset_dir: the folder of the method's presets (paper-bert-base, paper-roberta-base, cpu-minilm): a folder of
+    # cselab's presets (``simcse_pp``) or, for a method from outside the package, a directory; None: not reproduced
+    preset_dir: ClassVar[str | Path | None] = None
+    aliases: ClassVar[tuple[str, ...]] = ()  # other spellings `cselab reproduce` takes (``simcse_pp``)
+    views: ClassVar[int] = 2  # encoder forward passes per training sentence and step (the time estimate)
+    template_tokens: ClassVar[int] = 0  # tokens a prompt template adds to each sentence (the time estimate)
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__()
         self.config = config
-        self.options = self.parse_options(config.method_options)
+        self.options = self.check_config(config)
         terms = self.terms_of(self.options)
-        unknown = set(self.options.loss_weights) - set(terms)
+        self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in terms}
+
+    @classmethod
+    def check_config(cls, config: RunConfig) -> MethodOptions:
+        """The run's ``method_options`` validated (:meth:`parse_options`), its loss weights checked against the
+        terms, and a batch of one refused where the method needs in-batch negatives; one-line errors. Loads
+        nothing, so a command checks a configuration with it before anything is written."""
+        options = cls.parse_options(config.method_options)
+        terms = cls.terms_of(options)
+        unknown = set(options.loss_weights) - set(terms)
         if unknown:
             raise CselabError(
-                f"config: method {self.name!r} has no loss term {sorted(unknown)[0]!r}; terms: {', '.join(terms)}"
+                f"config: method {cls.name!r} has no loss term {sorted(unknown)[0]!r}; terms: {', '.join(terms)}"
             )
-        self.weights = {term: float(self.options.loss_weights.get(term, 1.0)) for term in terms}
-        if not any(self.weights.values()):
-            raise CselabError(f"config: every loss term of {self.name!r} has weight 0; nothing to train")
+        if not any(float(options.loss_weights.get(term, 1.0)) for term in terms):
+            raise CselabError(f"config: every loss term of {cls.name!r} has weight 0; nothing to train")
+        if config.train.batch_size < 2 and cls.needs_in_batch_negatives(options):
+            raise CselabError(
+                f"config: train.batch_size={config.train.batch_size}: {cls.name} contrasts each sentence with the "
+                "other sentences of its batch (in-batch negatives), so a batch of one has no negative and nothing "
+                "to learn from; give train.batch_size=2 or more"
+            )
+        return options
+
+    @classmethod
+    def needs_in_batch_negatives(cls, options: MethodOptions) -> bool:
+        """Whether a run with ``options`` needs in-batch negatives (:attr:`in_batch_negatives` unless an option
+        chooses: distillation's contrastive term)."""
+        return cls.in_batch_negatives
 
     @classmethod
     def parse_options(cls, method_options: dict[str, Any]) -> MethodOptions:
@@ -194,6 +228,18 @@ class _MethodRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._methods)
+
+    def reproducible(self) -> dict[str, type[Method]]:
+        """The methods that declare a preset folder (``preset_dir``), which `cselab reproduce` trains, by name."""
+        return {name: cls for name, cls in sorted(self._methods.items()) if vars(cls).get("preset_dir") is not None}
+
+    def resolve(self, name: str) -> type[Method] | None:
+        """The reproducible method named ``name`` or one of its ``aliases`` (case and spaces aside), or None."""
+        wanted = name.strip().lower()
+        for method, cls in self.reproducible().items():
+            if wanted == method or wanted in vars(cls).get("aliases", ()):
+                return cls
+        return None
 
 
 METHODS = _MethodRegistry()

@@ -110,6 +110,11 @@ class CoTBert(Method):
     name = "cot-bert"
     terms = ("extended_info_nce",)
     Options = CoTBertOptions
+    in_batch_negatives = True
+    preset_dir = "cot_bert"
+    aliases = ("cot_bert", "cotbert")
+    views = 3  # the anchor, positive and negative templates
+    template_tokens = 20  # the templates' own tokens around each sentence
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

@@ -188,6 +188,13 @@ class Distill(Method):
     Options = DistillOptions
 
     @classmethod
+    def needs_in_batch_negatives(cls, options: MethodOptions) -> bool:
+        """Only the contrastive term contrasts a sentence with its batch (the similarity targets check their own
+        batch sizes)."""
+        assert isinstance(options, DistillOptions)
+        return bool(options.contrastive)
+
+    @classmethod
     def terms_of(cls, options: MethodOptions) -> tuple[str, ...]:
         assert isinstance(options, DistillOptions)
         return cls._distillation_terms_of(options) + ((CONTRASTIVE_TERM,) if options.contrastive else ())

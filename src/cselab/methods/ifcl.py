@@ -173,6 +173,9 @@ class IFCL(Method):
     name = "ifcl"
     terms = ("identical", "fraternal", "twins")
     Options = IFCLOptions
+    in_batch_negatives = True
+    preset_dir = "ifcl"
+    views = 3  # two dropout views and the fraternal (translated) one
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

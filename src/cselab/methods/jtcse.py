@@ -55,6 +55,7 @@ def draw_query_side(generator: torch.Generator) -> int:
 @register_method
 class JTCSE(TNCSE):
     name = "jtcse"
+    preset_dir = "jtcse"
     Options = JTCSEOptions
 
     def __init__(self, config: Any) -> None:

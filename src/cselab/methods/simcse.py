@@ -35,6 +35,8 @@ def duplicate(features: dict[str, Tensor]) -> dict[str, Tensor]:
 class SimCSE(Method):
     name = "simcse"
     terms = ("info_nce",)
+    in_batch_negatives = True
+    preset_dir = "simcse"
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

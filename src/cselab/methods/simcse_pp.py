@@ -72,6 +72,9 @@ class SimCSEPP(SimCSE):
     name = "simcse++"
     terms = ("info_nce", "dcl")
     Options = SimCSEPPOptions
+    preset_dir = "simcse_pp"
+    aliases = ("simcse_pp", "simcse-pp", "simcsepp")
+    views = 3  # the two dropout views and the off-dropout one
 
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         views = super().embed(batch)

@@ -115,6 +115,9 @@ class TNCSE(Method):
     terms = ("nce", "icnce", "ictn")
     Options = TNCSEOptions
     two_stage = True
+    in_batch_negatives = True
+    preset_dir = "tncse"
+    views = 4  # two views through each of the twin encoders
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

@@ -23,6 +23,13 @@ import torch
 from cselab.methods.base import character_lengths
 
 
+def generator_seed(value: int) -> int:
+    """``value`` as a seed torch's generators take (-2^63 to 2^64-1): unchanged there, so every run keeps its data
+    order; a larger mix of a large ``train.seed`` (seed x 1,000,003 + epoch) is taken modulo 2^64 instead of
+    failing."""
+    return value if -(2**63) <= value < 2**64 else value % 2**64
+
+
 def group_window(order: torch.Tensor, examples: Sequence[Any], *, position: int, batch_size: int, window: int,
                  seed: int, epoch: int, measure: Callable[[list[Any]], list[int]] = character_lengths) -> torch.Tensor:
     """``order`` with the window of batches holding batch ``position`` regrouped by length (the rest unchanged)."""
@@ -34,7 +41,7 @@ def group_window(order: torch.Tensor, examples: Sequence[Any], *, position: int,
     members.sort(key=lengths.__getitem__)
     batches = [members[k : k + batch_size] for k in range(0, len(members), batch_size)]
     g = torch.Generator()
-    g.manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + position // window)
+    g.manual_seed(generator_seed((seed * 1_000_003 + epoch) * 1_000_003 + position // window))
     shuffled = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
     grouped = order.clone()
     grouped[first:last] = torch.tensor([i for batch in shuffled for i in batch], dtype=order.dtype)

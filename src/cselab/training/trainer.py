@@ -39,7 +39,7 @@ from cselab.runtime.precision import (
 from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
-from cselab.training.length_grouping import group_window
+from cselab.training.length_grouping import generator_seed, group_window
 from cselab.training.run_directory import BEST_DIR, LAST_DIR, OpenedRun, RunDirectory, state_dir
 
 
@@ -70,7 +70,7 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     int32 halves its memory at 10M sentences; torch draws the same permutation for int32 and int64.
     """
     g = torch.Generator()
-    g.manual_seed(seed * 1_000_003 + epoch)
+    g.manual_seed(generator_seed(seed * 1_000_003 + epoch))
     return torch.randperm(n, generator=g, dtype=torch.int32 if n < 2**31 else torch.int64)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from scipy.stats import spearmanr
 
 from cselab.data.papers import http_fetch
@@ -22,7 +23,15 @@ from cselab.data.papers import paper_data as paper_mod
 from cselab.data.papers.paper_data import RemoteFile
 from cselab.data.registry.download import files_entry
 from cselab.errors import UsageError
-from cselab.research.experiments.reproduce import ComparisonRow, ReproducePlan, comparison_rows, plan_reproduction
+from cselab.methods import register_method
+from cselab.methods.simcse import SimCSE
+from cselab.research.experiments.reproduce import (
+    ComparisonRow,
+    ReproducePlan,
+    comparison_rows,
+    estimate_seconds,
+    plan_reproduction,
+)
 from cselab.research.paper_figures import paper_row, paper_rows, paper_tasks
 from tests.data.test_paper_data import WIKI, WIKI_LINES, LoopbackServer, _independent_pair_counts, _senteval_tar
 from tests.helpers import build_tiny_marian_dir, run_cli, write_sts_home
@@ -252,3 +261,205 @@ def test_the_python_api_returns_the_rows(tmp_path, tiny_bert_dir, monkeypatch, c
     assert rows["STS-B"].std == round(statistics.stdev(stsb), 2) and rows["STS-B"].seeds == 2
     assert rows["STS12"].our_set == "STS12-part (partial: 1500 of 3108 pairs)" and rows["STS12"].paper == 68.40
     assert result.estimate_s is not None and result.estimate_s > 0
+
+
+# -- a method from outside the package: what reproduce needs of it is declared in its own class ------------------
+@register_method
+class ToyMethod(SimCSE):
+    """SimCSE under another name, declaring its presets (beside this file), an alias, five views and a template of
+    seven tokens; nothing in cselab names it."""
+
+    name = "test-toy"
+    preset_dir = Path(__file__).with_name("toy_presets")
+    aliases = ("toy",)
+    views = 5
+    template_tokens = 7
+
+
+def test_a_method_declares_what_reproduce_needs(tmp_path, tiny_bert_dir, monkeypatch, capsys):
+    home = _fetched_sts(tmp_path / "home")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    plan = plan_reproduction("Toy", str(tiny_bert_dir), overrides=[f"data.corpus={corpus}"], sts="partial",
+                             out_dir=tmp_path / "plan", home=home)
+    assert (plan.method, plan.preset, plan.views, plan.template_tokens) == ("test-toy", "toy_presets/cpu-minilm", 5, 7)
+    assert plan.raw["train"]["lr"] == 7.0e-4 and plan.raw["method_options"] == {"temperature": 0.07}  # its preset
+    assert plan.paper is None and plan.notes == ["no paper's figures are kept for test-toy: the table has ours only"]
+    assert not (tmp_path / "plan").exists()  # a plan writes nothing
+    # the estimate's training FLOPs grow with the declared views: 6 x parameters x views x batch x tokens x steps
+    gflops, efficiency = 1.0, 0.8
+    five = estimate_seconds(plan, home=home, gflops=gflops)
+    plan.views = 2
+    two = estimate_seconds(plan, home=home, gflops=gflops)
+    layers, hidden, ff = 2, 32, 64  # tiny_bert_dir's shape (tests/helpers.py: 2 layers, 32 wide, 2 x 32)
+    params = layers * (4 * hidden * hidden + 2 * hidden * ff)
+    words = [len(line.split()) for line in WIKI_LINES[:64]]
+    tokens = min(16.0, 1.3 * sum(words) / len(words) + 2) + 7
+    assert five - two == pytest.approx(6 * params * 3 * 8 * tokens * 3 / (gflops * 1e9 * efficiency), rel=1e-9)
+    # and the command plans and prepares it
+    rc, out, err = run_cli(["reproduce", "toy", "--backbone", str(tiny_bert_dir), "--sts", "partial",
+                            "--output-dir", str(tmp_path / "out"), "--prepare-only", f"data.corpus={corpus}"], capsys)
+    assert rc == 0, err
+    assert "reproduce test-toy on " in out and "preset toy_presets/cpu-minilm" in out and "prepared: " in out
+    written = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert written["method"] == "test-toy" and written["model"]["backbone"] == str(tiny_bert_dir)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".cselab-reproduce", "config.yaml"]
+
+
+# -- killed anywhere in a seed's life, the same command continues, bit-identical ---------------------------------
+class Killed(BaseException):
+    """A kill: no handler of cselab's catches it (they catch Exception, or KeyboardInterrupt in the trainer)."""
+
+
+def _run_dir_of(args: tuple, kwargs: dict) -> str:
+    """The run directory's name a call acts on, from its arguments (a Trainer, a path, a config, a record)."""
+    first = args[0] if args else None
+    record = args[1] if len(args) > 1 else kwargs.get("record")
+    if isinstance(record, dict):  # append_record(results_file, record)
+        return f"run-seed{record.get('seed')}"
+    if hasattr(first, "output_dir"):  # the trainer
+        return Path(first.output_dir).name
+    if isinstance(first, Path):
+        return first.name if first.name.startswith("run-seed") else first.parent.name
+    if hasattr(first, "train"):  # a RunConfig
+        return Path(first.train.output_dir).name
+    return ""
+
+
+def _kill_at(monkeypatch, owner: object, name: str, seed: int, *, before: bool) -> None:
+    """Raise :class:`Killed` at the first call of ``owner.name`` for seed ``seed``'s run, before or after it ran."""
+    original = getattr(owner, name)
+    fired = []
+
+    def killed(*args, **kwargs):
+        if fired or _run_dir_of(args, kwargs) != f"run-seed{seed}":
+            return original(*args, **kwargs)
+        fired.append(True)
+        if not before:
+            original(*args, **kwargs)
+        raise Killed(f"{name} of seed {seed}")
+
+    monkeypatch.setattr(owner, name, killed)
+
+
+def _kill_points() -> dict[str, tuple[object, str, bool]]:
+    from cselab.training import run_directory, runs
+    from cselab.training.trainer import Trainer
+
+    return {  # a seed's life, in order: (where, what, before the call)
+        "before-run-dir": (runs, "train_and_record", True),
+        "after-config": (run_directory, "write_config", False),
+        "after-step0-best-before-checkpoint": (Trainer, "_save_best", False),
+        "mid-training": (Trainer, "_save_last", False),
+        "after-training-before-scoring": (runs, "score_test_sets", True),
+        "after-results-before-record": (runs, "append_record", True),
+        "after-record": (runs, "append_record", False),
+    }
+
+
+# (point, seeds, the seed killed): every point of a seed's life, and issue 92's case: seed 2's step-0 evaluation
+# wrote best/ and the kill came before its first checkpoint (seed 1 recorded by then)
+KILL_CASES = [*((point, "1", 1) for point in _kill_points()), ("after-step0-best-before-checkpoint", "1,2", 2)]
+
+
+@pytest.fixture(scope="module")
+def kill_world(tmp_path_factory, tiny_bert_dir):
+    w = tmp_path_factory.mktemp("reproduce-kills")
+    home = _fetched_sts(w / "home")
+    corpus = w / "c.txt"
+    corpus.write_text("".join(f"{line}\n" for line in WIKI_LINES[:64]))
+    # 3 steps: step 0's evaluation, a checkpoint at step 2 (mid-training), the last at step 3
+    overrides = ["train.max_steps=3", "train.batch_size=8", "train.eval_every=2", "train.save_every=2",
+                 "train.eval_at_start=true", "train.lr=1e-3", "model.max_length=16", "train.device=cpu",
+                 "train.precision=fp32", "train.log_every=1", "train.threads=1", f"data.corpus={corpus}"]
+    return w, home, str(tiny_bert_dir), overrides
+
+
+def _outcome(out: Path, seeds: tuple[int, ...] = (1, 2)) -> dict:
+    """What a finished reproduction computed: each seed's selected weights (sha256), metrics (timing aside), test
+    scores and record, and the summary's scores."""
+    import hashlib
+
+    runs = {}
+    for seed in seeds:
+        run = out / f"run-seed{seed}"
+        metrics = [{k: v for k, v in json.loads(line).items() if k != "sent_per_s"}
+                   for line in (run / "metrics.jsonl").read_text().splitlines()]
+        runs[seed] = {"weights": hashlib.sha256((run / "best" / "model.safetensors").read_bytes()).hexdigest(),
+                       "metrics": metrics, "scores": json.loads((run / "results.json").read_text())["scores"]}
+    records = [json.loads(line) for line in (out / "seeds.jsonl").read_text().splitlines()]
+    return {"runs": runs, "records": [(r["seed"], r["scores"]) for r in records],
+            "summary": json.loads((out / "reproduce.json").read_text())["scores"]}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(kill_world):
+    """The outcomes of the uninterrupted runs over seeds 1 and over seeds 1,2 (the API and the CLI run the same
+    orchestrator)."""
+    import cselab
+
+    w, home, backbone, overrides = kill_world
+    outcomes = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CSELAB_HOME", str(home))
+        for seeds in ((1,), (1, 2)):
+            out = w / f"uninterrupted-{len(seeds)}"
+            cselab.reproduce("simcse", backbone, *overrides, seeds=list(seeds), sts="partial", output_dir=out,
+                             progress=False)
+            outcomes[",".join(map(str, seeds))] = _outcome(out, seeds)
+    return outcomes
+
+
+@pytest.mark.parametrize(("point", "seeds", "seed"), KILL_CASES, ids=[f"seeds{s}-{p}" for p, s, _ in KILL_CASES])
+def test_a_kill_anywhere_continues_bit_identically(point, seeds, seed, kill_world, uninterrupted, tmp_path,
+                                                   monkeypatch, capsys):
+    w, home, backbone, overrides = kill_world
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    command = ["reproduce", "simcse", "--backbone", backbone, "--sts", "partial", "--seeds", seeds,
+               "--output-dir", str(tmp_path / "out"), *overrides]
+    with monkeypatch.context() as kill:
+        owner, name, before = _kill_points()[point]
+        _kill_at(kill, owner, name, seed, before=before)
+        with pytest.raises(Killed):
+            run_cli(command, capsys)
+    rc, out, err = run_cli(command, capsys)  # the same command, no other option
+    assert rc == 0, err[-2000:]
+    assert _outcome(tmp_path / "out", tuple(int(s) for s in seeds.split(","))) == uninterrupted[seeds]
+    # a seed recorded before the kill is skipped, not trained again
+    assert ("seed 1: already recorded, skipped" in out) == (seed == 2 or point == "after-record")
+
+
+def test_a_sigkill_after_step0_best_continues(kill_world, uninterrupted, tmp_path, monkeypatch, capsys):
+    """A real kill (SIGKILL of the process, its lock left behind) where issue 92 stranded the run: step 0's best/
+    is in place, no checkpoint yet (the first directory swap of the run, ``CSELAB_TEST_KILL_AT``)."""
+    from cselab.fileio import KILL_HOOK_ENV
+
+    w, home, backbone, overrides = kill_world
+    out = tmp_path / "out"
+    command = ["reproduce", "simcse", "--backbone", backbone, "--sts", "partial", "--seeds", "1",
+               "--output-dir", str(out), *overrides]
+    env = {**os.environ, "CSELAB_HOME": str(home), "OMP_NUM_THREADS": "1", KILL_HOOK_ENV: "swap-installed:1"}
+    killed = subprocess.run([sys.executable, "-m", "cselab.cli", *command], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    run = out / "run-seed1"
+    assert (run / "best" / "model.safetensors").is_file() and not (run / "last").exists()
+    monkeypatch.setenv("CSELAB_HOME", str(home))
+    monkeypatch.delenv(KILL_HOOK_ENV, raising=False)
+    rc, _, err = run_cli(command, capsys)
+    assert rc == 0, err[-2000:]
+    assert _outcome(out, (1,)) == uninterrupted["1"]
+
+
+@pytest.mark.parametrize("seed", [7, 2**63 - 1])
+def test_every_seed_reproduce_takes_orders_the_data(seed):
+    """`--seeds` takes 0 to 2^63-1; the data order's seed (seed x 1,000,003 + epoch) is taken modulo 2^64 where it
+    leaves the range torch's generators take (a small seed's order is the one it always was)."""
+    import torch
+
+    from cselab.training.trainer import epoch_order
+
+    mixed = seed * 1_000_003 + 2
+    expected = torch.randperm(50, generator=torch.Generator().manual_seed(mixed if mixed < 2**64 else mixed % 2**64))
+    assert epoch_order(50, seed, 2).tolist() == expected.tolist()

@@ -22,7 +22,7 @@ from cselab.config.run_config import RUNTIME_KEYS, flatten_config
 from cselab.errors import CselabError
 from cselab.reporter import report
 from cselab.runtime.precision import precision_agrees
-from cselab.training.run_directory import LAST_DIR
+from cselab.training.run_directory import LAST_DIR, RUN_MARKER
 
 # Keys besides the runtime ones (config.run_config.RUNTIME_KEYS) that matching a record leaves out: the seed (a
 # record's own field), how often it saves, a pipeline's stage-1 directory (it holds the seed), and the precision,
@@ -105,7 +105,10 @@ def run_unless_recorded(config_path: str | Path | None, overrides: list[str], *,
         report().say(f"{config.method}{f' {variant}' if variant else ''} seed {seed}: already recorded, skipped")
         return previous, False
     output_dir = Path(config.train.output_dir)
-    resume = (output_dir / LAST_DIR).exists()
+    # a directory a kill left (its marker: from the run's first file on) resumes, whatever it holds by then: a
+    # saved state is continued; one killed before its first save (even after step 0's evaluation wrote best/)
+    # starts again from step 0, which computes the same steps
+    resume = (output_dir / RUN_MARKER).exists() or (output_dir / LAST_DIR).exists()
     summary = train_and_record(config, resume=resume, results_file=results_file, variant=variant,
                                config_source=str(config_path) if config_path else None, overrides=overrides)
     if not summary:  # a non-main data-parallel rank: the main rank records

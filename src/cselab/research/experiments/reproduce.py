@@ -1,28 +1,37 @@
 """``cselab reproduce METHOD --backbone B [--seeds 1,2,3]``: a paper's row in one command.
 
-1. **Plan** (:func:`plan_reproduction`): the method's preset for the backbone (``paper-bert-base``,
-   ``paper-roberta-base``; any other backbone trains on the ``cpu-minilm`` preset with ``model.backbone`` set), with
-   the preset's placeholders for the papers' data replaced by what cselab fetches: ``data/wiki1m_for_simcse.txt``
-   -> ``cselab data fetch wiki1m``, ``data/wiki1m+sickr.txt`` -> ``wiki1m-sickr``, the TNCSE/JTCSE stage-1 files
-   ``*.rtt-XX.txt`` -> ``cselab data rtt`` of that text, IFCL's German side -> its translation. The effective
-   configuration is written to ``OUT/config.yaml``; the STS data is SentEval's (``--senteval-dir``, or ``cselab data
-   fetch senteval``), or, when neither is there, the partial sets cselab builds (marked as partial everywhere).
-2. **Estimate** (:func:`estimate_seconds`): training and scoring FLOPs over this machine's measured matmul rate,
-   said before anything is fetched or trained.
-3. **Prepare** (:func:`prepare`): fetch and translate what is missing (never under torchrun: prepare first).
-4. **Run** (:func:`run_reproduction`): ``cselab seeds`` over the seeds (recorded seeds are skipped, so a rerun
-   resumes), each selected model scored on the seven tasks in SentEval's "all" setting, and the comparison rows: the
-   paper's figure (:mod:`cselab.research.paper_figures`), our mean and sample std over the seeds, and the difference
-   where the sets are the same.
+One orchestrator, :func:`reproduce`, runs the command and ``cselab.reproduce()`` alike:
+
+1. **Plan** (:func:`plan_reproduction`; nothing read but the preset and the backbone's config, nothing written): the
+   method comes from the registry (``cselab.methods.METHODS``: its class declares its preset folder, aliases,
+   views and template tokens), its preset for the backbone (``paper-bert-base``, ``paper-roberta-base``; any other
+   backbone trains on the ``cpu-minilm`` preset with ``model.backbone`` set), with the preset's placeholders for the
+   papers' data replaced by what cselab fetches: ``data/wiki1m_for_simcse.txt`` -> ``cselab data fetch wiki1m``,
+   ``data/wiki1m+sickr.txt`` -> ``wiki1m-sickr``, the TNCSE/JTCSE stage-1 files ``*.rtt-XX.txt`` -> ``cselab data
+   rtt`` of that text, IFCL's German side -> its translation. Every argument, the whole configuration (validated
+   once, into ``plan.config``: the method's options, its batch size, every stage), a local backbone's config and the
+   output directory (new, empty or a reproduction's) are checked here. The STS data is SentEval's
+   (``--senteval-dir``, or ``cselab data fetch senteval``), or the partial sets cselab builds (marked as partial).
+2. **Describe** (:func:`describe`): what the plan will do, said in lines.
+3. **Prepare** (:func:`prepare`): fetch and translate what is missing (never under torchrun: prepare first), check
+   a fetched backbone's config, then write ``OUT/config.yaml`` (and OUT's marker).
+4. **Estimate** (:func:`estimate_seconds`): training and scoring FLOPs over this machine's measured matmul rate,
+   said before the first step.
+5. **Run** (:func:`run_reproduction`): ``cselab seeds`` over the seeds (recorded seeds are skipped and a seed's run
+   that a kill left resumes, so the same command continues), each selected model scored on the seven tasks in
+   SentEval's "all" setting, and the comparison rows: the paper's figure (:mod:`cselab.research.paper_figures`), our
+   mean and sample std over the seeds, and the difference where the sets are the same.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +42,6 @@ from cselab.errors import CselabError, UsageError
 from cselab.reporter import report
 from cselab.research.paper_figures import PaperRow, paper_backbones, paper_row, paper_tasks
 
-METHOD_DIRS = {"simcse": "simcse", "simcse++": "simcse_pp", "cot-bert": "cot_bert", "ifcl": "ifcl", "tncse": "tncse",
-               "jtcse": "jtcse"}
-ALIASES = {"simcse_pp": "simcse++", "simcse-pp": "simcse++", "simcsepp": "simcse++", "cot_bert": "cot-bert",
-           "cotbert": "cot-bert"}
 PAPER_PRESETS = {"bert-base-uncased": "paper-bert-base", "roberta-base": "paper-roberta-base"}
 OTHER_BACKBONE_PRESET = "cpu-minilm"
 STS_MODES = ("auto", "senteval", "partial")
@@ -50,9 +55,9 @@ _TRANSLATION_NAME = re.compile(r"\.([A-Za-z_]{2,3})\.txt$")
 # the published partial sizes of the sets cselab rebuilds from STS-B (data/evalsets/sts.py), against SentEval's
 FULL_TASK_OF_PART = {"sts12-part": "sts12", "sts13-part": "sts13", "sts14-part": "sts14", "sts15-part": "sts15",
                      "sts16-part": "sts16"}
-# forward passes per training step and sentence (both views, twins' four, CoT-BERT's three templates, ...)
-VIEWS = {"simcse": 2, "simcse++": 3, "cot-bert": 3, "ifcl": 3, "tncse": 4, "jtcse": 4}
-TEMPLATE_TOKENS = {"cot-bert": 20}
+MAX_SEED = 2**63 - 1  # the largest seed torch's generators take as a signed 64-bit number
+OUTPUT_MARKER = ".cselab-reproduce"  # written when cselab reproduce first writes OUT: the directory is cselab's
+CONFIG_HEADER = "# written by `cselab reproduce "
 # the fraction of the measured matmul rate a training step reaches (attention, optimizer, data), set from the CPU
 # runs of the lab's protocol (all-MiniLM-L6-v2, 300 steps); the estimate is rough (x2 either way)
 TRAIN_EFFICIENCY = 0.8
@@ -77,6 +82,9 @@ class ReproducePlan:
     sts_mode: str = "auto"
     paper: PaperRow | None = None
     notes: list[str] = field(default_factory=list)
+    config: Any = None  # raw validated (a RunConfig), once, when the plan is made
+    views: int = 2  # the method's forward passes per sentence and step, and its template's tokens (the estimate)
+    template_tokens: int = 0
 
     @property
     def config_file(self) -> Path:
@@ -117,41 +125,83 @@ class ReproduceResult:
     wall_s: float
 
 
+def method_class(method: str) -> Any:
+    """The registered method ``method`` names (its name or one of its aliases) that declares a preset folder."""
+    from cselab.methods import METHODS
+
+    found = METHODS.resolve(method)
+    if found is None:
+        raise UsageError(f"unknown method {method!r}; reproduce one of: {', '.join(METHODS.reproducible())}")
+    return found
+
+
 def canonical_method(method: str) -> str:
-    name = ALIASES.get(method.strip().lower(), method.strip().lower())
-    if name not in METHOD_DIRS:
-        raise UsageError(f"unknown method {method!r}; reproduce one of: {', '.join(METHOD_DIRS)}")
-    return name
+    return str(method_class(method).name)
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """The seeds as a list: at least one, distinct, whole numbers from 0 to 2^63-1 (``--seeds``' rules)."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple)) or \
+            not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise UsageError(f"seeds: {seeds!r} is not a list of whole numbers")
+    if not seeds:
+        raise UsageError("--seeds: give at least one seed (e.g. --seeds 1,2,3)")
+    if len(set(seeds)) != len(seeds) or any(s < 0 or s > MAX_SEED for s in seeds):
+        shown = ", ".join(str(s) for s in seeds[:5]) + (", ..." if len(seeds) > 5 else "")
+        raise UsageError(f"--seeds: give distinct whole numbers from 0 to 2^63-1, got [{shown}]")
+    return list(seeds)
+
+
+def check_rtt_models(models: Any) -> dict[str, str]:
+    """Translation models by direction, ``{'en-fr': DIR_OR_NAME}``, checked by ``--rtt-models``' rules: each key
+    SRC-TGT, each model a non-empty name or directory."""
+    if not isinstance(models, Mapping):
+        raise UsageError("rtt_models: give a mapping of 'SRC-TGT' to a model name or directory")
+    out = {}
+    for key, value in models.items():
+        src, dash, tgt = key.partition("-") if isinstance(key, str) else ("", "", "")
+        name = str(value).strip() if isinstance(value, (str, os.PathLike)) else ""
+        if not (dash and src.strip() and tgt.strip() and "-" not in tgt and name):
+            raise UsageError(f"--rtt-models {key!r}: give SRC-TGT=MODEL pairs, e.g. en-fr=Helsinki-NLP/opus-mt-en-fr,"
+                             "fr-en=/models/opus-mt-fr-en")
+        out[f"{src.strip()}-{tgt.strip()}"] = name
+    return out
 
 
 def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds: list[int] | None = None,
                       preset: str | None = None, overrides: list[str] | None = None, out_dir: str | Path | None = None,
                       senteval_dir: str | Path | None = None, sts: str = "auto",
                       rtt_models: dict[str, str] | None = None, home: Path | None = None) -> ReproducePlan:
-    """The plan of a reproduction (nothing is fetched, trained or written)."""
+    """The plan of a reproduction, every part of it checked (nothing is fetched, trained or written): the seeds,
+    the options, the output directory, the whole configuration (validated, the method's options and batch size
+    too) and, where it is on this machine, the backbone's own config."""
     from cselab.config.presets import preset_path
     from cselab.config.run_config import apply_overrides, read_yaml
     from cselab.paths import MODEL_NAMES, cselab_home
 
-    method = canonical_method(method)
-    seeds = list(seeds or [1])
-    if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise UsageError(f"--seeds: give distinct whole numbers >= 0, got {seeds}")
+    cls = method_class(method)
+    method = cls.name
+    seeds = check_seeds([1] if seeds is None else seeds)
     if sts not in STS_MODES:
         raise UsageError(f"--sts {sts!r}: choose one of {', '.join(STS_MODES)}")
     if sts == "partial" and senteval_dir is not None:
         raise UsageError("--sts partial and --senteval-dir contradict each other; drop one")
+    rtt_models = check_rtt_models(rtt_models or {})
     home = Path(home) if home is not None else cselab_home()
     notes: list[str] = []
     if preset is None:
         if backbone in PAPER_PRESETS:
             if backbone not in paper_backbones(method):
                 raise UsageError(f"the {method} paper reports no {backbone} row and cselab ships no such preset; "
-                                 f"its paper's backbones: {', '.join(paper_backbones(method))} (or name a --preset)")
-            preset = f"{METHOD_DIRS[method]}/{PAPER_PRESETS[backbone]}"
+                                 f"its paper's backbones: {', '.join(paper_backbones(method)) or 'none'} (or name a "
+                                 "--preset)")
+            preset_file = _method_preset(cls, PAPER_PRESETS[backbone])
         else:
-            preset = f"{METHOD_DIRS[method]}/{OTHER_BACKBONE_PRESET}"
-    raw = read_yaml(preset_path(preset))
+            preset_file = _method_preset(cls, OTHER_BACKBONE_PRESET)
+        preset = f"{Path(str(cls.preset_dir)).name}/{preset_file.stem}"
+    else:
+        preset_file = preset_path(preset)
+    raw = read_yaml(preset_file)
     if raw.get("method") != method:
         raise UsageError(f"preset {preset} trains {raw.get('method')!r}, not {method!r}")
     raw.setdefault("model", {})["backbone"] = backbone
@@ -160,20 +210,112 @@ def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds
     if paper is None:
         paper = paper_row(method, "bert-base-uncased")
         notes.append(f"the papers report no {backbone} row: the paper column is {method} on bert-base-uncased, "
-                     "another backbone than ours")
+                     "another backbone than ours" if paper is not None else
+                     f"no paper's figures are kept for {method}: the table has ours only")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", backbone.strip("/").rsplit("/", 1)[-1])
-    out = Path(out_dir) if out_dir is not None else Path("runs") / "reproduce" / f"{METHOD_DIRS[method]}-{slug}"
+    folder = Path(str(cls.preset_dir)).name
+    out = Path(out_dir) if out_dir is not None else Path("runs") / "reproduce" / f"{folder}-{slug}"
+    check_output_dir(out)
+    for section in ("model", "data", "train", "method_options"):  # before the plan reads into them
+        if not isinstance(raw.get(section, {}), dict):
+            raise CselabError(f"config: {section}: {raw[section]!r} is not a section")
     raw.setdefault("train", {})["output_dir"] = str(out / "run")
-    pipeline = (raw.get("method_options") or {}).get("pipeline")
+    options = raw.get("method_options")
+    pipeline = options.get("pipeline") if isinstance(options, dict) else None
     if isinstance(pipeline, dict) and pipeline.get("stage1_dir"):
         pipeline["stage1_dir"] = str(out / "stage1")
-    plan = ReproducePlan(method, backbone, preset, seeds, out, raw, rtt_models=dict(rtt_models or {}),
-                         sts_mode=sts, paper=paper, notes=notes)
+    plan = ReproducePlan(method, backbone, preset, seeds, out, raw, rtt_models=rtt_models,
+                         sts_mode=sts, paper=paper, notes=notes, views=int(cls.views),
+                         template_tokens=int(cls.template_tokens))
     _plan_data(plan, home)
-    if backbone in MODEL_NAMES.values():
-        plan.fetch.append((next(k for k, v in MODEL_NAMES.items() if v == backbone), {}))
+    plan.config = check_configuration(plan.raw, cls)
+    model_backbone = plan.config.model.backbone
+    if model_backbone in MODEL_NAMES.values():
+        plan.fetch.append((next(k for k, v in MODEL_NAMES.items() if v == model_backbone), {}))
+    else:
+        check_backbone(model_backbone, local_only=True)  # a name to download or fetch is checked once it is here
     _plan_sts(plan, home, Path(senteval_dir) if senteval_dir is not None else None)
     return plan
+
+
+def _method_preset(cls: Any, name: str) -> Path:
+    """The file of the method's preset ``name``: in cselab's presets (``preset_dir`` a folder name) or in the
+    directory an outside method names."""
+    from cselab.config.presets import SUFFIX, preset_path
+
+    folder = Path(str(cls.preset_dir))
+    if folder.is_absolute():
+        file = folder / f"{name}{SUFFIX}"
+        if not file.is_file():
+            raise CselabError(f"method {cls.name} ships no {name} preset ({file} is missing)")
+        return file
+    return preset_path(f"{folder.as_posix()}/{name}")
+
+
+def check_configuration(raw: dict[str, Any], cls: Any) -> Any:
+    """``raw`` validated into a RunConfig, with the method's own checks (:meth:`Method.check_config`) and, for a
+    two-stage method, every stage's configuration; one-line errors, nothing read or written."""
+    from cselab.config.run_config import RunConfig, validate
+    from cselab.methods import METHODS
+
+    config = validate(RunConfig, raw)
+    cls.check_config(config)
+    if config.method_options.get("pipeline"):
+        from cselab.training.pipeline import plan_pipeline
+
+        stages = plan_pipeline(config)
+        for stage in stages.stage1:
+            METHODS.get(stage.method).check_config(stage)
+    return config
+
+
+def check_backbone(backbone: str, *, local_only: bool = False) -> None:
+    """Refuse a backbone that cannot be trained as an encoder, from its config alone (the weights are not
+    loaded): a missing path, a file, a directory without a readable ``config.json``, a sequence-to-sequence model
+    (Marian, T5, BART). ``local_only``: a name that is not on this machine yet is left for later (it is fetched or
+    downloaded first); else it is looked up, from the hub's cache or the hub."""
+    from cselab.paths import resolve_model_path
+
+    source = Path(resolve_model_path(backbone))  # a missing path is refused here
+    if source.exists():
+        if not source.is_dir():
+            raise CselabError(f"model.backbone {backbone}: a file, not a model directory")
+        if not (source / "config.json").is_file():
+            raise CselabError(f"model.backbone {backbone}: not a model directory (no config.json)")
+    elif local_only:
+        return
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(source) if source.exists() else backbone)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many types; the user needs one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CselabError(f"model.backbone {backbone}: its config cannot be read ({first})") from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise CselabError(f"model.backbone {backbone}: a {config.model_type} model (sequence to sequence: an "
+                          "encoder and a decoder), not an encoder; give an encoder such as BERT, RoBERTa or MiniLM")
+
+
+def check_output_dir(out: Path) -> None:
+    """Refuse ``out`` unless it is new, empty or a reproduction's (its marker, or the configuration cselab
+    reproduce wrote there before the marker existed); a file, or a directory that cannot be written, is refused
+    too. Reads only."""
+    from cselab.fileio import LOCK_FILE, check_writable_dir
+
+    check_writable_dir(out, "--output-dir")
+    if not out.is_dir() or (out / OUTPUT_MARKER).is_file():
+        return
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith(LOCK_FILE))
+    if not names:
+        return
+    try:
+        ours = (out / "config.yaml").read_text(encoding="utf-8").startswith(CONFIG_HEADER)
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise CselabError(f"--output-dir {out} holds files that cselab reproduce did not write ({shown}); give a new "
+                          "or empty directory, or the one an earlier cselab reproduce wrote")
 
 
 def _need(plan: ReproducePlan, target: str, options: dict[str, Any] | None = None) -> None:
@@ -324,8 +466,9 @@ def prepare(plan: ReproducePlan, *, home: Path | None = None, from_dir: Path | N
             plan.notes.append("SentEval's data could not be fetched, so the partial sets are scored: " + str(exc))
             report().say(f"senteval: not fetched ({exc}); scoring the partial sets instead")
     _translate(plan)
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
-    _write_config(plan)
+    if not Path(plan.config.model.backbone).expanduser().exists():  # a local one was checked when planned
+        check_backbone(plan.config.model.backbone)  # fetched (or in the hub's cache) by now: before OUT is written
+    write_configuration(plan)
 
 
 def _translate(plan: ReproducePlan) -> None:
@@ -343,15 +486,19 @@ def _translate(plan: ReproducePlan) -> None:
             translate_file(text, out, model)
 
 
-def _write_config(plan: ReproducePlan) -> None:
-    from cselab.config.run_config import load_config
+def write_configuration(plan: ReproducePlan) -> None:
+    """Mark OUT as a reproduction's and write the effective configuration (validated when the plan was made)
+    there, unless it holds the same text already."""
     from cselab.fileio import write_atomic
 
-    text = (f"# written by `cselab reproduce {plan.method} --backbone {plan.backbone}` from preset {plan.preset}\n"
+    text = (f"{CONFIG_HEADER}{plan.method} --backbone {plan.backbone}` from preset {plan.preset}\n"
             + yaml.safe_dump(plan.raw, sort_keys=False))
+    check_output_dir(plan.out_dir)  # again: the preparing took time
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    if not (plan.out_dir / OUTPUT_MARKER).is_file():
+        write_atomic(plan.out_dir / OUTPUT_MARKER, "a cselab reproduce directory\n")
     if not plan.config_file.is_file() or plan.config_file.read_text(encoding="utf-8") != text:
         write_atomic(plan.config_file, text)
-    load_config(plan.config_file)  # validated before any training
 
 
 # -- the estimate ---------------------------------------------------------------------------------------------
@@ -481,9 +628,9 @@ def estimate_seconds(plan: ReproducePlan, *, home: Path | None = None, gflops: f
         from cselab.data.registry.sources import corpus_path
 
         path = corpus_path(home)
-    length = _mean_tokens(path, int(model.get("max_length", 32))) + TEMPLATE_TOKENS.get(plan.method, 0)
+    length = _mean_tokens(path, int(model.get("max_length", 32))) + plan.template_tokens
     batch = int(train.get("batch_size", 64))
-    flops = 6 * params * VIEWS.get(plan.method, 2) * batch * length * steps
+    flops = 6 * params * plan.views * batch * length * steps
     pipeline = (plan.raw.get("method_options") or {}).get("pipeline")
     if isinstance(pipeline, dict):  # stage 1: two SimCSE encoders
         settings = (pipeline.get("stage1") or {}).get("settings") or {}
@@ -499,16 +646,13 @@ def estimate_seconds(plan: ReproducePlan, *, home: Path | None = None, gflops: f
 
 # -- running --------------------------------------------------------------------------------------------------
 def _best_dir(plan: ReproducePlan, seed: int) -> Path:
-    from cselab.config.run_config import load_config
-    from cselab.research.experiments.recorded_runs import seed_overrides
-    from cselab.training.pipeline import plan_pipeline
-    from cselab.training.run_directory import BEST_DIR
+    """Where seed ``seed``'s selected model is, from the plan's configuration (read once, when planned): the seed's
+    run directory (:func:`cselab.research.experiments.recorded_runs.seed_overrides`), its ``stage2/best`` for a
+    two-stage method."""
+    from cselab.training.run_directory import BEST_DIR, STAGE2_DIR
 
-    base = load_config(plan.config_file)
-    config = load_config(plan.config_file, seed_overrides(base, seed))
-    if config.method_options.get("pipeline"):
-        return Path(plan_pipeline(config).stage2.train.output_dir) / BEST_DIR
-    return Path(config.train.output_dir) / BEST_DIR
+    run_dir = Path(f"{plan.config.train.output_dir.rstrip('/')}-seed{seed}")
+    return run_dir / STAGE2_DIR / BEST_DIR if plan.config.method_options.get("pipeline") else run_dir / BEST_DIR
 
 
 def score_seed(plan: ReproducePlan, seed: int, *, batch_size: int = 128) -> dict[str, float]:
@@ -627,3 +771,42 @@ def _write_summary(result: ReproduceResult) -> None:
         "scores": {str(k): v for k, v in result.scores.items()},
         "rows": [{**asdict(r), "difference": r.difference} for r in result.rows],
         "wall_s": round(result.wall_s, 1)})
+
+
+# -- the whole command ----------------------------------------------------------------------------------------
+def reproduce(method: str, backbone: str = "bert-base-uncased", *, seeds: list[int] | None = None,
+              preset: str | None = None, overrides: list[str] | None = None, out_dir: str | Path | None = None,
+              senteval_dir: str | Path | None = None, sts: str = "auto", from_dir: str | Path | None = None,
+              rtt_models: Mapping[str, str] | None = None, fetch: bool = True, prepare_only: bool = False,
+              batch_size: int = 128, home: Path | None = None) -> ReproduceResult | None:
+    """``cselab reproduce`` and ``cselab.reproduce()``, whole: plan (every argument, the configuration and the
+    backbone checked; nothing written), say the plan, prepare (fetch, translate, then OUT's configuration),
+    estimate the time, then train, score and compare every seed. Returns None after ``prepare_only`` and on the
+    other ranks of a torchrun launch. Running the same call again after a kill anywhere continues: recorded seeds
+    are skipped, a seed's run resumes from what it saved."""
+    plan = plan_reproduction(method, backbone, seeds=seeds, preset=preset, overrides=list(overrides or []),
+                             out_dir=out_dir, senteval_dir=senteval_dir, sts=sts, rtt_models=dict(rtt_models or {}),
+                             home=home)
+    for line in describe(plan):
+        report().say(line)
+    prepare(plan, home=home, from_dir=Path(from_dir) if from_dir is not None else None, fetch=fetch)
+    estimate = estimate_seconds(plan, home=home)
+    report().say("estimate: " + (f"about {duration(estimate)} for {len(plan.seeds)} seed(s) on this machine "
+                                 "(rough, x2 either way)" if estimate is not None else
+                                 "none (the backbone's size or the corpus is unknown)"))
+    if prepare_only:
+        report().say(f"prepared: {plan.config_file}; run the same command without --prepare-only to train")
+        return None
+    result = run_reproduction(plan, batch_size=batch_size)
+    if result is not None:
+        result.estimate_s = estimate
+    return result
+
+
+def duration(seconds: float) -> str:
+    """A time as a reader takes it: seconds under 90 s, minutes under 90 min, else hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
