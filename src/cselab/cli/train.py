@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import click
 
 from cselab.cli.options import config_path, output_opt, preset_opt
-from cselab.errors import UsageError
+from cselab.errors import CselabError, UsageError
 from cselab.training.run_directory import RunDirectory
 
 
@@ -74,17 +75,25 @@ def train_command(method: str | None, config_file: Path | None, preset: str | No
             raise UsageError("give --output DIR or train.output_dir=DIR, not both")
         overrides = (*overrides, f"train.output_dir={output_dir}")
     config = load_config(config_file, list(overrides), method=method)
-    from cselab.methods import METHODS
-
-    # the method's options and batch size (a batch of one where it needs in-batch negatives) before any write
-    METHODS.get(config.method).check_config(config)
     source = f"preset {preset}" if preset else str(config_file) if config_file else None
-    # the options are checked and a second run into the directory is refused before torch loads
-    with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:
-        from cselab.training.runs import train_and_record
+    directory = Path(config.train.output_dir)
+    existed = directory.exists()
+    try:
+        # the options are checked and a second run into the directory is refused before torch loads
+        with RunDirectory.open(config, resume=resume, overwrite=overwrite, allow_change=allow_change) as run:
+            from cselab.methods import METHODS
+            from cselab.training.runs import train_and_record
 
-        summary = train_and_record(config, opened=run, results_file=results, variant=variant, row=row,
-                                   config_source=source, overrides=list(overrides))
+            # the method's options and batch size (a batch of one where it needs in-batch negatives), before the
+            # run writes anything
+            METHODS.get(config.method).check_config(config)
+            summary = train_and_record(config, opened=run, results_file=results, variant=variant, row=row,
+                                       config_source=source, overrides=list(overrides))
+    except CselabError:
+        if not existed:  # the lock made it: a refused run leaves no empty directory behind
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     click.echo(summary)
 
 
