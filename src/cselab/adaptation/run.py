@@ -50,6 +50,7 @@ from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
 from cselab.reporter import report
+from cselab.runtime.memory import ACTIVATION_BUDGET
 
 
 @dataclass
@@ -300,9 +301,12 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file(), estimate=False)
             adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
                                "wall_s": round(kept.wall_s, 3)}
+        phases = Phases()
         clock = time.perf_counter()
         before = evaluate(models.student) if evaluate else {}
         evaluate_s = time.perf_counter() - clock
+        if evaluate:
+            phases.add("scoring your model", evaluate_s)
         teacher_s = 0.0
         teacher_scores: dict[str, float] = {}
         serving: dict[str, dict[str, Any] | None] = {}  # what the teacher and the model cost to serve here
@@ -321,6 +325,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                 teacher_scores = evaluate(options["model"])
                 scoring_s = time.perf_counter() - scoring
                 evaluate_s += scoring_s
+                phases.add("scoring the teacher", scoring_s)
                 if behind := teacher_not_ahead(before, teacher_scores, plan.teacher):
                     report().say(f"warning: {behind}")
             # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
@@ -329,27 +334,35 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
             teacher_s = time.perf_counter() - clock - scoring_s
+            phases.add("teacher's pass", teacher_s)
             if teacher_scores:  # after its passes (timing it moves it to the CPU), and not counted in them
                 clock = time.perf_counter()
                 serving["teacher"] = _serving(plan, plan.teacher, options["model"], exports)
                 serving_s += time.perf_counter() - clock
+                phases.add("serving cost", time.perf_counter() - clock)
             del options
             models.drop_teacher()
         selector = _selector(plan, teacher_held, teacher_views)
         trainer = Trainer(plan.config, selector=selector, observer=observe,
-                          observe_every=observe_every or evaluation_every(plan.steps))
+                          observe_every=observe_every or evaluation_every(plan.steps),
+                          activation_budget=ACTIVATION_BUDGET)
+        micro_batch = trainer.micro_batch_facts()
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
         train_s = time.perf_counter() - clock
+        phases.add("training", train_s)
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
         clock = time.perf_counter()
         after = evaluate(handed_back) if evaluate else {}
         evaluate_s += time.perf_counter() - clock
+        if evaluate:
+            phases.add("scoring your model", time.perf_counter() - clock)
         if teacher_scores:  # the user sees both models' scores: each beside its price
             clock = time.perf_counter()
             serving["model"] = _serving(plan, str(plan.model_dir), handed_back,
                                         plan.output_dir / SERVING_EXPORTS_DIR)
             serving_s += time.perf_counter() - clock
+            phases.add("serving cost", time.perf_counter() - clock)
         serving = {who: cost for who, cost in serving.items() if cost is not None}
         wall = time.perf_counter() - start
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
@@ -368,6 +381,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    **({"serving_s": round(serving_s, 3)} if teacher_scores else {}),
+                   "phases": phases.seconds, "peak_rss_mb": phases.peak_rss_mb, "micro_batch": micro_batch,
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
                       if plan.general_units else {}),
@@ -377,6 +391,21 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
     return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
                        plan.teacher, teacher_scores)
+
+
+class Phases:
+    """Each phase's wall seconds (a phase that runs twice, such as scoring your model before and after, adds up) and
+    the command's peak resident memory by the end of each (the kernel's high-water mark: it only grows)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.peak_rss_mb: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        import resource
+
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
+        self.peak_rss_mb[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
 def _pass_way(plan: AdaptPlan) -> dict[str, str]:

@@ -35,6 +35,7 @@ def duplicate(features: dict[str, Tensor]) -> dict[str, Tensor]:
 class SimCSE(Method):
     name = "simcse"
     terms = ("info_nce",)
+    rows_per_example = 2  # two dropout views of each sentence
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
