@@ -265,6 +265,18 @@ def _with_margin(eligible: list[Candidate], reference: Candidate) -> tuple[Candi
                     f"before it (best of {TIMING_ROUNDS} interleaved timings)")
 
 
+def fastest_way(teacher: str, model: Any, sentences: Sequence[str], *, requested_precision: str = "auto",
+                export_dir: str | Path | None = None) -> _Runner:
+    """The way :func:`teacher_vectors` runs ``teacher`` over ``sentences`` on this machine, chosen (and kept) now
+    where none is kept yet: what else should run the teacher here (its scoring on the user's labels) runs on it."""
+    texts = store_texts(list(sentences))
+    backends = ["torch"] if len(texts) < EXPORT_MIN_SENTENCES else None
+    with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch:
+        runner, _ = choose_runner(teacher, model, _probe(texts), Path(scratch), requested_precision=requested_precision,
+                                  backends=backends, export_dir=export_dir)
+    return runner
+
+
 def _choice_key(teacher: str, device: Any, requested_precision: str, allowed: set[str]) -> str:
     """What the kept choice of a way depends on: the machine (chip or GPU, torch build, threads), the teacher's
     files, the requested precision and the candidates."""

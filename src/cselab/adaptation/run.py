@@ -208,8 +208,9 @@ def scorer(labels: str | Path | None = None, pairs: str | Path | None = None, re
         raise CselabError("scoring before/after runs mteb, which is not installed: pip install 'cselab[mteb]'")
     inputs = load_inputs(labels, pairs, retrieval, domain=domain)
 
-    def evaluate(encoder: Any) -> dict[str, float]:
-        return score_inputs(encoder, inputs)
+    def evaluate(encoder: Any, precision: str = "fp32", desc: str = "scoring") -> dict[str, float]:
+        return score_inputs(encoder, inputs, precision=precision, desc=desc)
+    evaluate.takes_precision = True  # type: ignore[attr-defined]  # the teacher is scored on its pass's way
     return evaluate
 
 
@@ -303,7 +304,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                                "wall_s": round(kept.wall_s, 3)}
         phases = Phases()
         clock = time.perf_counter()
-        before = evaluate(models.student) if evaluate else {}
+        before = _scored(evaluate, models.student, desc="scoring your model") if evaluate else {}
         evaluate_s = time.perf_counter() - clock
         if evaluate:
             phases.add("scoring your model", evaluate_s)
@@ -322,7 +323,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             scoring_s = 0.0
             if evaluate:  # said before the pass and the training, so that a user can stop before paying for them
                 scoring = time.perf_counter()
-                teacher_scores = evaluate(options["model"])
+                teacher_scores = _score_teacher(plan, evaluate, options)
                 scoring_s = time.perf_counter() - scoring
                 evaluate_s += scoring_s
                 phases.add("scoring the teacher", scoring_s)
@@ -353,7 +354,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         phases.add("training", train_s)
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
         clock = time.perf_counter()
-        after = evaluate(handed_back) if evaluate else {}
+        after = _scored(evaluate, handed_back, desc="scoring your model") if evaluate else {}
         evaluate_s += time.perf_counter() - clock
         if evaluate:
             phases.add("scoring your model", time.perf_counter() - clock)
@@ -406,6 +407,29 @@ class Phases:
 
         self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
         self.peak_rss_mb[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+
+def _score_teacher(plan: AdaptPlan, evaluate: Callable[..., dict[str, float]], options: dict[str, Any]
+                   ) -> dict[str, float]:
+    """The teacher's scores on the user's labels, run on the way its pass over the text will run (chosen here and
+    kept for the pass, :func:`cselab.teacher_pass.fastest_way`): torch at its precision, or its export. A scorer
+    that is not cselab's own (no ``takes_precision``) scores the torch model as it is."""
+    if not getattr(evaluate, "takes_precision", False):
+        return evaluate(options["model"])
+    from cselab.teacher_pass import fastest_way
+
+    text = max(plan.teacher_parts().values(), key=len)  # the pass's largest part decides its candidates
+    runner = fastest_way(str(plan.teacher), options["model"], text,
+                         requested_precision=options["requested_precision"], export_dir=options["export_dir"])
+    report().say(f"adapt: the teacher is scored on {runner.backend} {runner.precision}, the way its pass runs")
+    if runner.backend == "torch":
+        return evaluate(options["model"], precision=runner.precision, desc="scoring the teacher")
+    return evaluate(runner.model, desc="scoring the teacher")
+
+
+def _scored(evaluate: Callable[..., dict[str, float]], model: Any, **options: Any) -> dict[str, float]:
+    """``evaluate(model)``, with ``options`` (its bar's name) where the scorer is cselab's own."""
+    return evaluate(model, **options) if getattr(evaluate, "takes_precision", False) else evaluate(model)
 
 
 def _pass_way(plan: AdaptPlan) -> dict[str, str]:
