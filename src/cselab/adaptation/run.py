@@ -49,7 +49,7 @@ from cselab.adaptation.selection import (
 from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
-from cselab.reporter import report
+from cselab.reporter import report, reporting
 from cselab.runtime.memory import ACTIVATION_BUDGET
 
 
@@ -452,12 +452,16 @@ def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) ->
     from cselab.adaptation.serving import serving_cost
 
     clock = time.perf_counter()
+    bar = report().bar(total=1, desc=f"serving cost of {Path(name).name}", unit="model")
     try:
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, reporting(report().with_bars(False)):
             cost = serving_cost(name, model, plan.held_out, Path(scratch), export_dir).to_dict()
+        bar.update(1)
     except CselabError as exc:
+        bar.close()
         report().say(f"adapt: {name}'s serving cost could not be timed ({exc}); the report leaves it out")
         return None
+    bar.close()
     report().say(f"adapt: {name} serves {cost['sentences_per_s']:,.0f} sentences/s here ({cost['backend']} "
                  f"{cost['precision']}, {cost['size_mb']:,.0f} MB; timed in {time.perf_counter() - clock:.0f} s)")
     return cost
