@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-home", action="store_true", help="run in the current data home, not a fresh one")
     parser.add_argument("--output", type=Path, default=RUNS_DIR / "adapt-footprint", help="run directories (replaced)")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--snapshot", type=int, metavar="PID", help="record a running cselab adapt's counts so far "
+                        "(partial) instead of running one")
+    parser.add_argument("--note", default="", help="--snapshot: how far the run had come")
     args = parser.parse_args(argv)
     for case in args.case:
         if case != "demo" and not re.fullmatch(r"lines-[1-9]\d*", case):
@@ -162,8 +165,29 @@ def run_case(case: str, args: argparse.Namespace) -> dict:
     }
 
 
+def snapshot(pid: int) -> dict:
+    """What the kernel says of a running ``cselab adapt`` process so far: its peak resident set (VmHWM), minor
+    faults, user and system seconds (a run that cannot finish in time is recorded this far, marked partial)."""
+    status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    hwm = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1))
+    user, system = int(stat[11]) / ticks, int(stat[12]) / ticks  # fields 14 and 15 of proc(5), after the name
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    return {"partial": True, "pid": pid, "peak_rss_mb": round(hwm / 1024, 1), "minor_faults": int(stat[7]),
+            "user_s": user, "system_s": system, "system_share": round(system / (user + system), 4),
+            "cpu_model": cpu_name(), "cpu_count": os.cpu_count(),
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()], "adapt_command": command}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.snapshot:
+        record = {"case": args.case[0], "note": args.note, **snapshot(args.snapshot)}
+        print(f"{record['case']} so far: peak {record['peak_rss_mb']:,.0f} MB, {record['minor_faults']:,} minor "
+              f"faults, {100 * record['system_share']:.1f}% system")
+        append_record(args.results, record, __file__, sys.argv[1:] if argv is None else argv)
+        return
     for case in args.case:  # one at a time: two runs side by side would share the cores and the memory
         start = time.perf_counter()
         record = run_case(case, args)
