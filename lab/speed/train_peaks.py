@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 row["error"] = (done.stderr.strip().splitlines() or ["?"])[-1][:300]
                 print(f"{preset}: did not run ({row['error']})", flush=True)
-            rows.append(row)
-    append_record(args.results, {"rows": rows, "cpu_model": cpu_name(), "cpu_count": os.cpu_count()},
-                  __file__, sys.argv[1:] if argv is None else argv)
+            rows.append(row)  # one record per preset: a long sweep stopped part-way keeps what it measured
+            append_record(args.results, {**row, "cpu_model": cpu_name(), "cpu_count": os.cpu_count()},
+                          __file__, sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":
