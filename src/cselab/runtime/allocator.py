@@ -9,12 +9,13 @@ kernel (issue 90). The threshold starts at 128 KiB and glibc raises it only up t
 back, and it trims the heap whenever 128 KiB is free at its top.
 
 :func:`tune_allocator` fixes the mmap threshold at its largest value (32 MiB: glibc refuses more) and the trim
-threshold at 1 GiB, so every buffer up to 32 MiB is reused from the heap and the heap is not handed back between
-steps. The micro-batches of :mod:`cselab.runtime.memory` keep a step's activations (the attention probabilities of
-a piece are the largest) below 32 MiB, so a step's buffers come from the heap. It changes no result (where memory
-comes from, not what is computed), only where the memory comes from, and it is a no-op on a C library without
-``mallopt`` (musl, macOS, Windows). The CLI calls it once as it starts; glibc's ``MALLOC_*`` environment tunables,
-where a user sets them, are left alone.
+threshold at 512 MiB (the activation budget of a micro-batch, :mod:`cselab.runtime.memory`): every buffer up to
+32 MiB is reused from the heap, and a step's activations, freed at its end, are not handed back to be faulted in
+again by the next step, while at most 512 MiB of free heap is ever kept. The micro-batches keep a step's largest
+tensors (a piece's attention probabilities) below 32 MiB, so they come from the heap too. It changes only where the
+memory comes from, not what is computed, and it is a no-op on a C library without glibc's ``mallopt`` (musl,
+macOS, Windows). The CLI calls it once as it starts; glibc's ``MALLOC_*`` environment tunables, where a user sets
+them, are left alone.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 * 2**20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
-TRIM_THRESHOLD = 2**30
+TRIM_THRESHOLD = 512 * 2**20  # the activations one micro-batch holds (runtime/memory.py's budget)
 _TUNED: dict[str, int] | None = None
 
 
