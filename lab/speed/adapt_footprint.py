@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="demo, or lines-N (the default on N numbered corpus lines); repeat to run several, "
                              "one after another")
     parser.add_argument("--no-teacher", action="store_true", help="cselab adapt --no-teacher")
+    parser.add_argument("--max-sentences", type=int, help="the demo case with fewer lines than make demo's 2,000 "
+                        "(every phase runs at the same shapes: its peak memory, not its time)")
+    parser.add_argument("--steps", type=int, help="the demo case with fewer steps than make demo's 80")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep-home", action="store_true", help="run in the current data home, not a fresh one")
     parser.add_argument("--output", type=Path, default=RUNS_DIR / "adapt-footprint", help="run directories (replaced)")
@@ -110,8 +113,9 @@ def case_command(case: str, args: argparse.Namespace, home: Path, run_dir: Path,
     command = [sys.executable, "-m", "cselab.cli", "adapt"]
     if case == "demo":
         text = home / "domains" / DEMO["domain"] / "train.txt"
-        command += [str(text), "--domain", DEMO["domain"], "--max-sentences", str(DEMO["max_sentences"]),
-                    "--steps", str(DEMO["steps"])]
+        command += [str(text), "--domain", DEMO["domain"],
+                    "--max-sentences", str(args.max_sentences or DEMO["max_sentences"]),
+                    "--steps", str(args.steps or DEMO["steps"])]
     else:
         from lab.domain_study.time_adapt import numbered_corpus
 

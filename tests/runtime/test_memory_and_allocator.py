@@ -17,10 +17,13 @@ def test_inference_bytes_of_mpnet_at_384_tokens_by_hand():
     assert inference_bytes_per_token(MPNET, 384) == 12 * 384 * 2 * 4 + (4 * 768 + 2 * 3072) * 4 == 73_728
 
 
-def test_inference_batch_is_cut_to_the_budget_and_never_raised():
+def test_inference_batch_is_cut_to_the_budget_and_the_heap_and_never_raised():
     per_sequence = 73_728 * 384
-    assert inference_batch_size(64, MPNET, 384) == ACTIVATION_BUDGET // per_sequence == 18
-    assert inference_batch_size(8, MPNET, 384) == 8  # a smaller batch asked for stays
+    assert ACTIVATION_BUDGET // per_sequence == 18  # the budget alone would allow 18 passages
+    # one layer's scores, 12 x 384 x 384 floats = 6.75 MiB a passage: 4 stay under 32 MiB, 5 do not
+    assert inference_batch_size(64, MPNET, 384) == 4
+    assert inference_batch_size(64, MPNET, 64) == 64  # short lines: neither limit binds (18 KiB of scores a line)
+    assert inference_batch_size(2, MPNET, 384) == 2  # a smaller batch asked for stays
     assert inference_batch_size(64, MPNET, 384, budget=1) == 1
 
 

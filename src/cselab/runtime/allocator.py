@@ -26,7 +26,7 @@ import os
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 32 * 2**20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
+MMAP_THRESHOLD = 32 * 2**20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit): memory.LARGEST_HEAP_TENSOR
 TRIM_THRESHOLD = 512 * 2**20  # the activations one micro-batch holds (runtime/memory.py's budget)
 _TUNED: dict[str, int] | None = None
 

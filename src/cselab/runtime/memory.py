@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ACTIVATION_BUDGET = 512 * 2**20  # bytes of activations a training step may hold at once (see the module's doc)
+LARGEST_HEAP_TENSOR = 32 * 2**20  # glibc's largest mmap threshold: a bigger tensor is mapped and zeroed afresh
 ELEMENT_BYTES = 4  # activations are kept in float32 on the CPU, autocast or not (the norms and softmax are fp32)
 
 
@@ -97,7 +98,12 @@ def inference_bytes_per_token(config: Any, sequence_length: int) -> int:
 def inference_batch_size(requested: int, config: Any, sequence_length: int, *,
                          budget: int = ACTIVATION_BUDGET) -> int:
     """``requested``, or fewer sequences where ``requested`` of ``sequence_length`` tokens would hold more than
-    ``budget`` at once (at least 1). Why: all-mpnet-base-v2 encoding 64 passages of 384 tokens holds 1.3 GB of
-    attention scores alone, more than the rest of ``cselab adapt`` together."""
+    ``budget`` at once or make one layer's attention scores larger than :data:`LARGEST_HEAP_TENSOR` (at least 1).
+    Why: all-mpnet-base-v2 encoding 64 passages of 384 tokens holds 1.3 GB of attention scores alone, more than the
+    rest of ``cselab adapt`` together, and every tensor over 32 MiB is mapped and zeroed afresh by the kernel each
+    time (a scoring of the teacher took 22 million minor page faults so); a few passages a batch keep the matrix
+    products big enough to run at full speed."""
     per_sequence = inference_bytes_per_token(config, sequence_length) * sequence_length
-    return max(1, min(int(requested), budget // max(1, per_sequence)))
+    heads = int(getattr(config, "num_attention_heads", 0) or getattr(config, "n_heads", 0) or 12)
+    scores = heads * sequence_length * sequence_length * ELEMENT_BYTES
+    return max(1, min(int(requested), budget // max(1, per_sequence), LARGEST_HEAP_TENSOR // max(1, scores)))
