@@ -7,7 +7,8 @@ accumulates the gradient over pieces of :func:`cselab.runtime.memory.choose_micr
 in its own process (the allocator's settings and the peak memory are the process's), one warm-up step, then
 ``--steps`` timed steps; the kernel's counts over the timed steps give user and system seconds and minor page
 faults, ``ru_maxrss`` the peak. The variants run in turn, ``--rounds`` times (ABCD ABCD), so a busy minute on
-shared cores falls on all of them; the record keeps every round and the load average at the start and the end.
+shared cores falls on all of them; each variant's row is recorded as it ends, with the load average, and the means
+once all have run.
 
     python -m lab.speed.step_footprint                   # 4 variants x 2 rounds x 3 steps
     python -m lab.speed.step_footprint --steps 2 --rounds 1
@@ -40,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=3, help="timed steps per variant and round")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (OMP_NUM_THREADS; 0: torch's default)."
+                        " One thread takes the threads' synchronisation out of a comparison on shared, busy cores")
     parser.add_argument("--worker", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--results", default=str(RESULTS))
     return parser.parse_args(argv)
@@ -100,10 +103,15 @@ def main(argv: list[str] | None = None) -> None:
     load_start, rows = os.getloadavg(), []
     for round_ in range(args.rounds):
         for variant in VARIANTS:
+            env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
             out = subprocess.run([sys.executable, "-m", "lab.speed.step_footprint", "--worker", variant,
-                                  "--steps", str(args.steps)], capture_output=True, text=True, check=True).stdout
+                                  "--steps", str(args.steps)], capture_output=True, text=True, check=True,
+                                 env=env).stdout
             row = {**json.loads(out.strip().splitlines()[-1]), "round": round_}
             rows.append(row)
+            append_record(Path(args.results), {**row, "threads_asked": args.threads or None, "steps": args.steps,
+                                               "loadavg": [round(x, 2) for x in os.getloadavg()]},
+                          __file__, sys.argv[1:] if argv is None else argv)  # each variant kept as it ends
             print(f"{variant}: {row['step_s']:.2f} s a step, {row['minor_faults_per_step']:,} minor faults a step, "
                   f"{100 * (row['system_share'] or 0):.1f}% system, peak {row['peak_rss_mb']:,.0f} MB", flush=True)
     summary = {}
@@ -111,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         mine = [r for r in rows if r["variant"] == variant]
         summary[variant] = {key: round(sum(r[key] for r in mine) / len(mine), 4)
                             for key in ("step_s", "system_share", "minor_faults_per_step", "peak_rss_mb")}
-    record = {"batch": BATCH, "length": LENGTH, "steps": args.steps, "rounds": args.rounds, "rows": rows,
-              "mean": summary, "cpu_model": cpu_name(), "cpu_count": os.cpu_count(),
+    record = {"batch": BATCH, "length": LENGTH, "steps": args.steps, "rounds": args.rounds, "mean": summary,
+              "cpu_model": cpu_name(), "cpu_count": os.cpu_count(), "threads_asked": args.threads or None,
               "loadavg_start": [round(x, 2) for x in load_start],
               "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
     append_record(Path(args.results), record, __file__, sys.argv[1:] if argv is None else argv)
