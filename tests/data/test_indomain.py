@@ -264,3 +264,22 @@ def test_every_record_names_its_text_and_overlap(tmp_path, monkeypatch):
     assert "protocol" not in plain
     assert plain["training_text"] == training_text_summary(str(own), home)
     assert plain["training_text"]["sentences"] == 2 and plain["training_text"]["not_held_out"] == []
+
+
+def test_the_summary_counts_a_streamed_text_as_the_read_corpus_and_a_set_computation_do(tmp_path):
+    """The summary streams the text; its count and overlap equal those of the whole text read by read_corpus and
+    intersected with each task's keys as sets, here on a file with a BOM, CRLF, blank and invalid UTF-8 lines."""
+    from cselab.data.text.corpus import read_corpus
+
+    home = _random_stsb_home(tmp_path / "home")
+    tasks = eval_task_sentences(home)
+    name, keys = next((n, k) for n, k in tasks.items() if k)
+    taken = sorted(keys)[:3]
+    path = tmp_path / "text.txt"
+    body = "\r\n".join([taken[0].upper(), "", "  " + taken[1] + "  ", "not a test sentence", taken[0], "   "])
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode() + b"\r\n\xff\xfe broken\n" + taken[2].encode())
+    summary = training_text_summary(str(path), home)
+    sentences = read_corpus(path).sentences
+    assert summary["sentences"] == len(sentences) == 5
+    expected = {task: len({_norm(s) for s in sentences} & task_keys) for task, task_keys in tasks.items()}
+    assert summary["overlap"] == expected and expected[name] == 3

@@ -590,3 +590,77 @@ def test_pass_backend_names_the_way_of_a_pass_and_of_parts(teacher_and_text, tmp
     assert teacher_pass.pass_backend(tmp_path / "run" / "teacher") == {"backend": "torch", "precision": "fp32"}
     with pytest.raises(CselabError, match="holds no teacher pass"):
         teacher_pass.pass_backend(tmp_path / "nothing")
+
+
+def _disturbed_timing(monkeypatch, per_sentence: dict, disturbed: tuple, factor: float = 10.0) -> list:
+    """Timings of ``per_sentence[(backend, precision)]`` seconds a sentence, except that the first timing of the way
+    ``disturbed`` takes ``factor`` times as long (another process ran beside it); returns the ways in timing order."""
+    from cselab.teacher import vectors as teacher_pass
+
+    order: list = []
+
+    def timed(runner, probe):
+        way = (runner.backend, runner.precision)
+        seconds = per_sentence[way] * len(probe) * (factor if way == disturbed and way not in order else 1.0)
+        order.append(way)
+        return seconds, runner.encode(probe)
+
+    monkeypatch.setattr(teacher_pass, "_timed", timed)
+    return order
+
+
+def _bf16_is_a_candidate(monkeypatch):
+    import cselab.runtime.precision as precision_mod
+
+    monkeypatch.setattr(precision_mod, "inference_precision",
+                        lambda *a, **k: precision_mod.PrecisionChoice("auto", "bf16", "test"))
+
+
+@pytest.mark.parametrize("disturbed", [("torch", "fp32"), ("torch", "bf16")])
+def test_two_homes_choose_the_same_way_when_one_timing_was_disturbed_once(teacher_and_text, tmp_path, monkeypatch,
+                                                                         disturbed) -> None:
+    from cselab.teacher import vectors as teacher_pass
+
+    teacher, sentences = teacher_and_text
+    _bf16_is_a_candidate(monkeypatch)
+    options = {"backends": ["torch"], "requested_precision": "auto", "cache": False}
+    speeds = {("torch", "fp32"): 0.02, ("torch", "bf16"): 0.01}  # bf16 twice as fast on quiet cores
+    chosen = []
+    for home in ("quiet", "busy"):
+        monkeypatch.setenv("CSELAB_HOME", str(tmp_path / home))
+        order = _disturbed_timing(monkeypatch, speeds, disturbed if home == "busy" else ("none", "none"))
+        messages: list[str] = []
+        with reporting(Reporter(lines=messages.append)):
+            teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / home / "run", **options)
+        chosen.append(teacher_pass.pass_backend(tmp_path / home / "run"))
+        assert order.count(("torch", "fp32")) == order.count(("torch", "bf16")) == teacher_pass.TIMING_ROUNDS
+        assert any("bf16 (the fastest (best of 3 interleaved timings)) kept" in m for m in messages), messages
+    assert chosen == [{"backend": "torch", "precision": "bf16"}] * 2
+
+
+def test_one_timing_alone_would_be_flipped_by_a_busy_minute(teacher_and_text, tmp_path, monkeypatch) -> None:
+    """What the rounds are for: with a single timing of each way, the disturbed bf16 timing loses to fp32."""
+    from cselab.teacher import vectors as teacher_pass
+
+    teacher, sentences = teacher_and_text
+    _bf16_is_a_candidate(monkeypatch)
+    monkeypatch.setattr(teacher_pass, "TIMING_ROUNDS", 1)
+    _disturbed_timing(monkeypatch, {("torch", "fp32"): 0.02, ("torch", "bf16"): 0.01}, ("torch", "bf16"))
+    teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", backends=["torch"], cache=False)
+    assert teacher_pass.pass_backend(tmp_path / "run") == {"backend": "torch", "precision": "fp32"}
+
+
+def test_a_way_within_the_margin_of_the_fastest_leaves_the_one_listed_first(teacher_and_text, tmp_path,
+                                                                            monkeypatch) -> None:
+    from cselab.paths import cselab_home
+    from cselab.teacher import vectors as teacher_pass
+
+    teacher, sentences = teacher_and_text
+    _bf16_is_a_candidate(monkeypatch)
+    # bf16 10% faster: below the 1.15x margin, so torch fp32 (listed first) runs on every home of this machine
+    _disturbed_timing(monkeypatch, {("torch", "fp32"): 0.011, ("torch", "bf16"): 0.010}, ("none", "none"))
+    teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "run", backends=["torch"], cache=False)
+    assert teacher_pass.pass_backend(tmp_path / "run") == {"backend": "torch", "precision": "fp32"}
+    kept = json.loads((cselab_home() / "teacher_backend.json").read_text())
+    assert [v["why"] for v in kept.values()] == [
+        "within 1.15x of the fastest, torch bf16, and listed before it (best of 3 interleaved timings)"]

@@ -49,7 +49,8 @@ from cselab.adaptation.selection import (
 from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
-from cselab.reporter import report
+from cselab.reporter import report, reporting
+from cselab.runtime.memory import ACTIVATION_BUDGET
 
 
 @dataclass
@@ -207,8 +208,9 @@ def scorer(labels: str | Path | None = None, pairs: str | Path | None = None, re
         raise CselabError("scoring before/after runs mteb, which is not installed: pip install 'cselab[mteb]'")
     inputs = load_inputs(labels, pairs, retrieval, domain=domain)
 
-    def evaluate(encoder: Any) -> dict[str, float]:
-        return score_inputs(encoder, inputs)
+    def evaluate(encoder: Any, precision: str = "fp32", desc: str = "scoring") -> dict[str, float]:
+        return score_inputs(encoder, inputs, precision=precision, desc=desc)
+    evaluate.takes_precision = True  # type: ignore[attr-defined]  # the teacher is scored on its pass's way
     return evaluate
 
 
@@ -300,9 +302,12 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file(), estimate=False)
             adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
                                "wall_s": round(kept.wall_s, 3)}
+        phases = Phases()
         clock = time.perf_counter()
-        before = evaluate(models.student) if evaluate else {}
+        before = _scored(evaluate, models.student, desc="scoring your model") if evaluate else {}
         evaluate_s = time.perf_counter() - clock
+        if evaluate:
+            phases.add("scoring your model", evaluate_s)
         teacher_s = 0.0
         teacher_scores: dict[str, float] = {}
         serving: dict[str, dict[str, Any] | None] = {}  # what the teacher and the model cost to serve here
@@ -318,9 +323,10 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
             scoring_s = 0.0
             if evaluate:  # said before the pass and the training, so that a user can stop before paying for them
                 scoring = time.perf_counter()
-                teacher_scores = evaluate(options["model"])
+                teacher_scores = _score_teacher(plan, evaluate, options)
                 scoring_s = time.perf_counter() - scoring
                 evaluate_s += scoring_s
+                phases.add("scoring the teacher", scoring_s)
                 if behind := teacher_not_ahead(before, teacher_scores, plan.teacher):
                     report().say(f"warning: {behind}")
             # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
@@ -329,27 +335,35 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                 teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
                                                         plan.output_dir / GUARD_TEACHER_DIR, **options)
             teacher_s = time.perf_counter() - clock - scoring_s
+            phases.add("teacher's pass", teacher_s)
             if teacher_scores:  # after its passes (timing it moves it to the CPU), and not counted in them
                 clock = time.perf_counter()
                 serving["teacher"] = _serving(plan, plan.teacher, options["model"], exports)
                 serving_s += time.perf_counter() - clock
+                phases.add("serving cost", time.perf_counter() - clock)
             del options
             models.drop_teacher()
         selector = _selector(plan, teacher_held, teacher_views)
         trainer = Trainer(plan.config, selector=selector, observer=observe,
-                          observe_every=observe_every or evaluation_every(plan.steps))
+                          observe_every=observe_every or evaluation_every(plan.steps),
+                          activation_budget=ACTIVATION_BUDGET)
+        micro_batch = trainer.micro_batch_facts()
         clock = time.perf_counter()
         result = trainer.run(resume=resume)
         train_s = time.perf_counter() - clock
+        phases.add("training", train_s)
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
         clock = time.perf_counter()
-        after = evaluate(handed_back) if evaluate else {}
+        after = _scored(evaluate, handed_back, desc="scoring your model") if evaluate else {}
         evaluate_s += time.perf_counter() - clock
+        if evaluate:
+            phases.add("scoring your model", time.perf_counter() - clock)
         if teacher_scores:  # the user sees both models' scores: each beside its price
             clock = time.perf_counter()
             serving["model"] = _serving(plan, str(plan.model_dir), handed_back,
                                         plan.output_dir / SERVING_EXPORTS_DIR)
             serving_s += time.perf_counter() - clock
+            phases.add("serving cost", time.perf_counter() - clock)
         serving = {who: cost for who, cost in serving.items() if cost is not None}
         wall = time.perf_counter() - start
         # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
@@ -368,6 +382,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
                    "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
                    "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
                    **({"serving_s": round(serving_s, 3)} if teacher_scores else {}),
+                   "phases": phases.seconds, "peak_rss_mb": phases.peak_rss_mb, "micro_batch": micro_batch,
                    "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
                    **({"general": plan.general, "general_sentences": len(plan.general_units)}
                       if plan.general_units else {}),
@@ -377,6 +392,44 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
     return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
                        plan.teacher, teacher_scores)
+
+
+class Phases:
+    """Each phase's wall seconds (a phase that runs twice, such as scoring your model before and after, adds up) and
+    the command's peak resident memory by the end of each (the kernel's high-water mark: it only grows)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.peak_rss_mb: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        import resource
+
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
+        self.peak_rss_mb[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+
+def _score_teacher(plan: AdaptPlan, evaluate: Callable[..., dict[str, float]], options: dict[str, Any]
+                   ) -> dict[str, float]:
+    """The teacher's scores on the user's labels, run on the way its pass over the text will run (chosen here and
+    kept for the pass, :func:`cselab.teacher.vectors.fastest_way`): torch at its precision, or its export. A scorer
+    that is not cselab's own (no ``takes_precision``) scores the torch model as it is."""
+    if not getattr(evaluate, "takes_precision", False):
+        return evaluate(options["model"])
+    from cselab.teacher.vectors import fastest_way
+
+    text = max(plan.teacher_parts().values(), key=len)  # the pass's largest part decides its candidates
+    runner = fastest_way(str(plan.teacher), options["model"], text,
+                         requested_precision=options["requested_precision"], export_dir=options["export_dir"])
+    report().say(f"adapt: the teacher is scored on {runner.backend} {runner.precision}, the way its pass runs")
+    if runner.backend == "torch":
+        return evaluate(options["model"], precision=runner.precision, desc="scoring the teacher")
+    return evaluate(runner.model, desc="scoring the teacher")
+
+
+def _scored(evaluate: Callable[..., dict[str, float]], model: Any, **options: Any) -> dict[str, float]:
+    """``evaluate(model)``, with ``options`` (its bar's name) where the scorer is cselab's own."""
+    return evaluate(model, **options) if getattr(evaluate, "takes_precision", False) else evaluate(model)
 
 
 def _pass_way(plan: AdaptPlan) -> dict[str, str]:
@@ -399,12 +452,16 @@ def _serving(plan: AdaptPlan, name: str, model: Any, export_dir: Path | None) ->
     from cselab.adaptation.serving import serving_cost
 
     clock = time.perf_counter()
+    bar = report().bar(total=1, desc=f"serving cost of {Path(name).name}", unit="model")
     try:
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, reporting(report().with_bars(False)):
             cost = serving_cost(name, model, plan.held_out, Path(scratch), export_dir).to_dict()
+        bar.update(1)
     except CselabError as exc:
+        bar.close()
         report().say(f"adapt: {name}'s serving cost could not be timed ({exc}); the report leaves it out")
         return None
+    bar.close()
     report().say(f"adapt: {name} serves {cost['sentences_per_s']:,.0f} sentences/s here ({cost['backend']} "
                  f"{cost['precision']}, {cost['size_mb']:,.0f} MB; timed in {time.perf_counter() - clock:.0f} s)")
     return cost

@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
     debug = debug or os.environ.get("CSELAB_DEBUG", "") not in ("", "0")
+    from cselab.runtime.allocator import tune_allocator
+
+    tune_allocator()  # before torch allocates anything: big buffers reused from the heap (runtime/allocator.py)
     try:
         return cli.main(args=args, prog_name="cselab", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:

@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,10 +125,11 @@ def _mteb() -> Any:
 
 def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None, batch_size: int = 64,
                  precision: str = "fp32", seed: int = 42,
-                 tasks: Sequence[str] | None = None) -> dict[str, float]:
+                 tasks: Sequence[str] | None = None, desc: str = "scoring") -> dict[str, float]:
     """Run mteb on the checked inputs; task -> main score x 100 (2 decimals). ``tasks`` limits the run to
-    some of the inputs' tasks (e.g. only a domain's main task). mteb shows its bars if the reporter in effect shows
-    bars (:mod:`cselab.reporter`)."""
+    some of the inputs' tasks (e.g. only a domain's main task). One bar, ``desc``, counts the tasks if the reporter
+    in effect shows bars (:mod:`cselab.reporter`); mteb's and the datasets library's own bars never show (a
+    person reads one bar per phase, not mteb's "Searching corpus chunks" twice)."""
     mteb = _mteb()
     from cselab.evaluation.domain_tasks import CachedEncoder
     from cselab.evaluation.mteb_adapter import as_mteb_encoder
@@ -141,6 +142,7 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
             raise CselabError(f"task(s) {', '.join(unknown)} not among the inputs' tasks ({', '.join(all_tasks)})")
     chosen = {name: task for name, task in all_tasks.items() if tasks is None or name in tasks}
     encoder = CachedEncoder(as_mteb_encoder(model, pooler=pooler))  # each distinct text embedded once for all the tasks
+    batch_size = _batch_within_budget(encoder.model, batch_size)
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
         if getattr(encoder.model, "kind", None) == "export":
@@ -148,15 +150,49 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
                               "cselab export --quantize int8); score it in fp32, or the torch model in bf16")
         choice = inference_precision(precision, encoder.model, batch_size)
         context = autocast_context(choice.precision, next(encoder.model.parameters()).device)
-    with context:
-        result = mteb.evaluate(encoder, list(chosen.values()), cache=None, encode_kwargs={"batch_size": batch_size},
-                               show_progress_bar=report().bars)
-    by_name = {r.task_name: r for r in result.task_results}
+    bar = report().bar(total=len(chosen), desc=desc, unit="task")
+    results = []
+    with context, _library_bars_off(), reporting(report().with_bars(False)):
+        for task in chosen.values():
+            results += mteb.evaluate(encoder, [task], cache=None, show_progress_bar=False,
+                                     encode_kwargs={"batch_size": batch_size, "show_progress_bar": False}).task_results
+            bar.update(1)
+    bar.close()
+    by_name = {r.task_name: r for r in results}
     scores = {}
     for name, task in chosen.items():
         split = task.metadata.eval_splits[0]
         scores[name] = round(100 * float(by_name[task.metadata.name].get_score(splits=[split])), 2)
     return scores
+
+
+def _batch_within_budget(model: Any, batch_size: int) -> int:
+    """``batch_size``, or fewer texts a batch where a batch of texts at the model's length would hold more memory
+    at once than :data:`~cselab.runtime.memory.ACTIVATION_BUDGET` (a teacher encoding long passages); an export or
+    a model without a transformer config keeps ``batch_size``."""
+    from cselab.runtime.memory import inference_batch_size
+    from cselab.runtime.precision import backbone_config_of
+
+    config = backbone_config_of(model) if hasattr(model, "modules") else None
+    length = int(getattr(model, "max_length", 0) or 0)
+    return inference_batch_size(batch_size, config, length) if config is not None and length else batch_size
+
+
+@contextlib.contextmanager
+def _library_bars_off() -> Iterator[None]:
+    """The datasets library's progress bars (mteb's ``map`` calls show one each) off, as they were afterwards."""
+    try:
+        from datasets.utils import logging as datasets_logging
+    except ImportError:
+        yield
+        return
+    was_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            datasets_logging.enable_progress_bar()
 
 
 def evaluate_domain(model: Any, labels: str | Path | None = None, pairs: str | Path | None = None,

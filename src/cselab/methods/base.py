@@ -167,6 +167,20 @@ class Method(nn.Module):
         """Whether the method implements :meth:`embed` and :meth:`loss_from_embeddings`."""
         return type(self).embed is not Method.embed
 
+    @property
+    def loss_is_example_mean(self) -> bool:
+        """Whether every active term is a mean over the batch's rows of a value of that row alone (and the weights),
+        so the batch's gradient is the sum of its pieces' gradients, each weighted by its share of the rows
+        (gradient accumulation, :meth:`~cselab.training.trainer.Trainer.compute_gradients`). A loss that couples
+        the batch (in-batch negatives, batch statistics) says False: it needs gradient caching to run in pieces."""
+        return False
+
+    @property
+    def rows_per_example(self) -> int:
+        """How many sequences the encoder runs for one training example: what a piece of the batch costs in
+        activations (:mod:`cselab.runtime.memory`). The method's :attr:`views` unless its options change it."""
+        return int(self.views)
+
     def embed(self, batch: dict[str, Any]) -> dict[str, Tensor]:
         """The LOCAL tensors the loss reads, each ``[rows of batch, ...]`` with row i from example i (so a
         batch split in chunks gives the same rows, concatenated). Tensors that must not carry gradient into

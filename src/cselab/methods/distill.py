@@ -431,6 +431,17 @@ class Distill(Method):
         return {"student": student, "teacher": teacher}
 
     @property
+    def loss_is_example_mean(self) -> bool:
+        """Target ``vectors`` alone: each term is the mean over the batch's sentences of that sentence's distance to
+        its own target (through the head, which does not depend on the batch), so the batch's gradient is the sum
+        of its pieces'. The similarity targets, pairs, neighbour groups and the contrastive term couple the batch."""
+        return self.options.target == "vectors" and not self.options.neighbours and not self.options.contrastive
+
+    @property
+    def rows_per_example(self) -> int:
+        return sentences_per_example(self.options) * (2 if self.options.contrastive else 1)
+
+    @property
     def _two_targets(self) -> bool:
         """Whether a batch carries the teacher's own unit vectors and the targets in the student's frame."""
         return self.options.target == "similarities_and_vectors" or self.options.projection == ROTATION_AND_HEAD

@@ -94,25 +94,28 @@ def machine_key(shape: MatmulShape) -> str:
 
 def probe_matmul(shape: MatmulShape, *, seconds: float = 0.25,
                  clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """GFLOP/s of the feed-forward matmul pair in fp32 and in bf16 (best of repeated timings on ``clock``)."""
-    results = {}
+    """GFLOP/s of the feed-forward matmul pair in fp32 and in bf16: the best of repeated timings on ``clock``, the
+    two precisions in turn (so a busy moment slows both, and a timing slowed once is not either's best)."""
+    runs = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         x = torch.randn(shape.tokens, shape.hidden, dtype=dtype)
         w_in = torch.randn(shape.intermediate, shape.hidden, dtype=dtype)
         w_out = torch.randn(shape.hidden, shape.intermediate, dtype=dtype)
 
-        def run() -> None:
-            torch.nn.functional.linear(torch.nn.functional.linear(x, w_in), w_out)  # noqa: B023
+        def run(x: torch.Tensor = x, w_in: torch.Tensor = w_in, w_out: torch.Tensor = w_out) -> None:
+            torch.nn.functional.linear(torch.nn.functional.linear(x, w_in), w_out)
 
         run()  # first call allocates and picks kernels
-        best, spent = float("inf"), 0.0
-        while spent < seconds or best == float("inf"):
+        runs[name] = run
+    best = dict.fromkeys(runs, float("inf"))
+    spent = dict.fromkeys(runs, 0.0)
+    while min(spent.values()) < seconds or float("inf") in best.values():
+        for name, run in runs.items():
             start = clock()
             run()
             elapsed = clock() - start
-            best, spent = min(best, elapsed), spent + elapsed
-        results[name] = shape.flops / best / 1e9
-    return results
+            best[name], spent[name] = min(best[name], elapsed), spent[name] + elapsed
+    return {name: shape.flops / best[name] / 1e9 for name in runs}
 
 
 def _read_cache(path: Path) -> dict[str, Any]:

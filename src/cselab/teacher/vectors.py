@@ -21,6 +21,13 @@ agree), ``fp32`` never runs bf16. The choice and every candidate's time and agre
 ``state.json`` (:func:`pass_backend` reads which way computed a pass). A text of fewer than
 :data:`EXPORT_MIN_SENTENCES` sentences runs on torch without trying the exports.
 
+**One choice per machine, whatever ran beside it.** The candidates are timed in :data:`TIMING_ROUNDS` interleaved
+rounds (the ways take turns, so a busy minute falls on every way's some rounds), each way counts its best time (load
+only makes a timing slower, so one disturbed timing is never a way's best), and a way is chosen over one listed
+before it (torch fp32, torch bf16, ONNX Runtime, OpenVINO) only where it is faster by :data:`WAY_MARGIN`: two homes
+on one machine choose the same way, and two ways as fast as each other never flip between runs. The report says
+which way was chosen and why.
+
 **Reproducible by default.** Timings move on a busy machine, so the choice is made once per machine and teacher
 (and requested precision and candidates) and kept in ``$CSELAB_HOME/teacher_backend.json``, as the precision probe
 keeps its own (:mod:`cselab.runtime.precision`): a later pass with the same teacher on the same machine runs the
@@ -64,6 +71,11 @@ PROBE_SENTENCES = 64
 EXPORT_MIN_SENTENCES = 2000  # below this, exporting and timing the exports costs more than they can save
 CHUNK = 512  # sentences per chunk of the pass (what a kill can lose)
 BATCH = 16  # sentences per batch: on a 2-core CPU small batches ran the teacher faster (docs)
+TIMING_ROUNDS = 3  # each candidate way is timed this many times, the ways in turn; its best time counts
+ROUND_SENTENCES = 16  # the probe's first sentences, timed in every round after the first (the whole probe)
+# a way is chosen over one listed before it (torch fp32 first, then torch bf16, ONNX, OpenVINO) only where it is
+# faster by more than this factor: two ways as fast as each other give the same choice on every run and home
+WAY_MARGIN = 1.15
 CACHE_DIR = "teacher-vectors"
 EXPORT_CACHE_DIR = "teacher-exports"
 CHOICE_FILE = "teacher_backend.json"  # in $CSELAB_HOME: the way each teacher runs on this machine, chosen once
@@ -131,14 +143,20 @@ class _Runner:
 
     def __init__(self, backend: str, precision: str, model: Any, device: Any = None) -> None:
         self.backend, self.precision, self.model, self.device = backend, precision, model, device
+        self.warm = False  # whether a timing has run it once at the probe's shapes (_timed)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self.backend != "torch":
             return _unit(self.model.encode(list(texts), batch_size=BATCH).numpy())
-        from cselab.runtime.precision import autocast_context
+        from cselab.runtime.memory import inference_batch_size
+        from cselab.runtime.precision import autocast_context, backbone_config_of
 
+        config = backbone_config_of(self.model)
+        length = int(getattr(self.model, "max_length", 0) or 0)
+        # few enough passages a batch that no attention matrix is mapped afresh (runtime/memory.py)
+        batch = inference_batch_size(BATCH, config, length) if config is not None and length else BATCH
         with autocast_context(self.precision, self.device):
-            return _unit(self.model.encode(list(texts), batch_size=BATCH).float().numpy())
+            return _unit(self.model.encode(list(texts), batch_size=batch).float().numpy())
 
 
 def _exports_available() -> list[str]:
@@ -151,7 +169,10 @@ def _exports_available() -> list[str]:
 
 
 def _timed(runner: _Runner, probe: Sequence[str]) -> tuple[float, np.ndarray]:
-    runner.encode(probe[:8])  # warm-up: the first call of a shape is slower
+    """The seconds ``runner`` takes to encode ``probe`` (warmed up on its first timing), and the vectors."""
+    if not getattr(runner, "warm", False):
+        runner.encode(probe[:8])  # warm-up: the first call of a shape is slower
+        runner.warm = True
     start = time.perf_counter()
     vectors = runner.encode(probe)
     return time.perf_counter() - start, vectors
@@ -210,10 +231,55 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
             return c.precision == "bf16" and c.agreement >= AGREEMENT
         return c.backend in allowed and c.agreement >= AGREEMENT
 
+    candidates = _interleaved_best(candidates, runners, probe)
     # torch fp32 is the reference: the way left when no other agrees (or none other is allowed)
-    best = min((c for c in candidates if eligible(c)), key=lambda c: c.seconds, default=candidates[0])
-    chosen = _keep_choice(key, best, candidates)
+    best, why = _with_margin([c for c in candidates if eligible(c)], candidates[0])
+    chosen = _keep_choice(key, best, candidates, why)
     return runners.get(chosen, runners[(best.backend, best.precision)]), candidates
+
+
+def _interleaved_best(candidates: list[Candidate], runners: dict[tuple[str, str], _Runner],
+                      probe: Sequence[str]) -> list[Candidate]:
+    """Each candidate with its best time of :data:`TIMING_ROUNDS` (the first round: the whole probe, already timed;
+    the others: its first :data:`ROUND_SENTENCES`, scaled to the whole probe). The ways take turns within a round,
+    each round starting one way further, so a busy minute slows every way's some rounds, and a timing slowed once
+    (another process beside it) is not the best of its way's: load only ever makes a timing slower."""
+    part = list(probe[:ROUND_SENTENCES])
+    if len(candidates) < 2 or not part:
+        return candidates
+    best = {(c.backend, c.precision): c.seconds for c in candidates}
+    ways = [(c.backend, c.precision) for c in candidates if (c.backend, c.precision) in runners]
+    for round_ in range(1, TIMING_ROUNDS):
+        for way in ways[round_ % len(ways):] + ways[: round_ % len(ways)]:
+            seconds, _ = _timed(runners[way], part)
+            best[way] = min(best[way], seconds * len(probe) / len(part))
+    return [Candidate(c.backend, c.precision, best[(c.backend, c.precision)], c.agreement) for c in candidates]
+
+
+def _with_margin(eligible: list[Candidate], reference: Candidate) -> tuple[Candidate, str]:
+    """The way to run: the first eligible way, in the candidates' order, within :data:`WAY_MARGIN` of the fastest
+    eligible one (``reference`` where none is eligible), and why, in words."""
+    if not eligible:
+        return reference, "no other way agrees with torch fp32"
+    fastest = min(eligible, key=lambda c: c.seconds)
+    chosen = next(c for c in eligible if c.seconds <= fastest.seconds * WAY_MARGIN)
+    if chosen is fastest:
+        return chosen, (f"the fastest (best of {TIMING_ROUNDS} interleaved timings)"
+                        if len(eligible) > 1 else "the only way that agrees")
+    return chosen, (f"within {WAY_MARGIN:.2f}x of the fastest, {fastest.backend} {fastest.precision}, and listed "
+                    f"before it (best of {TIMING_ROUNDS} interleaved timings)")
+
+
+def fastest_way(teacher: str, model: Any, sentences: Sequence[str], *, requested_precision: str = "auto",
+                export_dir: str | Path | None = None) -> _Runner:
+    """The way :func:`teacher_vectors` runs ``teacher`` over ``sentences`` on this machine, chosen (and kept) now
+    where none is kept yet: what else should run the teacher here (its scoring on the user's labels) runs on it."""
+    texts = store_texts(list(sentences))
+    backends = ["torch"] if len(texts) < EXPORT_MIN_SENTENCES else None
+    with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch:
+        runner, _ = choose_runner(teacher, model, _probe(texts), Path(scratch), requested_precision=requested_precision,
+                                  backends=backends, export_dir=export_dir)
+    return runner
 
 
 def _choice_key(teacher: str, device: Any, requested_precision: str, allowed: set[str]) -> str:
@@ -253,7 +319,7 @@ def _kept_choice(key: str) -> tuple[str, str] | None:
     return None
 
 
-def _keep_choice(key: str, best: Candidate, candidates: Sequence[Candidate]) -> tuple[str, str]:
+def _keep_choice(key: str, best: Candidate, candidates: Sequence[Candidate], why: str = "") -> tuple[str, str]:
     """Keep ``best`` as the way for ``key`` (the first kept stays: another process that chose meanwhile wins); returns
     the kept (backend, precision)."""
     data = _read_choices()
@@ -261,13 +327,13 @@ def _keep_choice(key: str, best: Candidate, candidates: Sequence[Candidate]) -> 
     if (isinstance(entry, dict) and entry.get("backend") in ("torch", *FORMATS)
             and entry.get("precision") in ("fp32", "bf16")):
         return str(entry["backend"]), str(entry["precision"])
-    data[key] = {"backend": best.backend, "precision": best.precision,
+    data[key] = {"backend": best.backend, "precision": best.precision, "why": why,
                  "chosen": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "candidates": [asdict(c) for c in candidates]}
     with contextlib.suppress(OSError):  # a home that cannot be written: chosen again by the next pass
         write_json_atomic(_choices_file(), data, indent=1)
-        report().say(f"teacher pass: {best.backend} {best.precision} kept as the way to run this teacher on this "
-                     f"machine ({_choices_file()}; delete it to choose again)")
+        report().say(f"teacher pass: {best.backend} {best.precision} ({why}) kept as the way to run this teacher "
+                     f"on this machine ({_choices_file()}; delete it to choose again)")
     return best.backend, best.precision
 
 

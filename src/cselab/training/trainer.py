@@ -112,12 +112,17 @@ class Trainer:
 
     def __init__(self, config: RunConfig, method: Any = None, *, selector: Any = None,
                  observer: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
-                 observe_every: int | None = None) -> None:
+                 observe_every: int | None = None, activation_budget: int | None = None) -> None:
         """``selector`` scores a step for selection (default: STS dev of ``train.dev_task``). ``observer`` only
         watches: ``observer(inference_model, step)`` is called at step 0 and every ``observe_every`` steps (default
         ``train.eval_every``) and at the last step, in eval mode and without autocast; what it returns is logged in
         ``metrics.jsonl`` as ``{"step": ..., "observed": {...}}``. It never selects anything (a study of selection
         criteria records them this way).
+
+        ``activation_budget`` (bytes; ``cselab adapt`` gives :data:`~cselab.runtime.memory.ACTIVATION_BUDGET`) runs
+        each step's batch in the largest pieces whose activations fit it (:attr:`micro_batch`), with the same
+        gradient: accumulated over the pieces where the method's loss is a mean over examples, cached where it
+        couples the batch. ``None`` (``cselab train``) runs the batch whole unless ``train.chunk_size`` says.
 
         What the run does is said, and its bar shown, through the reporter in effect (:mod:`cselab.reporter`); the
         ranks of a distributed run other than the main one say nothing and show no bar."""
@@ -155,6 +160,7 @@ class Trainer:
         self.total_steps = tc.max_steps or tc.epochs * self.steps_per_epoch
         self.precision_choice = self._choose_precision()
         self.precision = self.precision_choice.precision
+        self.micro_batch, self.micro_batch_way = self._choose_micro_batch(activation_budget)
         self.optimizer = build_optimizer([p for p in self.method.parameters() if p.requires_grad], tc)
         warmup = int(tc.warmup_ratio * self.total_steps)
         self.scheduler = make_scheduler(self.optimizer, tc.scheduler, self.total_steps, warmup)
@@ -174,6 +180,39 @@ class Trainer:
         self._saved_step: int | None = None  # step of the state in last/ (for the interrupt message)
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
+
+    def _choose_micro_batch(self, budget: int | None) -> tuple[Any, str]:
+        """The pieces a step runs its local batch in (a :class:`~cselab.runtime.memory.MicroBatch`, or None) and how
+        their gradients make the batch's: ``whole``, ``accumulate`` (a loss that is a mean over examples: forward and
+        backward piece by piece, each piece's loss weighted by its share) or ``gradient-cache`` (a loss that couples
+        the batch: :mod:`cselab.training.grad_cache`). ``train.chunk_size`` where set is the run's own choice."""
+        from cselab.runtime.memory import choose_micro_batch
+
+        if self.config.train.chunk_size or budget is None:
+            return None, "gradient-cache" if self.config.train.chunk_size else "whole"
+        config = backbone_config_of(self.method)
+        if config is None:
+            return None, "whole"
+        chosen = choose_micro_batch(self.local_batch, self.config.model.max_length, config,
+                                    sequences_per_example=self.method.rows_per_example, budget=budget)
+        if not chosen.split:
+            return chosen, "whole"
+        if self.method.loss_is_example_mean:
+            return chosen, "accumulate"
+        if self.method.supports_gradient_cache:
+            return chosen, "gradient-cache"
+        return chosen, "whole"  # no exact way to cut this method's batch: it runs whole, over the budget
+
+    def micro_batch_facts(self) -> dict[str, Any]:
+        """What :attr:`micro_batch` and :attr:`micro_batch_way` say, for a run's record (``adapt.json``)."""
+        facts: dict[str, Any] = {"way": self.micro_batch_way, "batch": self.local_batch}
+        if self.micro_batch is not None:
+            facts.update(self.micro_batch.to_dict())
+            if self.micro_batch_way == "whole":
+                facts["size"] = self.local_batch
+        elif self.config.train.chunk_size:
+            facts["size"] = self.config.train.chunk_size
+        return facts
 
     def _rank_reporting(self) -> contextlib.AbstractContextManager[Any]:
         """The reporter in effect on the main rank; the other ranks of a distributed run say nothing, no bar."""
@@ -327,7 +366,11 @@ class Trainer:
         ctx = self._context()
         precision = self.precision  # train.precision with auto resolved
         chunk = self.config.train.chunk_size
-        if chunk and chunk < self.local_batch:
+        if not chunk and self.micro_batch is not None and self.micro_batch_way == "gradient-cache":
+            chunk = self.micro_batch.size
+        if self.micro_batch is not None and self.micro_batch_way == "accumulate":
+            loss, terms = self._accumulated(batch, self.micro_batch.size, ctx)
+        elif chunk and chunk < self.local_batch:
             loss, terms = cached_step(
                 self.method, self.engine, self.method.split_batch(batch, chunk),
                 lambda embeddings: self._weighted(self.method.loss_from_local(embeddings, ctx)),
@@ -338,6 +381,28 @@ class Trainer:
                 loss, terms = self._weighted(self.engine(batch, ctx))
             self._backward(loss)
         return {"loss": loss.detach(), **{k: v.detach() for k, v in terms.items()}}
+
+    def _accumulated(self, batch: dict[str, Any], size: int, ctx: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Forward and backward of ``batch`` in pieces of ``size`` examples, each piece's loss weighted by its share
+        of the rows: for a loss that is a mean over examples the gradients add up to the whole batch's (up to the
+        order of the float sums). Data parallelism reduces the gradients with the last piece only. Why pieces: the
+        activations of one piece, not of the batch, are held at once (:mod:`cselab.runtime.memory`)."""
+        pieces = self.method.split_batch(batch, size)
+        rows = sum(len(next(iter(piece.values()))) for piece in pieces)
+        loss = torch.zeros(())
+        terms: dict[str, torch.Tensor] = {}
+        for k, piece in enumerate(pieces):
+            share = len(next(iter(piece.values()))) / rows
+            last = k == len(pieces) - 1
+            sync = contextlib.nullcontext() if last or not hasattr(self.engine, "no_sync") else self.engine.no_sync()
+            with sync:
+                with autocast_context(self.precision, self.device):
+                    piece_loss, piece_terms = self._weighted(self.engine(piece, ctx))
+                self._backward(piece_loss * share)
+            loss = loss.to(piece_loss.device) + piece_loss.detach() * share
+            for name, value in piece_terms.items():
+                terms[name] = terms.get(name, 0.0) + value.detach().float() * share
+        return loss, terms
 
     def _weighted(self, terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         return self.method.weighted_loss({k: v.float() for k, v in terms.items()}), terms

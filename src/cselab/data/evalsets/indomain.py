@@ -103,9 +103,15 @@ def eval_task_sentences(home: Path | None = None) -> dict[str, set[str]]:
 
 
 def text_overlap(sentences: Iterable[str], tasks: Mapping[str, set[str]]) -> dict[str, int]:
-    """For each task, how many of its distinct sentences (keys) occur in ``sentences``; 0 = held out."""
-    text = {sentence_key(s) for s in sentences}
-    return {name: len(keys & text) for name, keys in tasks.items()}
+    """For each task, how many of its distinct sentences (keys) occur in ``sentences``; 0 = held out. The sentences
+    stream by: only the tasks' keys that were found are kept, so a corpus of millions of lines costs no memory."""
+    every = set().union(*tasks.values()) if tasks else set()
+    found: set[str] = set()
+    for sentence in sentences:
+        key = sentence_key(sentence)
+        if key in every:
+            found.add(key)
+    return {name: len(keys & found) for name, keys in tasks.items()}
 
 
 # -- building the files -------------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""Micro-batches (cselab adapt's activation budget): the step of a batch run in pieces has the whole batch's gradient,
+for the loss of every shipped recipe, and the pieces are chosen from the activations the step would hold."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cselab.adaptation.recipe import load_recipe, shipped_recipes
+from cselab.config.run_config import load_config
+from cselab.runtime.memory import ACTIVATION_BUDGET, activation_bytes_per_token, choose_micro_batch
+from cselab.runtime.precision import backbone_config_of
+from cselab.training.trainer import Trainer
+from tests.helpers import build_tiny_model_dir, write_corpus
+
+MINILM = SimpleNamespace(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536)
+
+
+def test_bytes_per_token_of_minilm_at_256_tokens_by_hand():
+    # per layer: 12 heads x 256 keys x (3 floats + a 1-byte mask) + (12 x 384 + 3 x 1536) floats
+    per_layer = 12 * 256 * (3 * 4 + 1) + (12 * 384 + 3 * 1536) * 4
+    assert activation_bytes_per_token(MINILM, 256) == 6 * per_layer == 460_800
+
+
+@pytest.mark.parametrize("batch, length, rows, expected", [
+    (64, 256, 1, 4),   # 4 x 256 x 460,800 B = 450 MiB fits 512 MiB; 8 would be 900 MiB
+    (64, 64, 2, 8),    # SimCSE's two views: 2 x 64 x 281,088 B = 34.3 MiB an example; 14 fit, 8 divides 64
+    (64, 8, 1, 64),    # short lines: the whole batch fits
+    (6, 256, 1, 3),    # a divisor of the batch, not merely the largest count that fits (4)
+])
+def test_micro_batch_is_the_largest_divisor_that_fits(batch, length, rows, expected):
+    chosen = choose_micro_batch(batch, length, MINILM, sequences_per_example=rows)
+    assert chosen.size == expected
+    per_example = activation_bytes_per_token(MINILM, length) * length * rows
+    assert expected * per_example <= ACTIVATION_BUDGET
+    bigger = [d for d in range(expected + 1, batch + 1) if batch % d == 0]
+    assert all(d * per_example > ACTIVATION_BUDGET for d in bigger)
+
+
+def test_one_example_over_the_budget_still_runs():
+    assert choose_micro_batch(8, 256, MINILM, budget=1).size == 1
+
+
+@pytest.fixture(scope="module")
+def wide_teacher(tmp_path_factory):
+    """Wider than the 32-wide student, as all-mpnet-base-v2 is than all-MiniLM-L6-v2 (the recipes' projection)."""
+    return build_tiny_model_dir(tmp_path_factory.mktemp("teacher"), "bert", seed=7, hidden_size=48)
+
+
+def _recipe_overrides(name, teacher):
+    recipe = load_recipe(name)
+    options = [f"method_options.{k}={v}" for k, v in recipe.method_options.items()]
+    if recipe.needs_teacher:
+        options.append(f"method_options.teacher={teacher}")
+    return recipe, [f"method={recipe.method}", *options]
+
+
+@pytest.mark.parametrize("name", shipped_recipes())
+def test_each_recipes_step_in_micro_batches_has_the_whole_batchs_gradient(name, tiny_bert_dir, wide_teacher,
+                                                                          tmp_path):
+    recipe, method = _recipe_overrides(name, wide_teacher)
+    corpus = write_corpus(tmp_path / "corpus.txt", n=96)
+    base = [*method, f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=16",
+            "model.max_length=16", "model.dropout=0.0", "train.seed=3", "train.eval_at_start=false",
+            "train.precision=fp32"]
+
+    def trainer(run, budget=None):
+        config = load_config(None, [*base, f"train.output_dir={tmp_path / run}"])
+        return Trainer(config, activation_budget=budget)
+
+    whole = trainer("whole")
+    per_example = (activation_bytes_per_token(backbone_config_of(whole.method), 16) * 16
+                   * whole.method.rows_per_example)
+    pieces = trainer("pieces", budget=4 * per_example)
+    assert pieces.micro_batch.size == 4
+    expected_way = "accumulate" if recipe.method == "distill" else "gradient-cache"
+    assert pieces.micro_batch_way == expected_way
+    assert pieces.micro_batch_facts()["way"] == expected_way
+    assert whole.micro_batch_way == "whole"
+    pieces.method.load_state_dict(whole.method.state_dict())  # the same weights (SimCSE's head is drawn per run)
+    batch = whole.batch_at(0)
+    whole_values = whole.compute_gradients(batch)
+    piece_values = pieces.compute_gradients(batch)
+    assert torch.allclose(piece_values["loss"], whole_values["loss"], atol=1e-6)
+    grads = {n: p.grad for n, p in whole.method.named_parameters() if p.grad is not None}
+    piece_grads = {n: p.grad for n, p in pieces.method.named_parameters() if p.grad is not None}
+    assert grads.keys() == piece_grads.keys() and grads
+    assert max(float(g.abs().max()) for g in grads.values()) > 1e-4  # a gradient that could differ
+    for n, g in grads.items():
+        assert torch.allclose(piece_grads[n], g, atol=1e-6, rtol=1e-5), (n, float((piece_grads[n] - g).abs().max()))
+
+
+def test_cselab_train_runs_its_batch_whole(tiny_bert_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt", n=64)
+    config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=16",
+                                f"train.output_dir={tmp_path / 'run'}"])
+    trainer = Trainer(config)
+    assert (trainer.micro_batch, trainer.micro_batch_way) == (None, "whole")
