@@ -281,117 +281,126 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         check_batch(plan)
         report().say(plan.describe())
         models = _Models(plan)
-        estimate_s = None
-        if estimate:
-            from cselab.adaptation.estimate import check_budget, estimate_seconds
-
-            estimate_s = estimate_seconds(plan, models.student, models.teacher if plan.teacher_plan is None
-                                          else None)
-            check_budget(plan, estimate_s)
-            report().say(f"adapt: estimated {estimate_s / 60:.0f} min on this machine (training, its evaluations, "
-                         "the teacher pass; not loading models)")
+        estimate_s = _estimate(plan, models) if estimate else None
         run_dir.mark()
         if state == "fresh":
             write_json_atomic(plan.output_dir / PLAN_FILE, plan.facts())
         if not _texts_in_place(plan):
             write_texts(plan)
-        adapted_teacher = None
-        if plan.teacher_plan is not None:  # the teacher's own adaptation first (a resume skips it)
-            inner = plan.teacher_plan
-            report().say(f"adapt: first {inner.model}, adapted to the text ({inner.steps} steps of SimCSE)")
-            kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file(), estimate=False)
-            adapted_teacher = {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir),
-                               "wall_s": round(kept.wall_s, 3)}
+        adapted_teacher = _adapt_teacher_first(plan)
         phases = Phases()
-        clock = time.perf_counter()
-        before = _scored(evaluate, models.student, desc="scoring your model") if evaluate else {}
-        evaluate_s = time.perf_counter() - clock
-        if evaluate:
-            phases.add("scoring your model", evaluate_s)
-        teacher_s = 0.0
-        teacher_scores: dict[str, float] = {}
-        serving: dict[str, dict[str, Any] | None] = {}  # what the teacher and the model cost to serve here
-        serving_s = 0.0
-        teacher_held = None
-        teacher_views: dict[str, Any] = {}
-        if plan.teacher is not None:
-            clock = time.perf_counter()
-            # an adapted teacher serves this run alone: its exports stay in the run, not in the data home
-            exports = None if plan.teacher_plan is None else plan.output_dir / ADAPTED_TEACHER_EXPORTS_DIR
-            options = {"model": models.teacher, "requested_precision": plan.config.train.precision,
-                       "export_dir": exports}
-            scoring_s = 0.0
-            if evaluate:  # said before the pass and the training, so that a user can stop before paying for them
-                scoring = time.perf_counter()
-                teacher_scores = _score_teacher(plan, evaluate, options)
-                scoring_s = time.perf_counter() - scoring
-                evaluate_s += scoring_s
-                phases.add("scoring the teacher", scoring_s)
-                if behind := teacher_not_ahead(before, teacher_scores, plan.teacher):
-                    report().say(f"warning: {behind}")
-            # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
-            teacher_held = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
-            if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
-                teacher_views = teacher_vectors_by_view(plan.teacher, plan.guard_views,
-                                                        plan.output_dir / GUARD_TEACHER_DIR, **options)
-            teacher_s = time.perf_counter() - clock - scoring_s
-            phases.add("teacher's pass", teacher_s)
-            if teacher_scores:  # after its passes (timing it moves it to the CPU), and not counted in them
-                clock = time.perf_counter()
-                serving["teacher"] = _serving(plan, plan.teacher, options["model"], exports)
-                serving_s += time.perf_counter() - clock
-                phases.add("serving cost", time.perf_counter() - clock)
-            del options
-            models.drop_teacher()
-        selector = _selector(plan, teacher_held, teacher_views)
+        before = phases.timed("scoring your model", _scored, evaluate, models.student, desc="scoring your model") \
+            if evaluate else {}
+        teacher = _teacher_phases(plan, models, evaluate, before, phases) if plan.teacher is not None \
+            else _TeacherPhases()
+        selector = _selector(plan, teacher.held_out, teacher.views)
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps),
                           activation_budget=ACTIVATION_BUDGET)
         micro_batch = trainer.micro_batch_facts()
-        clock = time.perf_counter()
-        result = trainer.run(resume=resume)
-        train_s = time.perf_counter() - clock
-        phases.add("training", train_s)
+        result = phases.timed("training", trainer.run, resume=resume)
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
-        clock = time.perf_counter()
-        after = _scored(evaluate, handed_back, desc="scoring your model") if evaluate else {}
-        evaluate_s += time.perf_counter() - clock
-        if evaluate:
-            phases.add("scoring your model", time.perf_counter() - clock)
-        if teacher_scores:  # the user sees both models' scores: each beside its price
-            clock = time.perf_counter()
-            serving["model"] = _serving(plan, str(plan.model_dir), handed_back,
-                                        plan.output_dir / SERVING_EXPORTS_DIR)
-            serving_s += time.perf_counter() - clock
-            phases.add("serving cost", time.perf_counter() - clock)
-        serving = {who: cost for who, cost in serving.items() if cost is not None}
+        after = phases.timed("scoring your model", _scored, evaluate, handed_back, desc="scoring your model") \
+            if evaluate else {}
+        if teacher.scores:  # the user sees both models' scores: each beside its price
+            teacher.serving["model"] = phases.timed("serving cost", _serving, plan, str(plan.model_dir),
+                                                    handed_back, plan.output_dir / SERVING_EXPORTS_DIR)
         wall = time.perf_counter() - start
-        # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
-        summary = {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
-                   "text_train_sentences": plan.text_train_sentences,
-                   "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
-                   "task": plan.task, "recipe": plan.recipe.name, "selection": plan.selection,
-                   "criterion": getattr(selector, "primary", None),
-                   "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
-                   "model_dir": str(plan.model_dir),
-                   "selection_score": result.best_dev, "selection_start": result.dev_at_start,
-                   "before": before, "after": after,
-                   **({"teacher_scores": teacher_scores} if teacher_scores else {}),
-                   **({"serving": serving} if serving else {}),
-                   **({"teacher_pass": _pass_way(plan)} if plan.teacher is not None else {}),
-                   "wall_s": round(wall, 3), "teacher_s": round(teacher_s, 3),
-                   "train_s": round(train_s, 3), "evaluate_s": round(evaluate_s, 3),
-                   **({"serving_s": round(serving_s, 3)} if teacher_scores else {}),
-                   "phases": phases.seconds, "peak_rss_mb": phases.peak_rss_mb, "micro_batch": micro_batch,
-                   "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
-                   **({"general": plan.general, "general_sentences": len(plan.general_units)}
-                      if plan.general_units else {}),
-                   **({"adapted_teacher": adapted_teacher} if adapted_teacher is not None else {})}
+        summary = _summary(plan, result, before, after, teacher, phases, selector, wall, estimate_s,
+                           micro_batch, adapted_teacher)
         annotate_model(plan.model_dir, summary)
         report_file = write_report(plan.output_dir, summary)
         write_json_atomic(plan.output_dir / ADAPT_FILE, summary)
     return AdaptResult(plan.model_dir, result.best_step, plan.selection, before, after, wall, report_file, plan.mix,
-                       plan.teacher, teacher_scores)
+                       plan.teacher, teacher.scores)
+
+
+def _estimate(plan: AdaptPlan, models: _Models) -> float:
+    """The time estimate, said, and refused where it exceeds the plan's budget."""
+    from cselab.adaptation.estimate import check_budget, estimate_seconds
+
+    estimate_s = estimate_seconds(plan, models.student, models.teacher if plan.teacher_plan is None else None)
+    check_budget(plan, estimate_s)
+    report().say(f"adapt: estimated {estimate_s / 60:.0f} min on this machine (training, its evaluations, "
+                 "the teacher pass; not loading models)")
+    return estimate_s
+
+
+def _adapt_teacher_first(plan: AdaptPlan) -> dict[str, Any] | None:
+    """The teacher's own adaptation, run first where the recipe asks for it (a resume skips it): what it kept."""
+    if plan.teacher_plan is None:
+        return None
+    inner = plan.teacher_plan
+    report().say(f"adapt: first {inner.model}, adapted to the text ({inner.steps} steps of SimCSE)")
+    kept = run_adapt(inner, resume=(inner.output_dir / PLAN_FILE).is_file(), estimate=False)
+    return {"model": inner.model, "steps": inner.steps, "kept": str(kept.model_dir), "wall_s": round(kept.wall_s, 3)}
+
+
+@dataclass
+class _TeacherPhases:
+    """What the teacher's phases gave: its scores on the user's labels, its vectors of the held-out text and of the
+    guard views (read by the selection), and what the teacher and the model cost to serve."""
+
+    scores: dict[str, float] = field(default_factory=dict)
+    held_out: Any = None
+    views: dict[str, Any] = field(default_factory=dict)
+    serving: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+
+
+def _teacher_phases(plan: AdaptPlan, models: _Models, evaluate: Callable[[Any], dict[str, float]] | None,
+                    before: dict[str, float], phases: Phases) -> _TeacherPhases:
+    """Score the teacher (said before its pass and the training, so that a user can stop before paying for them),
+    run its passes over the held-out text and the guard views, and time what it costs to serve; then its memory is
+    freed before training."""
+    out = _TeacherPhases()
+    # an adapted teacher serves this run alone: its exports stay in the run, not in the data home
+    exports = None if plan.teacher_plan is None else plan.output_dir / ADAPTED_TEACHER_EXPORTS_DIR
+    options = {"model": models.teacher, "requested_precision": plan.config.train.precision, "export_dir": exports}
+    if evaluate:
+        out.scores = phases.timed("scoring the teacher", _score_teacher, plan, evaluate, options)
+        if behind := teacher_not_ahead(before, out.scores, plan.teacher):
+            report().say(f"warning: {behind}")
+    clock = time.perf_counter()
+    # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
+    out.held_out = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
+    if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
+        out.views = teacher_vectors_by_view(plan.teacher, plan.guard_views, plan.output_dir / GUARD_TEACHER_DIR,
+                                            **options)
+    phases.add("teacher's pass", time.perf_counter() - clock)
+    if out.scores:  # after its passes (timing it moves it to the CPU), and not counted in them
+        out.serving["teacher"] = phases.timed("serving cost", _serving, plan, plan.teacher, options["model"], exports)
+    del options
+    models.drop_teacher()
+    return out
+
+
+def _summary(plan: AdaptPlan, result: Any, before: dict[str, float], after: dict[str, float],
+             teacher: _TeacherPhases, phases: Phases, selector: Any, wall: float, estimate_s: float | None,
+             micro_batch: dict[str, Any], adapted_teacher: dict[str, Any] | None) -> dict[str, Any]:
+    """``adapt.json``: what was adapted, how, what it scored and cost, each phase's time and the peak memory."""
+    serving = {who: cost for who, cost in teacher.serving.items() if cost is not None}
+    seconds = phases.seconds
+    # times to the millisecond: rounded to 0.1 s, a short run's training time read 0.0
+    return {"text": plan.text, "sentences": plan.sentences, "train_sentences": plan.train_sentences,
+            "text_train_sentences": plan.text_train_sentences,
+            "held_out": len(plan.held_out), "model": plan.model, "teacher": plan.teacher,
+            "task": plan.task, "recipe": plan.recipe.name, "selection": plan.selection,
+            "criterion": getattr(selector, "primary", None),
+            "steps": plan.steps, "best_step": result.best_step, "mix": plan.mix,
+            "model_dir": str(plan.model_dir),
+            "selection_score": result.best_dev, "selection_start": result.dev_at_start,
+            "before": before, "after": after,
+            **({"teacher_scores": teacher.scores} if teacher.scores else {}),
+            **({"serving": serving} if serving else {}),
+            **({"teacher_pass": _pass_way(plan)} if plan.teacher is not None else {}),
+            "wall_s": round(wall, 3), "teacher_s": round(seconds.get("teacher's pass", 0.0), 3),
+            "train_s": round(seconds.get("training", 0.0), 3),
+            "evaluate_s": round(seconds.get("scoring your model", 0.0) + seconds.get("scoring the teacher", 0.0), 3),
+            **({"serving_s": round(seconds.get("serving cost", 0.0), 3)} if teacher.scores else {}),
+            "phases": seconds, "peak_rss_mb": phases.peak_rss_mb, "micro_batch": micro_batch,
+            "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
+            **({"general": plan.general, "general_sentences": len(plan.general_units)} if plan.general_units else {}),
+            **({"adapted_teacher": adapted_teacher} if adapted_teacher is not None else {})}
 
 
 class Phases:
@@ -407,6 +416,13 @@ class Phases:
 
         self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
         self.peak_rss_mb[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+    def timed(self, name: str, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``work(*args, **kwargs)``, its wall time added to phase ``name``."""
+        clock = time.perf_counter()
+        out = work(*args, **kwargs)
+        self.add(name, time.perf_counter() - clock)
+        return out
 
 
 def _score_teacher(plan: AdaptPlan, evaluate: Callable[..., dict[str, float]], options: dict[str, Any]
