@@ -39,6 +39,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from cselab.fileio import sha256_file
 from lab.record import RESULTS_DIR, append_record
 
 RESULTS = RESULTS_DIR / "serving_infinity.jsonl"
@@ -201,14 +202,6 @@ def served_embeddings(python: Path, model_dir: Path, port: int, startup_timeout:
     return together, alone, command, startup_s, request_s
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path, help="a model directory cselab saved (cselab adapt's OUTPUT/model)")
@@ -275,7 +268,7 @@ def main() -> None:
         "benchmark": "serving_infinity",
         "model_dir": str(model_dir),
         "model_sources": json.loads(cselab_json.read_text()).get("sources") if cselab_json.is_file() else None,
-        "model_sha256": sha256(weights) if weights.is_file() else None,
+        "model_sha256": sha256_file(weights) if weights.is_file() else None,
         "config": {
             "sentences": len(SENTENCES),
             "sentences_sha256": hashlib.sha256("\n".join(SENTENCES).encode("utf-8")).hexdigest(),

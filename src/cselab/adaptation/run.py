@@ -269,9 +269,11 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected. The domain study records the
     candidate selection criteria and the domain's score this way. What it does is said, and its bars shown, through
     the reporter in effect (:mod:`cselab.reporter`)."""
+    from cselab.runtime.allocator import tune_allocator
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
+    tune_allocator()  # the Python API's runs too, not only the CLI's (runtime/allocator.py)
     start = time.perf_counter()
     with RunDirectory(plan.output_dir) as run_dir:
         state = check_output(plan, resume=resume)

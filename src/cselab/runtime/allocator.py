@@ -24,10 +24,12 @@ import ctypes
 import ctypes.util
 import os
 
+from cselab.runtime.memory import ACTIVATION_BUDGET, LARGEST_HEAP_TENSOR
+
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 32 * 2**20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit): memory.LARGEST_HEAP_TENSOR
-TRIM_THRESHOLD = 512 * 2**20  # the activations one micro-batch holds (runtime/memory.py's budget)
+MMAP_THRESHOLD = LARGEST_HEAP_TENSOR  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit)
+TRIM_THRESHOLD = ACTIVATION_BUDGET  # the activations one micro-batch holds
 _TUNED: dict[str, int] | None = None
 
 
