@@ -442,7 +442,7 @@ def _score_teacher(plan: AdaptPlan, evaluate: Callable[..., dict[str, float]], o
     report().say(f"adapt: the teacher is scored on {runner.backend} {runner.precision}, the way its pass runs")
     if runner.backend == "torch":
         return evaluate(options["model"], precision=runner.precision, desc="scoring the teacher")
-    return evaluate(runner.model, desc="scoring the teacher")
+    return evaluate(runner.loaded(), desc="scoring the teacher")
 
 
 def _scored(evaluate: Callable[..., dict[str, float]], model: Any, **options: Any) -> dict[str, float]:

@@ -223,7 +223,8 @@ class ExportedModel:
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": self.threads,
                   "INFERENCE_PRECISION_HINT": "f32"}
         try:
-            compiled = core.compile_model(core.read_model(str(file)), "CPU", config)
+            # from the file, not a read model: OpenVINO then holds the weights once (700 MB, not 870, for mpnet-base)
+            compiled = core.compile_model(str(file), "CPU", config)
         except RuntimeError as exc:
             raise CselabError(f"{file} cannot be loaded by OpenVINO ({_one_line(exc)}); {AGAIN}") from None
         request = compiled.create_infer_request()

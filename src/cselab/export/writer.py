@@ -17,7 +17,7 @@ import numpy as np
 
 from cselab.errors import CselabError
 from cselab.export.calibration import calibration_record, calibration_sentences
-from cselab.export.onnx import export_onnx, quantize_onnx_dynamic
+from cselab.export.onnx import export_onnx, quantize_onnx_dynamic, weights_file
 from cselab.export.openvino import write_openvino
 from cselab.export.output import install, new_staging, output_dir, output_lock, recover_output, seal
 from cselab.export.runtime import MODEL_FILES, ExportedModel
@@ -39,12 +39,13 @@ _PACKAGES = {"onnx": ("onnx", "onnxruntime"), "openvino": ("onnx", "openvino"), 
 
 
 def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, output: str | Path | None = None,
-                 calibration: str | Path | None = None) -> Path:
+                 calibration: str | Path | None = None, model: Any = None) -> Path:
     """Export the model in ``model_dir`` to ``fmt`` (``onnx`` or ``openvino``), ``quantize="int8"`` for int8
     (ONNX: dynamic, no calibration; OpenVINO: static, calibrated on ``calibration`` or the fetched corpus),
     into ``output`` (default: ``<model_dir>-<fmt>[-int8]`` beside a local directory, else in the working
     directory). Returns the directory written. Every problem with the inputs is a one-line :class:`CselabError`
-    raised before anything is written. Each step is said through the reporter in effect (:mod:`cselab.reporter`)."""
+    raised before anything is written. Each step is said through the reporter in effect (:mod:`cselab.reporter`).
+    ``model``: the model of ``model_dir`` already loaded on the CPU, by a caller that holds it (not loaded twice)."""
     if fmt not in FORMATS:
         raise CselabError(f"unknown export format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     if quantize not in (None, *QUANTIZATIONS):
@@ -60,7 +61,7 @@ def export_model(model_dir: str | Path, fmt: str, quantize: str | None = None, o
     from cselab.models.sentence_model import load_sentence_model
 
     with output_lock(target):
-        model = load_sentence_model(source).to("cpu").eval()
+        model = (load_sentence_model(source) if model is None else model).to("cpu").eval()
         _check_exportable_model(model, source)
         recover_output(target)  # what an export into the same output that was killed left
         tmp = new_staging(target)
@@ -162,8 +163,9 @@ def _write_export(model: Any, out: Path, fmt: str, quantize: str | None, sentenc
         if fmt == "onnx" and quantize:
             quantization = quantize_onnx_dynamic(fp32, file)
             report().say(f"quantized to int8 (dynamic, {quantization['config']} configuration)")
-        elif fmt == "onnx":
-            shutil.copyfile(fp32, file)
+        elif fmt == "onnx":  # the graph and its weights, under the names the graph gives them
+            shutil.move(fp32, file)
+            shutil.move(weights_file(fp32), weights_file(file))
             quantization = None
         else:
             quantization = write_openvino(fp32, file, model, quantize, sentences)
