@@ -464,7 +464,7 @@ def test_the_way_a_teacher_runs_is_chosen_once_per_machine_so_two_runs_are_ident
         second = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "second", **options)
     assert teacher_pass.pass_backend(tmp_path / "second") == {"backend": "torch", "precision": "bf16"}
     np.testing.assert_array_equal(second, first)  # bit-identical
-    assert any("the way kept for this teacher on this machine" in m for m in messages)
+    assert any("the way kept for this model on this machine" in m for m in messages)
     # the test can fail: without the kept choice this timing picks fp32, whose vectors are not bf16's
     monkeypatch.setenv("CSELAB_HOME", str(tmp_path / "another-home"))
     third = teacher_pass.teacher_vectors(str(teacher), sentences, tmp_path / "third", **options)

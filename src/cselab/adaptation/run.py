@@ -407,17 +407,19 @@ def _summary(plan: AdaptPlan, result: Any, before: dict[str, float], after: dict
 
 class Phases:
     """Each phase's wall seconds (a phase that runs twice, such as scoring your model before and after, adds up) and
-    the command's peak resident memory by the end of each (the kernel's high-water mark: it only grows)."""
+    the command's peak resident memory by the end of each run of a phase, in the order they ran (the kernel's
+    high-water mark: it only grows, so the first entry that jumps names the phase that set the peak)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self.peak_rss_mb: dict[str, float] = {}
+        self.peak_rss_mb: list[dict[str, Any]] = []
 
     def add(self, name: str, seconds: float) -> None:
         import resource
 
         self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
-        self.peak_rss_mb[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+        self.peak_rss_mb.append({"after": name, "mb": peak})
 
     def timed(self, name: str, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``work(*args, **kwargs)``, its wall time added to phase ``name``."""

@@ -44,6 +44,7 @@ publishing costs nothing."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import json
@@ -79,6 +80,23 @@ WAY_MARGIN = 1.15
 CACHE_DIR = "teacher-vectors"
 EXPORT_CACHE_DIR = "teacher-exports"
 CHOICE_FILE = "teacher_backend.json"  # in $CSELAB_HOME: the way each teacher runs on this machine, chosen once
+# who is choosing a way, for its lines: the teacher's pass, or a serving cost timing a model (adaptation.serving)
+_WAYS_FOR: contextvars.ContextVar[str] = contextvars.ContextVar("ways_for", default="teacher pass")
+
+
+@contextlib.contextmanager
+def choosing_for(purpose: str) -> Any:
+    """Within the block, the lines of choosing and exporting a way start with ``purpose`` (``serving cost``) rather
+    than ``teacher pass``: the same choice, said as what the user is waiting for."""
+    token = _WAYS_FOR.set(purpose)
+    try:
+        yield
+    finally:
+        _WAYS_FOR.reset(token)
+
+
+def _say(message: str) -> None:
+    report().say(f"{_WAYS_FOR.get()}: {message}")
 
 
 @dataclass(frozen=True)
@@ -243,7 +261,7 @@ def choose_runner(teacher: str, model: Any, probe: Sequence[str], scratch: Path,
         try:
             runner, seconds, agreement = _export_runner(teacher, fmt, scratch, export_dir, probe, reference, model)
         except CselabError as exc:  # a twin or an ensemble has no export: torch runs it
-            report().say(f"teacher pass: no {fmt} export ({exc})")
+            _say(f"no {fmt} export ({exc})")
             continue
         runner.unload()
         candidates.append(Candidate(fmt, "fp32", seconds, agreement))
@@ -356,8 +374,8 @@ def _keep_choice(key: str, best: Candidate, candidates: Sequence[Candidate], why
                  "candidates": [asdict(c) for c in candidates]}
     with contextlib.suppress(OSError):  # a home that cannot be written: chosen again by the next pass
         write_json_atomic(_choices_file(), data, indent=1)
-        report().say(f"teacher pass: {best.backend} {best.precision} ({why}) kept as the way to run this teacher "
-                     f"on this machine ({_choices_file()}; delete it to choose again)")
+        _say(f"{best.backend} {best.precision} ({why}) kept as the way to run this model "
+             f"on this machine ({_choices_file()}; delete it to choose again)")
     return best.backend, best.precision
 
 
@@ -366,9 +384,9 @@ def _kept_runner(kept: tuple[str, str], teacher: str, probe: Sequence[str], scra
                  candidates: list[Candidate]) -> tuple[_Runner, list[Candidate]]:
     """The kept way, checked against torch fp32 on ``probe`` (torch fp32 where it does not agree)."""
     backend, precision = kept
-    where = f"the way kept for this teacher on this machine ({_choices_file()})"
+    where = f"the way kept for this model on this machine ({_choices_file()})"
     if kept == ("torch", "fp32"):
-        report().say(f"teacher pass: torch fp32, {where}")
+        _say(f"torch fp32, {where}")
         return reference_runner, candidates
     try:
         if backend == "torch":
@@ -379,14 +397,14 @@ def _kept_runner(kept: tuple[str, str], teacher: str, probe: Sequence[str], scra
             runner, seconds, agreement = _export_runner(teacher, backend, scratch, export_dir, probe, reference,
                                                         reference_runner.model)
     except CselabError as exc:
-        report().say(f"teacher pass: {backend} {precision}, {where}, cannot run ({exc}); torch fp32 runs this pass")
+        _say(f"{backend} {precision}, {where}, cannot run ({exc}); torch fp32 runs instead")
         return reference_runner, candidates
     candidates.append(Candidate(backend, precision, seconds, agreement))
     if agreement >= AGREEMENT:
-        report().say(f"teacher pass: {backend} {precision}, {where}")
+        _say(f"{backend} {precision}, {where}")
         return runner, candidates
-    report().say(f"teacher pass: {backend} {precision}, {where}, does not agree with torch fp32 on this text (mean "
-                 f"cosine {agreement:.4f} < {AGREEMENT}); torch fp32 runs this pass")
+    _say(f"{backend} {precision}, {where}, does not agree with torch fp32 on this text (mean cosine "
+         f"{agreement:.4f} < {AGREEMENT}); torch fp32 runs instead")
     return reference_runner, candidates
 
 
@@ -415,7 +433,7 @@ def _export_runner(teacher: str, fmt: str, scratch: Path, export_dir: str | Path
                 if agreement >= AGREEMENT or not reused:
                     return runner, seconds, agreement
                 problem = f"its vectors no longer agree with torch fp32, mean cosine {agreement:.4f}"
-        report().say(f"teacher pass: the {fmt} export kept in {path} is damaged ({problem}); making it again")
+        _say(f"the {fmt} export kept in {path} is damaged ({problem}); making it again")
         _remove_export(path)
     raise CselabError(f"the {fmt} export kept in {path} is damaged and could not be made again; delete {path}")
 
@@ -468,11 +486,11 @@ def _teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Pat
     root = Path(export_dir) if export_dir is not None else cselab_home() / EXPORT_CACHE_DIR
     kept = root / model_fingerprint(source) / fmt
     if is_earlier_export(kept):
-        report().say(f"teacher pass: the {fmt} export of {teacher} kept in {kept}")
+        _say(f"the {fmt} export of {teacher} kept in {kept}")
         return kept, True
     if kept.is_dir() and not kept.is_symlink():  # files missing from it or added to it: made again
-        report().say(f"teacher pass: the {fmt} export kept in {kept} is damaged (its files are not the ones its "
-                     "manifest lists); making it again")
+        _say(f"the {fmt} export kept in {kept} is damaged (its files are not the ones its manifest lists); "
+             "making it again")
         _remove_export(kept)
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)
@@ -480,9 +498,9 @@ def _teacher_export(teacher: str, fmt: str, scratch: Path, export_dir: str | Pat
     except OSError:
         writable = False
     if writable:
-        report().say(f"teacher pass: exporting {teacher} to {fmt} (once; kept in {kept.parent})")
+        _say(f"exporting {teacher} to {fmt} (once; kept in {kept.parent})")
     else:
-        report().say(f"teacher pass: exporting {teacher} to {fmt} for this pass ({kept.parent} cannot be written)")
+        _say(f"exporting {teacher} to {fmt} for this run ({kept.parent} cannot be written)")
         kept = scratch / fmt
     with reporting(QUIET):  # the line above says it; the export's own steps are not the pass's
         on_cpu = model is not None and next(model.parameters()).device.type == "cpu"
