@@ -37,17 +37,18 @@ def directory_mb(path: Path) -> float:
 
 
 def serving_cost(name: str | Path, model: Any, sample: Sequence[str], scratch: Path,
-                 export_dir: str | Path | None = None) -> ServingCost:
+                 export_dir: str | Path | None = None, backends: Sequence[str] | None = None) -> ServingCost:
     """``model`` (the model of the directory or fetched ``name``, loaded for torch) run the fastest agreeing way on
     this machine's CPU, timed over ``sample`` (after a warm-up); exports are kept in ``export_dir`` (default: where the
-    teacher pass keeps them, ``$CSELAB_HOME/teacher-exports``) or made in ``scratch``."""
+    teacher pass keeps them, ``$CSELAB_HOME/teacher-exports``) or made in ``scratch``. ``backends`` limits the ways
+    (default: every one, :func:`cselab.teacher.vectors.choose_runner`)."""
     from cselab.teacher.vectors import choose_runner, choosing_for, teacher_export
 
     model = model.to("cpu").eval()
     sample = list(sample[:SAMPLE_SENTENCES])
     with choosing_for("serving cost"):
         runner, _ = choose_runner(str(name), model, sample[:64], scratch, requested_precision="auto",
-                                  export_dir=export_dir)
+                                  backends=backends, export_dir=export_dir)
     runner.encode(sample[:16])  # warm-up
     start = time.perf_counter()
     runner.encode(sample)

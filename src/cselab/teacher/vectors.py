@@ -312,12 +312,18 @@ def _with_margin(eligible: list[Candidate], reference: Candidate) -> tuple[Candi
                     f"before it (best of {TIMING_ROUNDS} interleaved timings)")
 
 
+def pass_backends(sentences: int) -> list[str] | None:
+    """The candidate ways of a pass over ``sentences`` sentences: torch alone below :data:`EXPORT_MIN_SENTENCES`,
+    else every one (None: :func:`choose_runner`'s default)."""
+    return ["torch"] if sentences < EXPORT_MIN_SENTENCES else None
+
+
 def fastest_way(teacher: str, model: Any, sentences: Sequence[str], *, requested_precision: str = "auto",
                 export_dir: str | Path | None = None) -> _Runner:
     """The way :func:`teacher_vectors` runs ``teacher`` over ``sentences`` on this machine, chosen (and kept) now
     where none is kept yet: what else should run the teacher here (its scoring on the user's labels) runs on it."""
     texts = store_texts(list(sentences))
-    backends = ["torch"] if len(texts) < EXPORT_MIN_SENTENCES else None
+    backends = pass_backends(len(texts))
     with tempfile.TemporaryDirectory(prefix="cselab-teacher-") as scratch:
         runner, _ = choose_runner(teacher, model, _probe(texts), Path(scratch), requested_precision=requested_precision,
                                   backends=backends, export_dir=export_dir)
@@ -598,8 +604,7 @@ def teacher_vectors(teacher: str, sentences: Sequence[str], store_dir: str | Pat
                                  f"({runner.backend} {runner.precision})")
             if store is None or runner is None:
                 probe = _probe(sentences)
-                if backends is None and len(sentences) < EXPORT_MIN_SENTENCES:
-                    backends = ["torch"]
+                backends = backends if backends is not None else pass_backends(len(sentences))
                 runner, candidates = choose_runner(teacher, model, probe, scratch, backends=backends,
                                                    requested_precision=requested_precision, export_dir=export_dir)
                 measured = ", ".join(f"{c.backend} {c.precision} {len(probe) / c.seconds:.1f} sentences/s "
