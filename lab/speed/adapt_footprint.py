@@ -154,11 +154,16 @@ def run_case(case: str, args: argparse.Namespace) -> dict:
             sys.exit(f"error: cselab adapt exited with {code} (its message is above); nothing recorded")
         measured = parse_time_v(time_log.read_text(encoding="utf-8"))
     summary = json.loads((run_dir / "adapt.json").read_text(encoding="utf-8"))
+    from cselab.fileio import sha256_file
+
+    weights = run_dir / "model" / "model.safetensors"  # two runs of one command: the same handed-back weights
     cpu_s = measured["user_s"] + measured["system_s"]
     return {
         "case": case, "no_teacher": args.no_teacher, "seed": args.seed, "fresh_home": not args.keep_home,
         **measured, "system_share": round(measured["system_s"] / cpu_s, 4) if cpu_s else None,
         "phases_s": phases_of(summary), "wall_s": summary.get("wall_s"),
+        "peak_rss_mb_by_phase": summary.get("peak_rss_mb"),
+        "model_sha256": sha256_file(weights) if weights.is_file() else None,
         "micro_batch": summary.get("micro_batch"), "recipe": summary.get("recipe"), "steps": summary.get("steps"),
         "sentences": summary.get("sentences"), "train_sentences": summary.get("train_sentences"),
         "before": summary.get("before"), "after": summary.get("after"),
