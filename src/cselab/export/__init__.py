@@ -1,14 +1,14 @@
 """Serving on CPUs: ``cselab export`` (ONNX Runtime or OpenVINO, fp32 or int8) and running what it writes.
 
-:func:`export_model` turns a saved single-encoder model (any pooler but ``mask``, a distilled student, a fetched
-or sentence-transformers checkpoint) into a directory that sentence-transformers' own backends load,
+:func:`export_model` turns a saved single-encoder model (any pooler but ``mask``, a distilled student, a fetched or
+sentence-transformers checkpoint) into a directory that sentence-transformers' own backends load,
 ``SentenceTransformer(dir, backend="onnx")`` / ``backend="openvino"``: the sentence-transformers module files
 (``modules.json``, pooling, dense), the tokenizer and HF config, and ``onnx/model.onnx`` (fp32: its weights in
-``onnx/model.onnx_data`` beside it) or ``openvino/openvino_model.xml`` under the names those backends look for, plus ``cselab_export.json`` (what was
-exported, how, and a check against torch). Twins, ensembles and prompt (CoT-BERT) models are refused in one line
-that says what to export instead. :class:`ExportedModel` runs such a directory (``cselab.load_model(dir,
-backend="onnx")``, ``cselab encode`` / ``cselab eval --backend``) with cselab's batching, so it returns what the
-torch model returns. One concern per module:
+``onnx/model.onnx_data`` beside it) or ``openvino/openvino_model.xml`` under the names those backends look for, plus
+``cselab_export.json`` (what was exported, how, and a check against torch). Twins, ensembles and prompt (CoT-BERT)
+models are refused in one line that says what to export instead. :class:`ExportedModel` runs such a directory
+(``cselab.load_model(dir, backend="onnx")``, ``cselab encode`` / ``cselab eval --backend``) with cselab's batching,
+so it returns what the torch model returns. One concern per module:
 
 - :mod:`~cselab.export.writer`: :func:`export_model`, its input checks, the files, the manifest, the torch check;
 - :mod:`~cselab.export.onnx`: the encoder as ONNX, and ONNX Runtime's int8 quantization;
