@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cselab.runtime import allocator
-from cselab.runtime.memory import ACTIVATION_BUDGET, inference_batch_size, inference_bytes_per_token
+from cselab.runtime import allocator, memory
+from cselab.runtime.memory import ACTIVATION_BUDGET, inference_batch_size, inference_batches, inference_bytes_per_token
 
 MPNET = SimpleNamespace(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072)
 
@@ -25,6 +25,37 @@ def test_inference_batch_is_cut_to_the_budget_and_the_heap_and_never_raised():
     assert inference_batch_size(64, MPNET, 64) == 64  # short lines: neither limit binds (18 KiB of scores a line)
     assert inference_batch_size(2, MPNET, 384) == 2  # a smaller batch asked for stays
     assert inference_batch_size(64, MPNET, 384, budget=1) == 1
+
+
+def test_inference_batches_hold_each_batch_to_its_own_width():
+    # five passages of 384 tokens (4 a batch at that width, above) and three short lines: longest first, ties in
+    # the order given; the second batch is as wide as its first (384) text, so it too holds 4
+    lengths = [10, 384, 5, 384, 200, 384, 384, 384]
+    assert list(inference_batches(lengths, 64, MPNET)) == [[1, 3, 5, 6], [7, 4, 0, 2]]
+    # 70 lines of 20 tokens: neither limit binds, so whole batches of what was asked
+    assert [len(b) for b in inference_batches([20] * 70, 64, MPNET)] == [64, 6]
+    assert [len(b) for b in inference_batches([20] * 70, 64, None)] == [64, 6]  # no config known: as asked
+    assert list(inference_batches([], 64, MPNET)) == []
+
+
+def test_an_encoder_runs_long_texts_a_few_at_a_time_with_the_same_vectors(tiny_bert_dir, monkeypatch):
+    import torch
+
+    from cselab.models.sentence_model import load_model
+
+    model = encoder = load_model(str(tiny_bert_dir), pooler="mean")
+    texts = ["word " * 40, "a b", "word " * 30 + "end", "c", "word " * 35, "d e f"]
+    alone = torch.cat([model.encode([t], batch_size=1) for t in texts])  # no padding at all: the reference
+    # a budget that lets 2 texts of 20 tokens or more through at once, and every shorter batch whole
+    monkeypatch.setattr(memory, "inference_batch_size", lambda asked, config, width: 2 if width >= 20 else asked)
+    seen = []
+    forward = encoder.forward
+    monkeypatch.setattr(encoder, "forward", lambda features, **kw: seen.append(len(features["input_ids"]))
+                        or forward(features, **kw))
+    batched = model.encode(texts, batch_size=64)
+    # three long texts, two a batch: the second batch starts at the third long one (2), the third is short (whole)
+    assert seen == [2, 2, 2]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-4)
 
 
 @pytest.fixture

@@ -142,7 +142,6 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
             raise CselabError(f"task(s) {', '.join(unknown)} not among the inputs' tasks ({', '.join(all_tasks)})")
     chosen = {name: task for name, task in all_tasks.items() if tasks is None or name in tasks}
     encoder = CachedEncoder(as_mteb_encoder(model, pooler=pooler))  # each distinct text embedded once for all the tasks
-    batch_size = _batch_within_budget(encoder.model, batch_size)
     context = contextlib.nullcontext()
     if precision != "fp32":  # bf16 / auto as `cselab eval` does it
         if getattr(encoder.model, "kind", None) == "export":
@@ -164,18 +163,6 @@ def score_inputs(model: Any, inputs: DomainInputs, *, pooler: str | None = None,
         split = task.metadata.eval_splits[0]
         scores[name] = round(100 * float(by_name[task.metadata.name].get_score(splits=[split])), 2)
     return scores
-
-
-def _batch_within_budget(model: Any, batch_size: int) -> int:
-    """``batch_size``, or fewer texts a batch where a batch of texts at the model's length would hold more memory
-    at once than :data:`~cselab.runtime.memory.ACTIVATION_BUDGET` (a teacher encoding long passages); an export or
-    a model without a transformer config keeps ``batch_size``."""
-    from cselab.runtime.memory import inference_batch_size
-    from cselab.runtime.precision import backbone_config_of
-
-    config = backbone_config_of(model) if hasattr(model, "modules") else None
-    length = int(getattr(model, "max_length", 0) or 0)
-    return inference_batch_size(batch_size, config, length) if config is not None and length else batch_size
 
 
 @contextlib.contextmanager

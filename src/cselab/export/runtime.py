@@ -79,6 +79,7 @@ class ExportedModel:
                               f"`cselab export {path} --format {backend}` and load the directory it writes")
         self.file = file
         self._read_modules()
+        self.backbone_config = self._read_backbone_config()
         self.tokenizer = self._load_tokenizer()
         if threads is None:
             import torch
@@ -107,6 +108,14 @@ class ExportedModel:
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
             raise CselabError(f"{self.path} lacks {missing[0]}{more}, which its {MANIFEST} lists; {AGAIN}")
         return manifest
+
+    def _read_backbone_config(self) -> Any:
+        """The exported encoder's HF ``config.json`` (layers, width, heads: what a batch of long texts holds, for
+        :func:`~cselab.runtime.memory.inference_batches`), or None where the directory has none."""
+        from types import SimpleNamespace
+
+        path = self.path / "config.json"
+        return SimpleNamespace(**_read_json(path, dict)) if path.is_file() else None
 
     def _load_tokenizer(self) -> Any:
         """The export's tokenizer, refused when it has no vocabulary (transformers would build an empty one that
@@ -252,13 +261,14 @@ class ExportedModel:
         ``progress`` the reporter in effect shows a bar if it shows bars."""
         import torch
 
+        from cselab.runtime.memory import inference_batches
+
         rows = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         out = np.empty((len(rows), self.dimension), dtype=np.float32)
         bar = report().bar(total=len(rows), desc="encode", unit="sent", show=progress)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        # long passages a few at a time, as torch's encoder runs them: the runtime's arena grows to the largest batch
+        for idx in inference_batches([len(row) for row in rows], batch_size, self.backbone_config):
             width = max(len(rows[i]) for i in idx)
             ids = np.full((len(idx), width), pad, dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)

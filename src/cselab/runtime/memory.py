@@ -18,6 +18,7 @@ mapped and zeroed afresh each time, and a step of the default recipe holds about
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -112,3 +113,18 @@ def inference_batch_size(requested: int, config: Any, sequence_length: int, *,
     heads = _shape(config)[2]
     scores = heads * sequence_length * sequence_length * ELEMENT_BYTES
     return max(1, min(int(requested), budget // max(1, per_sequence), LARGEST_HEAP_TENSOR // max(1, scores)))
+
+
+def inference_batches(lengths: Sequence[int], batch_size: int, config: Any) -> Iterator[list[int]]:
+    """The positions of texts of token ``lengths``, longest first (batches of similar length pad least), in
+    batches of at most ``batch_size`` that each hold to :func:`inference_batch_size` at their own width (their
+    longest text's, which the others pad to): short texts keep whole batches, long ones run a few at a time.
+    ``config`` None (no transformer configuration known): batches of ``batch_size``. Every encoder's batching
+    (torch's and an export's) is this, so what a caller asks for never sets the memory held."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    start = 0
+    while start < len(order):
+        width = lengths[order[start]]
+        size = inference_batch_size(batch_size, config, width) if config is not None and width else batch_size
+        yield order[start : start + max(1, size)]
+        start += max(1, size)

@@ -188,15 +188,11 @@ class _Runner:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if self.backend != "torch":
             return _unit(self.loaded().encode(list(texts), batch_size=BATCH).numpy())
-        from cselab.runtime.memory import inference_batch_size
-        from cselab.runtime.precision import autocast_context, backbone_config_of
+        from cselab.runtime.precision import autocast_context
 
-        config = backbone_config_of(self.model)
-        length = int(getattr(self.model, "max_length", 0) or 0)
-        # few enough passages a batch that no attention matrix is mapped afresh (runtime/memory.py)
-        batch = inference_batch_size(BATCH, config, length) if config is not None and length else BATCH
+        # the encoder holds long passages' batches to its memory budget itself (models/encoder.py)
         with autocast_context(self.precision, self.device):
-            return _unit(self.model.encode(list(texts), batch_size=batch).float().numpy())
+            return _unit(self.model.encode(list(texts), batch_size=BATCH).float().numpy())
 
 
 def _exports_available() -> list[str]:
