@@ -81,6 +81,12 @@ def test_each_recipes_step_in_micro_batches_has_the_whole_batchs_gradient(name, 
     batch = whole.batch_at(0)
     whole_values = whole.compute_gradients(batch)
     piece_values = pieces.compute_gradients(batch)
+    # the pieces were sized at the batch's own width: the largest divisor of 16 whose examples fit the budget there
+    width = int(batch["input_ids"].shape[1])
+    at_width = activation_bytes_per_token(backbone_config_of(whole.method), width) * width \
+        * whole.method.rows_per_example
+    expected = max(k for k in range(1, 17) if 16 % k == 0 and k * at_width <= 4 * per_example)
+    assert dict(pieces.pieces_run) == {expected: 1} and expected < 16  # split, so the comparison means something
     assert torch.allclose(piece_values["loss"], whole_values["loss"], atol=1e-6)
     grads = {n: p.grad for n, p in whole.method.named_parameters() if p.grad is not None}
     piece_grads = {n: p.grad for n, p in pieces.method.named_parameters() if p.grad is not None}
@@ -88,6 +94,32 @@ def test_each_recipes_step_in_micro_batches_has_the_whole_batchs_gradient(name, 
     assert max(float(g.abs().max()) for g in grads.values()) > 1e-4  # a gradient that could differ
     for n, g in grads.items():
         assert torch.allclose(piece_grads[n], g, atol=1e-6, rtol=1e-5), (n, float((piece_grads[n] - g).abs().max()))
+
+
+def test_a_batch_of_short_lines_runs_in_bigger_pieces_than_one_of_long_passages(tiny_bert_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    # batches are drawn from one length group at a time: 16 lines of 3 words, 16 of 60 (cut to 32 tokens)
+    corpus.write_text("".join(f"short line {i}\n" for i in range(16))
+                      + "".join(" ".join(f"w{i}x{j}" for j in range(60)) + "\n" for i in range(16)))
+    config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=16",
+                                "model.max_length=32", f"train.output_dir={tmp_path / 'run'}", "method=distill",
+                                f"method_options.teacher={tiny_bert_dir}", "train.precision=fp32"])
+    per_token = activation_bytes_per_token
+    probe = Trainer(config)
+    backbone = backbone_config_of(probe.method)
+    budget = 2 * per_token(backbone, 32) * 32  # two 32-token examples
+    trainer = Trainer(config, activation_budget=budget)
+    assert trainer.micro_batch.size == 2  # the widest case
+    widths = {}
+    for step in range(2):
+        batch = trainer.batch_at(step)
+        widths[step] = int(batch["input_ids"].shape[1])
+        trainer.compute_gradients(batch)
+    short, long = sorted(widths.values())
+    assert long == 32 and short < 16
+    expected_short = max(k for k in range(1, 17) if 16 % k == 0 and k * per_token(backbone, short) * short <= budget)
+    assert expected_short > 2
+    assert dict(trainer.pieces_run) == {2: 1, expected_short: 1}
 
 
 def test_cselab_train_runs_its_batch_whole(tiny_bert_dir, tmp_path):

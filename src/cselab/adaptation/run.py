@@ -307,8 +307,8 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps),
                           activation_budget=ACTIVATION_BUDGET)
-        micro_batch = trainer.micro_batch_facts()
         result = phases.timed("training", trainer.run, resume=resume)
+        micro_batch = trainer.micro_batch_facts()  # with the piece sizes the batches ran in
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
         after = phases.timed("scoring your model", _scored, evaluate, handed_back, desc="scoring your model") \
             if evaluate else {}

@@ -191,6 +191,12 @@ class Method(nn.Module):
         """The active terms from :meth:`embed`'s output of the whole batch, already gathered over ranks."""
         raise NotImplementedError
 
+    def batch_width(self, batch: dict[str, Any]) -> int | None:
+        """The tokens a row of the collated ``batch`` runs at: its widest token-id tensor's last dimension (what a
+        piece of it costs in activations, :mod:`cselab.runtime.memory`); None where it holds none."""
+        widths = [int(v.shape[-1]) for k, v in batch.items() if k.endswith("input_ids") and isinstance(v, Tensor)]
+        return max(widths, default=None)
+
     def split_batch(self, batch: dict[str, Any], size: int) -> list[dict[str, Any]]:
         """``batch`` cut into consecutive chunks of ``size`` examples (tensors by rows, lists by items)."""
         rows = len(next(iter(batch.values())))

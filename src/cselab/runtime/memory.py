@@ -6,7 +6,8 @@ whole sequence and the inputs of its linear layers and norms until the backward 
 all-MiniLM-L6-v2 at 256 tokens that is about 0.45 MB a token, so a batch of 64 passages (16,384 tokens) holds 7.5 GB
 at once. :func:`activation_bytes_per_token` estimates it from the backbone's configuration (layers, width, heads,
 feed-forward width) and the sequence length; :func:`choose_micro_batch` takes the largest piece of the batch whose
-activations fit :data:`ACTIVATION_BUDGET`. A run does not choose it: memory is cselab's to keep small, and the
+activations fit :data:`ACTIVATION_BUDGET` at the width the batch's rows are padded to (a batch of short lines runs
+whole, one of long passages a few at a time). A run does not choose it: memory is cselab's to keep small, and the
 gradient is the same either way (the trainer accumulates it over the pieces where the loss is a mean over examples,
 and caches it where the loss couples the batch, :mod:`cselab.training.grad_cache`).
 
@@ -80,8 +81,8 @@ class MicroBatch:
 def choose_micro_batch(batch: int, sequence_length: int, config: Any, *, sequences_per_example: int = 1,
                        budget: int = ACTIVATION_BUDGET) -> MicroBatch:
     """The largest divisor of ``batch`` whose pieces' estimated activations fit ``budget`` (at least 1: a single
-    example over the budget still runs). A divisor, so every piece has as many examples and a step's pieces have
-    the same shapes from step to step."""
+    example over the budget still runs). A divisor, so a step's pieces all hold as many examples (the trainer asks
+    at each batch's own width: ``sequence_length`` is the tokens its rows are padded to)."""
     per_token = activation_bytes_per_token(config, sequence_length)
     per_example = per_token * sequence_length * max(1, sequences_per_example)
     size = 1
