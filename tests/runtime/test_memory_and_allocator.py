@@ -28,12 +28,13 @@ def test_inference_batch_is_cut_to_the_budget_and_the_heap_and_never_raised():
 
 
 def test_inference_batches_hold_each_batch_to_its_own_width():
-    # five passages of 384 tokens (4 a batch at that width, above) and three short lines: longest first, ties in
-    # the order given; the second batch is as wide as its first (384) text, so it too holds 4
-    lengths = [10, 384, 5, 384, 200, 384, 384, 384]
-    assert list(inference_batches(lengths, 64, MPNET)) == [[1, 3, 5, 6], [7, 4, 0, 2]]
-    # 70 lines of 20 tokens: neither limit binds, so whole batches of what was asked
-    assert [len(b) for b in inference_batches([20] * 70, 64, MPNET)] == [64, 6]
+    assert memory.INFERENCE_BUDGET == 32 * 2**20
+    # by hand, at 32 MiB: a 384-token passage holds 73,728 x 384 = 28.3 MB (1 a batch); one of 200 tokens
+    # (12 x 200 x 8 + 36,864) x 200 = 11.2 MB (2); a line of 20, 775,680 bytes (43)
+    lengths = [10, 384, 5, 384, 200, 384, 384, 384]  # longest first, ties in the order given
+    assert list(inference_batches(lengths, 64, MPNET)) == [[1], [3], [5], [6], [7], [4, 0], [2]]
+    assert [len(b) for b in inference_batches([20] * 70, 64, MPNET)] == [43, 27]
+    assert [len(b) for b in inference_batches([20] * 70, 16, MPNET)] == [16] * 4 + [6]  # never more than asked
     assert [len(b) for b in inference_batches([20] * 70, 64, None)] == [64, 6]  # no config known: as asked
     assert list(inference_batches([], 64, MPNET)) == []
 
@@ -47,7 +48,8 @@ def test_an_encoder_runs_long_texts_a_few_at_a_time_with_the_same_vectors(tiny_b
     texts = ["word " * 40, "a b", "word " * 30 + "end", "c", "word " * 35, "d e f"]
     alone = torch.cat([model.encode([t], batch_size=1) for t in texts])  # no padding at all: the reference
     # a budget that lets 2 texts of 20 tokens or more through at once, and every shorter batch whole
-    monkeypatch.setattr(memory, "inference_batch_size", lambda asked, config, width: 2 if width >= 20 else asked)
+    monkeypatch.setattr(memory, "inference_batch_size",
+                        lambda asked, config, width, budget: 2 if width >= 20 else asked)
     seen = []
     forward = encoder.forward
     monkeypatch.setattr(encoder, "forward", lambda features, **kw: seen.append(len(features["input_ids"]))
