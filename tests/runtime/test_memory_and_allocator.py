@@ -19,7 +19,7 @@ def test_inference_bytes_of_mpnet_at_384_tokens_by_hand():
 
 def test_inference_batch_is_cut_to_the_budget_and_the_heap_and_never_raised():
     per_sequence = 73_728 * 384
-    assert ACTIVATION_BUDGET // per_sequence == 18  # the budget alone would allow 18 passages
+    assert ACTIVATION_BUDGET // per_sequence == 9  # the budget alone would allow 9 passages
     # one layer's scores, 12 x 384 x 384 floats = 6.75 MiB a passage: 4 stay under 32 MiB, 5 do not
     assert inference_batch_size(64, MPNET, 384) == 4
     assert inference_batch_size(64, MPNET, 64) == 64  # short lines: neither limit binds (18 KiB of scores a line)
@@ -69,7 +69,7 @@ def fresh(monkeypatch):
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
 def test_glibc_gets_both_thresholds_once(fresh):
-    assert allocator.tune_allocator() == {"mmap_threshold": 32 * 2**20, "trim_threshold": 512 * 2**20}
+    assert allocator.tune_allocator() == {"mmap_threshold": 32 * 2**20, "trim_threshold": 256 * 2**20}
     assert allocator.tune_allocator() is allocator.tune_allocator()  # once per process
 
 

@@ -23,10 +23,10 @@ def test_bytes_per_token_of_minilm_at_256_tokens_by_hand():
 
 
 @pytest.mark.parametrize("batch, length, rows, expected", [
-    (64, 256, 1, 4),   # 4 x 256 x 460,800 B = 450 MiB fits 512 MiB; 8 would be 900 MiB
-    (64, 64, 2, 8),    # SimCSE's two views: 2 x 64 x 281,088 B = 34.3 MiB an example; 14 fit, 8 divides 64
-    (64, 8, 1, 64),    # short lines: the whole batch fits
-    (6, 256, 1, 3),    # a divisor of the batch, not merely the largest count that fits (4)
+    (64, 256, 1, 2),   # 2 x 256 x 460,800 B = 225 MiB fits 256 MiB; 4 would be 450 MiB
+    (64, 64, 2, 4),    # SimCSE's two views: 2 x 64 x 281,088 B = 34.3 MiB an example; 7 fit, 4 divides 64
+    (64, 8, 1, 64),    # short lines: the whole batch fits (8 x 118,080 B an example, 57.7 MiB in all)
+    (10, 128, 1, 5),   # 128 x 340,992 B = 41.6 MiB an example: a divisor (5), not the largest count that fits (6)
 ])
 def test_micro_batch_is_the_largest_divisor_that_fits(batch, length, rows, expected):
     chosen = choose_micro_batch(batch, length, MINILM, sequences_per_example=rows)

@@ -9,9 +9,9 @@ kernel (issue 90). The threshold starts at 128 KiB and glibc raises it only up t
 back, and it trims the heap whenever 128 KiB is free at its top.
 
 :func:`tune_allocator` fixes the mmap threshold at its largest value (32 MiB: glibc refuses more) and the trim
-threshold at 512 MiB (the activation budget of a micro-batch, :mod:`cselab.runtime.memory`): every buffer up to
+threshold at 256 MiB (the activation budget of a micro-batch, :mod:`cselab.runtime.memory`): every buffer up to
 32 MiB is reused from the heap, and a step's activations, freed at its end, are not handed back to be faulted in
-again by the next step, while at most 512 MiB of free heap is ever kept. The micro-batches keep a step's largest
+again by the next step, while at most 256 MiB of free heap is ever kept. The micro-batches keep a step's largest
 tensors (a piece's attention probabilities) below 32 MiB, so they come from the heap too. It changes only where the
 memory comes from, not what is computed, and it is a no-op on a C library without glibc's ``mallopt`` (musl,
 macOS, Windows). The CLI calls it once as it starts; glibc's ``MALLOC_*`` environment tunables, where a user sets

@@ -11,10 +11,11 @@ whole, one of long passages a few at a time). A run does not choose it: memory i
 gradient is the same either way (the trainer accumulates it over the pieces where the loss is a mean over examples,
 and caches it where the loss couples the batch, :mod:`cselab.training.grad_cache`).
 
-Why the budget is 512 MiB: a micro-batch's attention probabilities stay below glibc's largest mmap threshold
+Why the budget is 256 MiB: a micro-batch's attention probabilities stay below glibc's largest mmap threshold
 (32 MiB, :mod:`cselab.runtime.allocator`), so the step's big tensors are reused from the heap instead of being
-mapped and zeroed afresh each time, and a step of the default recipe holds about 1.4 GB of resident memory in all
-(the models, the optimizer's state and one piece's activations) instead of 8.2 GB.
+mapped and zeroed afresh each time, and the training of ``make demo`` peaked at 1,248 MiB against 1,605 with
+512 MiB, its steps as fast within the noise and a third faster than the whole batch's
+(``python -m lab.speed.demo_steps``: the demo's first 12 batches, 2 AMD EPYC cores).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ACTIVATION_BUDGET = 512 * 2**20  # bytes of activations a training step may hold at once (see the module's doc)
+ACTIVATION_BUDGET = 256 * 2**20  # bytes of activations a training step may hold at once (see the module's doc)
 INFERENCE_BUDGET = 32 * 2**20  # bytes one encoding batch is estimated to hold at once (see inference_batches)
 LARGEST_HEAP_TENSOR = 32 * 2**20  # glibc's largest mmap threshold: a bigger tensor is mapped and zeroed afresh
 ELEMENT_BYTES = 4  # activations are kept in float32 on the CPU, autocast or not (the norms and softmax are fp32)
@@ -124,7 +125,7 @@ def inference_batches(lengths: Sequence[int], batch_size: int, config: Any) -> I
     ``config`` None (no transformer configuration known): batches of ``batch_size``. Every encoder's batching
     (torch's and an export's) is this, so what a caller asks for never sets the memory held.
 
-    Why :data:`INFERENCE_BUDGET` is 32 MiB, not the training step's 512: scoring all-mpnet-base-v2 on the demo's
+    Why :data:`INFERENCE_BUDGET` is 32 MiB: scoring all-mpnet-base-v2 on the demo's
     man-page search (2 AMD EPYC cores) peaked at 1,331 MB in 118 s so, at 1,516 MB in 111 s with 64 MiB, 1,763 MB
     in 116 s with 128 MiB, and 1,269 MB in 125 s in batches of 4 passages whatever their length. Bigger batches
     buy a few percent of speed and leave the heap much fuller than the estimate says."""
