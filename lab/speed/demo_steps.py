@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     tune_allocator()
     scratch = RUNS_DIR / "demo-steps"
     config = load_config(config_file, [f"train.output_dir={scratch}"])
-    trainer = Trainer(config, activation_budget=max(args.budgets) * 2**20)
+    # built at the smallest budget, so that the batch is cut at all (its way is chosen at model.max_length)
+    trainer = Trainer(config, activation_budget=min(args.budgets) * 2**20)
     batches = [trainer.batch_at(step) for step in range(args.steps)]
     widths = [trainer.method.batch_width(batch) for batch in batches]
     trainer.train_step(batches[0])  # warm-up: the first step allocates and picks kernels

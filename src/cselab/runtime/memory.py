@@ -13,9 +13,9 @@ and caches it where the loss couples the batch, :mod:`cselab.training.grad_cache
 
 Why the budget is 256 MiB: a micro-batch's attention probabilities stay below glibc's largest mmap threshold
 (32 MiB, :mod:`cselab.runtime.allocator`), so the step's big tensors are reused from the heap instead of being
-mapped and zeroed afresh each time, and the training of ``make demo`` peaked at 1,248 MiB against 1,605 with
-512 MiB, its steps as fast within the noise and a third faster than the whole batch's
-(``python -m lab.speed.demo_steps``: the demo's first 12 batches, 2 AMD EPYC cores).
+mapped and zeroed afresh each time. On ``make demo``'s first 12 batches (2 AMD EPYC cores) its training peaked at
+1,248 MiB against 1,605 with 512 MiB; its steps took 32-39 s against 30-31 at 512 MiB and 54-57 run whole
+(``python -m lab.speed.demo_steps``), and the whole command stays under 2 GB only so.
 """
 
 from __future__ import annotations
