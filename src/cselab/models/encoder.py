@@ -190,9 +190,9 @@ class Encoder(nn.Module):
 
         Batches are formed from length-sorted texts (less padding), then the original order is restored; a batch
         of long texts holds fewer than ``batch_size`` (:func:`~cselab.runtime.memory.inference_batches`), so the
-        memory held is the encoder's to bound, whatever the caller asks (fitting the default recipe's targets 64
-        passages of 256 tokens at a time held 0.55 GB more in all-MiniLM-L6-v2). With ``progress`` the reporter
-        in effect shows a bar if it shows bars (:mod:`cselab.reporter`).
+        memory held is the encoder's to bound, whatever the caller asks (the default recipe fitted its targets 64
+        passages of 256 tokens at a time). With ``progress`` the reporter in effect shows a bar if it shows bars
+        (:mod:`cselab.reporter`).
         """
         from cselab.runtime.memory import inference_batches
 

@@ -13,9 +13,9 @@ and caches it where the loss couples the batch, :mod:`cselab.training.grad_cache
 
 Why the budget is 256 MiB: a micro-batch's attention probabilities stay below glibc's largest mmap threshold
 (32 MiB, :mod:`cselab.runtime.allocator`), so the step's big tensors are reused from the heap instead of being
-mapped and zeroed afresh each time. On ``make demo``'s first 12 batches (2 AMD EPYC cores) its training peaked at
-1,248 MiB against 1,605 with 512 MiB; its steps took 32-39 s against 30-31 at 512 MiB and 54-57 run whole
-(``python -m lab.speed.demo_steps``), and the whole command stays under 2 GB only so.
+mapped and zeroed afresh each time. ``make demo``'s command peaked at 1,877 MB so and at 2,276 MB with 512 MiB,
+set in training both times (``python -m lab.speed.adapt_footprint --case demo``); its first 12 steps took 32-39 s
+against 30-31 at 512 MiB and 54-57 run whole (``python -m lab.speed.demo_steps``; 2 AMD EPYC cores).
 """
 
 from __future__ import annotations
@@ -125,10 +125,9 @@ def inference_batches(lengths: Sequence[int], batch_size: int, config: Any) -> I
     ``config`` None (no transformer configuration known): batches of ``batch_size``. Every encoder's batching
     (torch's and an export's) is this, so what a caller asks for never sets the memory held.
 
-    Why :data:`INFERENCE_BUDGET` is 32 MiB: scoring all-mpnet-base-v2 on the demo's
-    man-page search (2 AMD EPYC cores) peaked at 1,331 MB in 118 s so, at 1,516 MB in 111 s with 64 MiB, 1,763 MB
-    in 116 s with 128 MiB, and 1,269 MB in 125 s in batches of 4 passages whatever their length. Bigger batches
-    buy a few percent of speed and leave the heap much fuller than the estimate says."""
+    Why :data:`INFERENCE_BUDGET` is 32 MiB, far below the training step's: with encoding batches held to that
+    step's budget, ``make demo``'s command peaked at 2,601 MB, set in the teacher's scoring, against 1,877 MB so
+    (``python -m lab.speed.adapt_footprint --case demo``); the estimate counts one layer, and the heap keeps more."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     start = 0
     while start < len(order):

@@ -390,10 +390,10 @@ class Trainer:
 
     def _piece_size(self, batch: dict[str, Any]) -> int:
         """The examples a piece of ``batch`` holds: the micro-batch at the batch's own padded width, not at
-        ``model.max_length`` (:attr:`micro_batch`, the widest case). Why: the same budget bounds both, and a batch
-        of short lines run in pieces sized for 256-token passages ran 30% slower than whole on two cores (small
-        matrix products), while passages of 206 tokens ran twice as fast in pieces of 4 as whole. The choice
-        depends on the batch alone, so a run makes the same one each time."""
+        ``model.max_length`` (:attr:`micro_batch`, the widest case). Why: the same budget bounds both, and short
+        lines in pieces sized for 256-token passages run small, slow matrix products (``python -m
+        lab.speed.demo_steps`` times the demo's steps so). The choice depends on the batch alone, so a run makes
+        the same one each time."""
         from cselab.runtime.memory import choose_micro_batch
 
         assert self.micro_batch is not None
