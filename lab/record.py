@@ -19,9 +19,17 @@ def module_of(script: str | Path) -> str:
 def append_record(results: Path, record: dict[str, Any], script: str | Path, argv: list[str]) -> None:
     """Append ``record`` with ``command`` (``python -m`` the module of ``script``, ``__file__`` of the caller, and
     ``argv``) and the provenance."""
-    from cselab.data.stores.jsonl import append_jsonl
     from cselab.provenance import provenance
 
-    append_jsonl(results, {**record, "command": " ".join(["python", "-m", module_of(script), *argv]),
-                           "provenance": provenance()})
+    full = {**record, "command": " ".join(["python", "-m", module_of(script), *argv]), "provenance": provenance()}
+    try:
+        from cselab.data.stores.jsonl import append_jsonl
+    except ImportError:  # an older checkout's package measured as the "before" (PYTHONPATH=/tmp/base/src:.)
+        import json
+
+        results.parent.mkdir(parents=True, exist_ok=True)
+        with results.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(full) + "\n")
+    else:
+        append_jsonl(results, full)
     print(f"appended to {results}")

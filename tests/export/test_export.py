@@ -328,3 +328,27 @@ def test_eval_of_an_export_on_the_users_files_runs_through_its_backend(saved, tm
     assert scores["onnx"] == pytest.approx(scores["torch"], abs=0.01)
     api = cselab.evaluate_domain(cselab.load_model(out, backend="onnx"), labels=labels)
     assert api == pytest.approx(scores["torch"], abs=0.01)
+
+
+def test_an_export_runs_long_texts_a_few_at_a_time_with_the_same_vectors(saved, tmp_path, monkeypatch):
+    """An export's encode cuts each batch at its own width (cselab.runtime.memory.inference_batches), as torch's
+    encoder does: with a budget that lets two texts of 20 tokens or more through at once and shorter batches
+    whole, the long texts run two at a time, and every vector equals the text's own encoded alone (no padding)."""
+    from cselab.export.runtime import ExportedModel
+    from cselab.runtime import memory
+
+    out = export_model(saved["mean"], "onnx", output=tmp_path / "export")
+    model = ExportedModel(out, backend="onnx")
+    texts = ["word " * 40, "a b", "word " * 30 + "end", "c", "word " * 35, "d e f"]
+    alone = np.concatenate([model.encode([t], batch_size=1).numpy() for t in texts])
+    monkeypatch.setattr(memory, "inference_batch_size",
+                        lambda asked, config, width, budget: 2 if width >= 20 else asked)
+    seen = []
+    run = model._run
+    monkeypatch.setattr(model, "_run", lambda feed: seen.append(feed["input_ids"].shape) or run(feed))
+    batched = model.encode(texts, batch_size=64).numpy()
+    # longest first, truncated at the export's 24 tokens: two long texts, then the third with the longest short one
+    # (a batch is cut at its first text's width), then the two short ones left, whole
+    assert [rows for rows, _ in seen] == [2, 2, 2]
+    assert [width for _, width in seen][:2] == [24, 24] and seen[2][1] < 20
+    assert np.abs(batched - alone).max() <= TOL
