@@ -174,3 +174,44 @@ def test_a_serving_cost_that_cannot_be_timed_is_said_and_left_out(monkeypatch, t
         assert _serving(plan, "m", object(), tmp_path) is None
     assert lines == ["adapt: m's serving cost could not be timed (the onnx export does not load); the report "
                      "leaves it out"]
+
+
+@pytest.mark.slow
+def test_the_untouched_model_is_freed_before_training_only_where_nothing_after_reads_it(tiny_bert_dir, tmp_path,
+                                                                                        monkeypatch):
+    """SimCSE's recipe hands back the selected weights unmixed: the untouched model it scored is gone from memory
+    while training runs (only training's own copy is held). A recipe that mixes the weights still holds it then."""
+    import gc
+    import weakref
+
+    import cselab
+    import cselab.models.sentence_model as sentence_model
+    from cselab.training.trainer import Trainer
+
+    text = write_text(tmp_path / "text.txt")
+    labels = _labels(tmp_path / "labels.tsv", text)
+    loaded, alive_in_training = [], []
+    load_model, run = sentence_model.load_model, Trainer.run
+
+    def watched_load(path, *a, **k):
+        model = load_model(path, *a, **k)
+        if str(path) == str(tiny_bert_dir):
+            loaded.append(weakref.ref(model))
+        return model
+
+    def watched_run(self, *a, **k):
+        gc.collect()
+        alive_in_training.append([ref() is not None for ref in loaded])
+        return run(self, *a, **k)
+
+    monkeypatch.setattr(sentence_model, "load_model", watched_load)
+    monkeypatch.setattr(Trainer, "run", watched_run)
+    pytest.importorskip("mteb")
+    cselab.adapt(text, tmp_path / "simcse", model=str(tiny_bert_dir), no_teacher=True, steps=2, labels=labels,
+                 device="cpu", progress=False)
+    mixed = tmp_path / "mixed.yaml"  # SimCSE's recipe with the default's weight mix
+    recipe = yaml.safe_load((Path(cselab.__file__).parent / "adaptation" / "recipes" / "simcse.yaml").read_text())
+    mixed.write_text(yaml.safe_dump({**recipe, "name": "simcse-mixed", "mix": 0.75}))
+    cselab.adapt(text, tmp_path / "mixed", model=str(tiny_bert_dir), steps=2, labels=labels, device="cpu",
+                 progress=False, recipe=mixed)
+    assert alive_in_training == [[False], [False, True]]  # the first run's model freed; the mixed run's held

@@ -255,13 +255,27 @@ class _Models:
     def drop_teacher(self) -> None:
         """Free the teacher before training, which reads its pass from disk: the memory handed back to the system
         (runtime/allocator.py keeps up to its trim threshold otherwise, and training would start 0.6 GB higher)."""
-        import gc
-
-        from cselab.runtime.allocator import give_back_free_memory
-
         self._teacher = None
-        gc.collect()
-        give_back_free_memory()
+        _give_back()
+
+    def drop_student(self) -> None:
+        """Free the untouched student before training where nothing after it reads the student (a recipe that
+        does not mix the weights: the scores after training are the handed-back model's). Why: it is a whole model
+        held beside training's own copy, its gradients and the optimizer's state; ``--no-teacher`` peaked in
+        training with it held (``python -m lab.speed.adapt_footprint --case demo --no-teacher``)."""
+        if self.plan.mix >= 1.0:
+            self._student = None
+            _give_back()
+
+
+def _give_back() -> None:
+    """What Python freed, collected and handed back to the system (:mod:`cselab.runtime.allocator`)."""
+    import gc
+
+    from cselab.runtime.allocator import give_back_free_memory
+
+    gc.collect()
+    give_back_free_memory()
 
 
 def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any], dict[str, float]] | None = None,
@@ -304,6 +318,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         teacher = _teacher_phases(plan, models, evaluate, before, phases) if plan.teacher is not None \
             else _TeacherPhases()
         selector = _selector(plan, teacher.held_out, teacher.views)
+        models.drop_student()
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps),
                           activation_budget=ACTIVATION_BUDGET)
@@ -431,13 +446,9 @@ class Phases:
     def add(self, name: str, seconds: float) -> None:
         """Count ``seconds`` to phase ``name``, and hand what the phase freed back to the system: the next phase
         starts from what is still held, not from this one's high-water mark (a scoring's corpus, a pass's batches)."""
-        import gc
         import resource
 
-        from cselab.runtime.allocator import give_back_free_memory
-
-        gc.collect()
-        give_back_free_memory()
+        _give_back()
         self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
         peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
         self.peak_rss_mb.append({"after": name, "mb": peak})
