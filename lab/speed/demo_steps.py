@@ -15,8 +15,6 @@ The record keeps each budget's seconds per round and the piece sizes it ran. Pea
 from __future__ import annotations
 
 import argparse
-import collections
-import dataclasses
 import os
 import sys
 import time
@@ -61,9 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     load_start = os.getloadavg()
     for _ in range(args.rounds):
         for budget in args.budgets:
-            trainer.micro_batch = dataclasses.replace(trainer.micro_batch, budget=budget * 2**20)
-            trainer._piece_by_width.clear()
-            trainer.pieces_run = collections.Counter()
+            trainer.resize_pieces(budget * 2**20)
             start = time.perf_counter()
             for batch in batches:
                 trainer.train_step(batch)

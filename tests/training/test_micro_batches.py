@@ -8,6 +8,7 @@ import torch
 
 from cselab.adaptation.recipe import load_recipe, shipped_recipes
 from cselab.config.run_config import load_config
+from cselab.errors import CselabError
 from cselab.runtime.memory import ACTIVATION_BUDGET, activation_bytes_per_token, choose_micro_batch
 from cselab.runtime.precision import backbone_config_of
 from cselab.training.trainer import Trainer
@@ -120,6 +121,11 @@ def test_a_batch_of_short_lines_runs_in_bigger_pieces_than_one_of_long_passages(
     expected_short = max(k for k in range(1, 17) if 16 % k == 0 and k * per_token(backbone, short) * short <= budget)
     assert expected_short > 2
     assert dict(trainer.pieces_run) == {2: 1, expected_short: 1}
+    trainer.resize_pieces(4 * per_token(backbone, 32) * 32)  # four 32-token examples from now on, counted afresh
+    trainer.compute_gradients(trainer.batch_at(1 if widths[1] == 32 else 0))
+    assert dict(trainer.pieces_run) == {4: 1} and trainer.micro_batch_way == "accumulate"
+    with pytest.raises(CselabError, match="runs its batches whole"):
+        probe.resize_pieces(budget)
 
 
 def test_cselab_train_runs_its_batch_whole(tiny_bert_dir, tmp_path):

@@ -207,6 +207,18 @@ class Trainer:
             return chosen, "gradient-cache"
         return chosen, "whole"  # no exact way to cut this method's batch: it runs whole, over the budget
 
+    def resize_pieces(self, budget: int) -> None:
+        """Size the pieces of the steps from now on to an activation ``budget`` (bytes), the way of cutting the batch
+        kept (accumulated or gradient-cached: :meth:`_choose_micro_batch`) and the piece counts started afresh. For
+        timing one trainer's steps at several budgets side by side (``python -m lab.speed.demo_steps``)."""
+        import dataclasses
+
+        if self.micro_batch is None:
+            raise CselabError("this trainer runs its batches whole: build it with an activation budget to size pieces")
+        self.micro_batch = dataclasses.replace(self.micro_batch, budget=int(budget))
+        self._piece_by_width.clear()
+        self.pieces_run = collections.Counter()
+
     def micro_batch_facts(self) -> dict[str, Any]:
         """What :attr:`micro_batch` and :attr:`micro_batch_way` say, for a run's record (``adapt.json``)."""
         facts: dict[str, Any] = {"way": self.micro_batch_way, "batch": self.local_batch}
