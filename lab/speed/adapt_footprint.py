@@ -162,7 +162,7 @@ def run_case(case: str, args: argparse.Namespace) -> dict:
         "case": case, "no_teacher": args.no_teacher, "seed": args.seed, "fresh_home": not args.keep_home,
         **measured, "system_share": round(measured["system_s"] / cpu_s, 4) if cpu_s else None,
         "phases_s": phases_of(summary), "wall_s": summary.get("wall_s"),
-        "peak_rss_mb_by_phase": summary.get("peak_rss_mb"),
+        "peak_rss_mb_by_phase": summary.get("peak_rss_mb"), "usage_by_phase": summary.get("phase_usage"),
         "model_sha256": sha256_file(weights) if weights.is_file() else None,
         "micro_batch": summary.get("micro_batch"), "recipe": summary.get("recipe"), "steps": summary.get("steps"),
         "sentences": summary.get("sentences"), "train_sentences": summary.get("train_sentences"),

@@ -5,7 +5,7 @@ It reads the configuration `cselab adapt` wrote for the demo (``runs/adapt-footp
 batches (their own widths, as the run draws them) at each budget in ``--budgets`` (MiB; each batch runs in pieces
 sized at its width, :meth:`cselab.training.trainer.Trainer._piece_size`; a budget over the whole batch's activations
 runs it whole, as before micro-batches), round after round, budgets interleaved so a busy minute slows all of them.
-The record keeps each budget's seconds per round and the piece sizes it ran. Peak memory is not measured here
+The record keeps each budget's seconds, system seconds and minor page faults per round and the piece sizes it ran. Peak memory is not measured here
 (one process holds every budget's buffers): `lab.speed.adapt_footprint` measures the command's.
 
     python -m lab.speed.demo_steps                                  # 512, 256 and whole (8192), 12 steps, 2 rounds
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -55,20 +56,27 @@ def main(argv: list[str] | None = None) -> None:
     widths = [trainer.method.batch_width(batch) for batch in batches]
     trainer.train_step(batches[0])  # warm-up: the first step allocates and picks kernels
     seconds: dict[int, list[float]] = {budget: [] for budget in args.budgets}
+    system_s: dict[int, list[float]] = {budget: [] for budget in args.budgets}
+    faults: dict[int, list[int]] = {budget: [] for budget in args.budgets}
     pieces: dict[int, dict[str, int]] = {}
     load_start = os.getloadavg()
     for _ in range(args.rounds):
         for budget in args.budgets:
             trainer.resize_pieces(budget * 2**20)
-            start = time.perf_counter()
+            start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             for batch in batches:
                 trainer.train_step(batch)
             seconds[budget].append(round(time.perf_counter() - start, 2))
+            now = resource.getrusage(resource.RUSAGE_SELF)
+            system_s[budget].append(round(now.ru_stime - usage.ru_stime, 2))
+            faults[budget].append(now.ru_minflt - usage.ru_minflt)
             pieces[budget] = {str(k): v for k, v in sorted(trainer.pieces_run.items())}
-            print(f"budget {budget} MiB: {seconds[budget][-1]:.1f} s for {args.steps} steps, pieces {pieces[budget]}",
-                  flush=True)
+            print(f"budget {budget} MiB: {seconds[budget][-1]:.1f} s for {args.steps} steps ({system_s[budget][-1]:.1f} s "
+                  f"system, {faults[budget][-1]:,} minor faults), pieces {pieces[budget]}", flush=True)
     record = {"budgets_mib": args.budgets, "steps": args.steps, "rounds": args.rounds, "widths": widths,
-              "seconds": {str(b): s for b, s in seconds.items()}, "pieces_run": {str(b): p for b, p in pieces.items()},
+              "seconds": {str(b): s for b, s in seconds.items()},
+              "system_s": {str(b): s for b, s in system_s.items()},
+              "minor_faults": {str(b): f for b, f in faults.items()}, "pieces_run": {str(b): p for b, p in pieces.items()},
               "threads": trainer.config.train.threads, "precision": trainer.precision, "cpu_model": cpu_model_name(),
               "cpu_count": os.cpu_count(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg()),
               "config": str(config_file)}

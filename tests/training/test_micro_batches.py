@@ -9,7 +9,7 @@ import torch
 from cselab.adaptation.recipe import load_recipe, shipped_recipes
 from cselab.config.run_config import load_config
 from cselab.errors import CselabError
-from cselab.runtime.memory import ACTIVATION_BUDGET, activation_bytes_per_token, choose_micro_batch
+from cselab.runtime.memory import ACTIVATION_BUDGET, ActivationBudget, activation_bytes_per_token, choose_micro_batch
 from cselab.runtime.precision import backbone_config_of
 from cselab.training.trainer import Trainer
 from tests.helpers import build_tiny_model_dir, write_corpus
@@ -134,3 +134,28 @@ def test_cselab_train_runs_its_batch_whole(tiny_bert_dir, tmp_path):
                                 f"train.output_dir={tmp_path / 'run'}"])
     trainer = Trainer(config)
     assert (trainer.micro_batch, trainer.micro_batch_way) == (None, "whole")
+
+
+@pytest.mark.parametrize("method, way, budget_pieces", [("distill", "accumulate", 8), ("simcse", "gradient-cache", 4)])
+def test_each_way_cuts_its_batch_at_its_own_budget(method, way, budget_pieces, tiny_bert_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt", n=64)
+    options = [f"method_options.teacher={tiny_bert_dir}"] if method == "distill" else []
+    config = load_config(None, [f"model.backbone={tiny_bert_dir}", f"data.corpus={corpus}", "train.batch_size=16",
+                                "model.max_length=16", f"train.output_dir={tmp_path / 'run'}", f"method={method}",
+                                "train.precision=fp32", *options])
+    probe = Trainer(config)
+    per_example = (activation_bytes_per_token(backbone_config_of(probe.method), 16) * 16
+                   * probe.method.rows_per_example)
+    # 8 examples' worth for the accumulated way, 4 for the gradient-cached one: each way reads its own
+    budget = ActivationBudget(accumulate=8 * per_example, gradient_cache=4 * per_example)
+    trainer = Trainer(config, activation_budget=budget)
+    assert trainer.micro_batch_way == way
+    assert trainer.micro_batch.size == budget_pieces
+    assert trainer.micro_batch.budget == budget.of(way)
+
+
+def test_adapts_default_budget_gives_the_gradient_cached_way_less():
+    default = ActivationBudget()
+    assert default.of("accumulate") == ACTIVATION_BUDGET == 256 * 2**20
+    assert default.of("gradient-cache") == 192 * 2**20
+    assert ActivationBudget.uniform(5).of("gradient-cache") == ActivationBudget.uniform(5).of("accumulate") == 5

@@ -50,7 +50,7 @@ from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
 from cselab.reporter import report, reporting
-from cselab.runtime.memory import ACTIVATION_BUDGET
+from cselab.runtime.memory import ActivationBudget
 
 
 @dataclass
@@ -321,7 +321,7 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
         models.drop_student()
         trainer = Trainer(plan.config, selector=selector, observer=observe,
                           observe_every=observe_every or evaluation_every(plan.steps),
-                          activation_budget=ACTIVATION_BUDGET)
+                          activation_budget=ActivationBudget())
         result = phases.timed("training", trainer.run, resume=resume)
         micro_batch = trainer.micro_batch_facts()  # with the piece sizes the batches ran in
         handed_back = hand_back(plan, models, plan.output_dir / BEST_DIR)
@@ -385,13 +385,13 @@ def _teacher_phases(plan: AdaptPlan, models: _Models, evaluate: Callable[[Any], 
         out.scores = phases.timed("scoring the teacher", _score_teacher, plan, evaluate, options)
         if behind := teacher_not_ahead(before, out.scores, plan.teacher):
             report().say(f"warning: {behind}")
-    clock = time.perf_counter()
+    mark = phases.begin()
     # the teacher's pass over what the student is trained on and over the held-out text, kept in the run
     out.held_out = held_out_teacher_vectors(plan, plan.teacher, plan.output_dir / TEACHER_DIR, **options)
     if plan.guard_views:  # a pass of its own: the training text's pass stays the same (and cached)
         out.views = teacher_vectors_by_view(plan.teacher, plan.guard_views, plan.output_dir / GUARD_TEACHER_DIR,
                                             **options)
-    phases.add("teacher's pass", time.perf_counter() - clock)
+    phases.end("teacher's pass", mark)
     if out.scores:  # after its passes (timing it moves it to the CPU), and not counted in them
         # on the ways its pass chose among (the same kept choice): exporting a teacher only for this figure would
         # hold its runtime beside the torch teacher, 0.9 GB more for all-mpnet-base-v2 in OpenVINO
@@ -428,36 +428,51 @@ def _summary(plan: AdaptPlan, result: Any, before: dict[str, float], after: dict
             "train_s": round(seconds.get("training", 0.0), 3),
             "evaluate_s": round(seconds.get("scoring your model", 0.0) + seconds.get("scoring the teacher", 0.0), 3),
             **({"serving_s": round(seconds.get("serving cost", 0.0), 3)} if teacher.scores else {}),
-            "phases": seconds, "peak_rss_mb": phases.peak_rss_mb, "micro_batch": micro_batch,
+            "phases": seconds, "peak_rss_mb": phases.peak_rss_mb, "phase_usage": phases.usage,
+            "micro_batch": micro_batch,
             "estimate_s": None if estimate_s is None else round(estimate_s, 1), "provenance": provenance(),
             **({"general": plan.general, "general_sentences": len(plan.general_units)} if plan.general_units else {}),
             **({"adapted_teacher": adapted_teacher} if adapted_teacher is not None else {})}
 
 
 class Phases:
-    """Each phase's wall seconds (a phase that runs twice, such as scoring your model before and after, adds up) and
-    the command's peak resident memory by the end of each run of a phase, in the order they ran (the kernel's
-    high-water mark: it only grows, so the first entry that jumps names the phase that set the peak)."""
+    """Each phase's wall seconds (a phase that runs twice, such as scoring your model before and after, adds up), the
+    command's peak resident memory by the end of each run of a phase, in the order they ran (the kernel's
+    high-water mark: it only grows, so the first entry that jumps names the phase that set the peak), and the CPU
+    time and minor page faults each run of a phase took (``usage``: where the kernel's share goes)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.peak_rss_mb: list[dict[str, Any]] = []
+        self.usage: list[dict[str, Any]] = []
 
-    def add(self, name: str, seconds: float) -> None:
-        """Count ``seconds`` to phase ``name``, and hand what the phase freed back to the system: the next phase
-        starts from what is still held, not from this one's high-water mark (a scoring's corpus, a pass's batches)."""
+    @staticmethod
+    def begin() -> tuple[float, Any]:
+        """A mark at a phase's start, for :meth:`end`: the wall clock and the process's resource usage."""
         import resource
 
+        return time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+
+    def end(self, name: str, mark: tuple[float, Any]) -> None:
+        """Count the time since ``mark`` to phase ``name``, and hand what the phase freed back to the system: the
+        next phase starts from what is still held, not from this one's high-water mark (a scoring's corpus, a
+        pass's batches)."""
+        import resource
+
+        clock, before = mark
         _give_back()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 3)
-        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
-        self.peak_rss_mb.append({"after": name, "mb": peak})
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - clock, 3)
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        self.peak_rss_mb.append({"after": name, "mb": round(now.ru_maxrss / 1024, 1)})  # KiB on Linux
+        self.usage.append({"phase": name, "user_s": round(now.ru_utime - before.ru_utime, 2),
+                           "system_s": round(now.ru_stime - before.ru_stime, 2),
+                           "minor_faults": now.ru_minflt - before.ru_minflt})
 
     def timed(self, name: str, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``work(*args, **kwargs)``, its wall time added to phase ``name``."""
-        clock = time.perf_counter()
+        """``work(*args, **kwargs)``, its time added to phase ``name``."""
+        mark = self.begin()
         out = work(*args, **kwargs)
-        self.add(name, time.perf_counter() - clock)
+        self.end(name, mark)
         return out
 
 

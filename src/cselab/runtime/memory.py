@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ACTIVATION_BUDGET = 256 * 2**20  # bytes of activations a training step may hold at once (see the module's doc)
+GRADIENT_CACHE_BUDGET = 192 * 2**20  # the same for a gradient-cached step (see ActivationBudget)
 INFERENCE_BUDGET = 32 * 2**20  # bytes one encoding batch is estimated to hold at once (see inference_batches)
 LARGEST_HEAP_TENSOR = 32 * 2**20  # glibc's largest mmap threshold: a bigger tensor is mapped and zeroed afresh
 ELEMENT_BYTES = 4  # activations are kept in float32 on the CPU, autocast or not (the norms and softmax are fp32)
@@ -53,6 +54,30 @@ def activation_bytes_per_token(config: Any, sequence_length: int) -> int:
     attention = heads * sequence_length * (3 * ELEMENT_BYTES + 1)
     vectors = (12 * hidden + 3 * intermediate) * ELEMENT_BYTES
     return layers * (attention + vectors)
+
+
+@dataclass(frozen=True)
+class ActivationBudget:
+    """Bytes of activations a training step may hold at once, by the way its pieces make the batch's gradient:
+    ``accumulate`` (a loss that is a mean over examples) or ``gradient_cache`` (a loss that couples the batch).
+
+    Why the gradient-cached way gets less: its recipe (SimCSE, ``cselab adapt --no-teacher``) runs without a teacher
+    and is meant to fit a smaller machine, and its steps are no slower in smaller pieces: 12 of the demo's SimCSE
+    steps took 38-48 s at 128 MiB, 38-40 at 192, 38-42 at 256 and 35-45 whole (``python -m lab.speed.demo_steps
+    --run runs/adapt-footprint/demo-no-teacher --budgets 128 192 256 8192``; 2 AMD EPYC cores). The distillation
+    recipes' steps are slower in smaller pieces (30-31 s at 512 MiB, 32-39 at 256), so they keep 256 MiB."""
+
+    accumulate: int = ACTIVATION_BUDGET
+    gradient_cache: int = GRADIENT_CACHE_BUDGET
+
+    @classmethod
+    def uniform(cls, budget: int) -> ActivationBudget:
+        """One budget for both ways."""
+        return cls(accumulate=int(budget), gradient_cache=int(budget))
+
+    def of(self, way: str) -> int:
+        """The budget of ``way`` (``accumulate`` or ``gradient-cache``)."""
+        return self.gradient_cache if way == "gradient-cache" else self.accumulate
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from cselab.provenance import code_version
 from cselab.reporter import QUIET, report, reporting
 from cselab.runtime.devices import pick_device
 from cselab.runtime.distributed import DistributedContext, init_distributed
+from cselab.runtime.memory import ActivationBudget, choose_micro_batch
 from cselab.runtime.precision import (
     PRECISION_FILE,
     PrecisionChoice,
@@ -113,15 +114,17 @@ class Trainer:
 
     def __init__(self, config: RunConfig, method: Any = None, *, selector: Any = None,
                  observer: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
-                 observe_every: int | None = None, activation_budget: int | None = None) -> None:
+                 observe_every: int | None = None,
+                 activation_budget: ActivationBudget | int | None = None) -> None:
         """``selector`` scores a step for selection (default: STS dev of ``train.dev_task``). ``observer`` only
         watches: ``observer(inference_model, step)`` is called at step 0 and every ``observe_every`` steps (default
         ``train.eval_every``) and at the last step, in eval mode and without autocast; what it returns is logged in
         ``metrics.jsonl`` as ``{"step": ..., "observed": {...}}``. It never selects anything (a study of selection
         criteria records them this way).
 
-        ``activation_budget`` (bytes; ``cselab adapt`` gives :data:`~cselab.runtime.memory.ACTIVATION_BUDGET`) runs
-        each step's batch in the largest pieces whose activations fit it at the batch's own width
+        ``activation_budget`` (an :class:`~cselab.runtime.memory.ActivationBudget`, which ``cselab adapt`` gives at
+        its defaults, or bytes for both ways) runs each step's batch in the largest pieces whose activations fit it
+        at the batch's own width
         (:attr:`micro_batch` is the widest case, ``model.max_length``; :meth:`_piece_size`), with the same
         gradient: accumulated over the pieces where the method's loss is a mean over examples, cached where it
         couples the batch. ``None`` (``cselab train``) runs the batch whole unless ``train.chunk_size`` says.
@@ -185,27 +188,28 @@ class Trainer:
         self._wall_before = 0.0  # wall seconds of the processes that ran this run before this one
         self._started = time.perf_counter()
 
-    def _choose_micro_batch(self, budget: int | None) -> tuple[Any, str]:
+    def _choose_micro_batch(self, budget: ActivationBudget | int | None) -> tuple[Any, str]:
         """The pieces a step runs its local batch in (a :class:`~cselab.runtime.memory.MicroBatch`, or None) and how
         their gradients make the batch's: ``whole``, ``accumulate`` (a loss that is a mean over examples: forward and
         backward piece by piece, each piece's loss weighted by its share) or ``gradient-cache`` (a loss that couples
-        the batch: :mod:`cselab.training.grad_cache`). ``train.chunk_size`` where set is the run's own choice."""
-        from cselab.runtime.memory import choose_micro_batch
-
+        the batch: :mod:`cselab.training.grad_cache`), each way at its own budget. ``train.chunk_size`` where set is
+        the run's own choice."""
         if self.config.train.chunk_size or budget is None:
             return None, "gradient-cache" if self.config.train.chunk_size else "whole"
         config = backbone_config_of(self.method)
         if config is None:
             return None, "whole"
-        chosen = choose_micro_batch(self.local_batch, self.config.model.max_length, config,
-                                    sequences_per_example=self.method.rows_per_example, budget=budget)
-        if not chosen.split:
-            return chosen, "whole"
+        if not isinstance(budget, ActivationBudget):
+            budget = ActivationBudget.uniform(budget)
         if self.method.loss_is_example_mean:
-            return chosen, "accumulate"
-        if self.method.supports_gradient_cache:
-            return chosen, "gradient-cache"
-        return chosen, "whole"  # no exact way to cut this method's batch: it runs whole, over the budget
+            way = "accumulate"
+        elif self.method.supports_gradient_cache:
+            way = "gradient-cache"
+        else:
+            way = "whole"  # no exact way to cut this method's batch: it runs whole, over the budget
+        chosen = choose_micro_batch(self.local_batch, self.config.model.max_length, config,
+                                    sequences_per_example=self.method.rows_per_example, budget=budget.of(way))
+        return chosen, way if chosen.split else "whole"
 
     def resize_pieces(self, budget: int) -> None:
         """Size the pieces of the steps from now on to an activation ``budget`` (bytes), the way of cutting the batch
@@ -406,8 +410,6 @@ class Trainer:
         lines in pieces sized for 256-token passages run small, slow matrix products (``python -m
         lab.speed.demo_steps`` times the demo's steps so). The choice depends on the batch alone, so a run makes
         the same one each time."""
-        from cselab.runtime.memory import choose_micro_batch
-
         assert self.micro_batch is not None
         width = self.method.batch_width(batch) or self.micro_batch.sequence_length
         if width not in self._piece_by_width:
