@@ -5,8 +5,9 @@ It reads the configuration `cselab adapt` wrote for the demo (``runs/adapt-footp
 batches (their own widths, as the run draws them) at each budget in ``--budgets`` (MiB; each batch runs in pieces
 sized at its width, :meth:`cselab.training.trainer.Trainer._piece_size`; a budget over the whole batch's activations
 runs it whole, as before micro-batches), round after round, budgets interleaved so a busy minute slows all of them.
-The record keeps each budget's seconds, system seconds and minor page faults per round and the piece sizes it ran. Peak memory is not measured here
-(one process holds every budget's buffers): `lab.speed.adapt_footprint` measures the command's.
+The record keeps each budget's seconds, system seconds and minor page faults per round and the piece sizes it ran.
+Peak memory is not measured here (one process holds every budget's buffers): `lab.speed.adapt_footprint` measures
+the command's.
 
     python -m lab.speed.demo_steps                                  # 512, 256 and whole (8192), 12 steps, 2 rounds
     python -m lab.speed.demo_steps --budgets 256 8192 --steps 24 --rounds 3
@@ -71,12 +72,14 @@ def main(argv: list[str] | None = None) -> None:
             system_s[budget].append(round(now.ru_stime - usage.ru_stime, 2))
             faults[budget].append(now.ru_minflt - usage.ru_minflt)
             pieces[budget] = {str(k): v for k, v in sorted(trainer.pieces_run.items())}
-            print(f"budget {budget} MiB: {seconds[budget][-1]:.1f} s for {args.steps} steps ({system_s[budget][-1]:.1f} s "
-                  f"system, {faults[budget][-1]:,} minor faults), pieces {pieces[budget]}", flush=True)
+            print(f"budget {budget} MiB: {seconds[budget][-1]:.1f} s for {args.steps} steps "
+                  f"({system_s[budget][-1]:.1f} s system, {faults[budget][-1]:,} minor faults), "
+                  f"pieces {pieces[budget]}", flush=True)
     record = {"budgets_mib": args.budgets, "steps": args.steps, "rounds": args.rounds, "widths": widths,
               "seconds": {str(b): s for b, s in seconds.items()},
               "system_s": {str(b): s for b, s in system_s.items()},
-              "minor_faults": {str(b): f for b, f in faults.items()}, "pieces_run": {str(b): p for b, p in pieces.items()},
+              "minor_faults": {str(b): f for b, f in faults.items()},
+              "pieces_run": {str(b): p for b, p in pieces.items()},
               "threads": trainer.config.train.threads, "precision": trainer.precision, "cpu_model": cpu_model_name(),
               "cpu_count": os.cpu_count(), "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg()),
               "config": str(config_file)}
