@@ -41,6 +41,7 @@ from cselab.runtime.precision import (
 from cselab.training import run_directory as rundir
 from cselab.training.checkpoint import TrainerState, load_state, save_state
 from cselab.training.grad_cache import cached_step
+from cselab.training.kept_gradient import keep_lookup_gradients
 from cselab.training.length_grouping import generator_seed, group_window
 from cselab.training.run_directory import BEST_DIR, LAST_DIR, OpenedRun, RunDirectory, state_dir
 
@@ -156,6 +157,10 @@ class Trainer:
                               "gradient caching; leave train.chunk_size unset")
         # what the step runs forward through: the method, or DDP around it (rank 0's weights on every rank)
         self.engine = self.dist.wrap(self.method)
+        # a word-embedding table's gradient is added into one kept tensor, not mapped afresh by every backward pass
+        # (a CPU in one process: DDP needs autograd's own accumulation)
+        self.kept_gradients = (keep_lookup_gradients(self.method)
+                               if self.device.type == "cpu" and self.dist.world_size == 1 else None)
         with self._rank_reporting():
             self.examples = self.method.training_examples()
         self._order: tuple[int, torch.Tensor] | None = None  # (epoch, its permutation), computed once per epoch
