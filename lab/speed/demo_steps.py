@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     from cselab.config.run_config import load_config
-    from cselab.runtime.allocator import tune_allocator
+    from cselab.runtime.allocator import bound_onednn_cache, tune_allocator
     from cselab.runtime.precision import cpu_model_name
     from cselab.training.trainer import Trainer
 
@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     if not config_file.is_file():
         sys.exit(f"{config_file} is missing: run `python -m lab.speed.adapt_footprint --case demo` first")
     tune_allocator()
+    bound_onednn_cache()  # the CLI's setting; ONEDNN_PRIMITIVE_CACHE_CAPACITY in the environment overrides it
     scratch = RUNS_DIR / "demo-steps"
     config = load_config(config_file, [f"train.output_dir={scratch}"])
     # built at the smallest budget, so that the batch is cut at all (its way is chosen at model.max_length)

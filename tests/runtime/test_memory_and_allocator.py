@@ -1,6 +1,7 @@
 """The inference batch a memory budget allows (by hand), and the C allocator's settings (glibc only, once, and never
 over a user's own MALLOC_* tunables)."""
 
+import os
 import platform
 from types import SimpleNamespace
 
@@ -76,3 +77,17 @@ def test_glibc_gets_both_thresholds_once(fresh):
 def test_a_users_own_malloc_tunables_are_left_alone(fresh, monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
     assert allocator.tune_allocator() == {}
+
+
+def test_onednn_keeps_64_primitives_unless_the_user_said(monkeypatch):
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY"):
+        monkeypatch.delenv(name, raising=False)
+    assert allocator.bound_onednn_cache() == 64
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
+    assert allocator.bound_onednn_cache() is None
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    monkeypatch.setenv("DNNL_PRIMITIVE_CACHE_CAPACITY", "8")
+    assert allocator.bound_onednn_cache() is None
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ

@@ -11,6 +11,7 @@ refused), refuses a directory that holds nothing to resume or a guarded run whos
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -268,6 +269,16 @@ class _Models:
             _give_back()
 
 
+def _resident_mb() -> float | None:
+    """The resident memory the process holds now, in MiB (Linux's ``/proc/self/statm``; None elsewhere): what the
+    next phase starts from, where ``ru_maxrss`` is only the high-water mark."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
 def _give_back() -> None:
     """What Python freed, collected and handed back to the system (:mod:`cselab.runtime.allocator`)."""
     import gc
@@ -291,11 +302,12 @@ def run_adapt(plan: AdaptPlan, *, resume: bool = False, evaluate: Callable[[Any]
     returns in ``metrics.jsonl`` (``"observed"``); it never changes what is selected. The domain study records the
     candidate selection criteria and the domain's score this way. What it does is said, and its bars shown, through
     the reporter in effect (:mod:`cselab.reporter`)."""
-    from cselab.runtime.allocator import tune_allocator
+    from cselab.runtime.allocator import bound_onednn_cache, tune_allocator
     from cselab.training.run_directory import BEST_DIR, RunDirectory
     from cselab.training.trainer import Trainer
 
     tune_allocator()  # the Python API's runs too, not only the CLI's (runtime/allocator.py)
+    bound_onednn_cache()  # holds where torch has run no matmul yet in this process
     start = time.perf_counter()
     with RunDirectory(plan.output_dir) as run_dir:
         state = check_output(plan, resume=resume)
@@ -463,7 +475,8 @@ class Phases:
         _give_back()
         self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - clock, 3)
         now = resource.getrusage(resource.RUSAGE_SELF)
-        self.peak_rss_mb.append({"after": name, "mb": round(now.ru_maxrss / 1024, 1)})  # KiB on Linux
+        self.peak_rss_mb.append({"after": name, "mb": round(now.ru_maxrss / 1024, 1),  # KiB on Linux
+                                 "held_mb": _resident_mb()})
         self.usage.append({"phase": name, "user_s": round(now.ru_utime - before.ru_utime, 2),
                            "system_s": round(now.ru_stime - before.ru_stime, 2),
                            "minor_faults": now.ru_minflt - before.ru_minflt})

@@ -101,9 +101,10 @@ def main(argv: list[str] | None = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
     debug = debug or os.environ.get("CSELAB_DEBUG", "") not in ("", "0")
-    from cselab.runtime.allocator import tune_allocator
+    from cselab.runtime.allocator import bound_onednn_cache, tune_allocator
 
     tune_allocator()  # before torch allocates anything: big buffers reused from the heap (runtime/allocator.py)
+    bound_onednn_cache()  # before torch's first matmul: oneDNN's kernels for 64 shapes kept, not 1,024
     try:
         return cli.main(args=args, prog_name="cselab", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
