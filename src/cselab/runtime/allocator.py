@@ -78,11 +78,11 @@ def bound_onednn_cache() -> int | None:
 
     Why: on the CPU, torch runs bf16 matmuls through oneDNN, which compiles a primitive (kernel code and its
     buffers) for every shape it meets and keeps up to 1,024 of them. A step's pieces and an encoding's batches are
-    padded to their own widths, so nearly every batch brings new shapes and the cache only grows: 12 of the demo's
-    bf16 training steps peaked at 1,235 MB with oneDNN's default, 1,170 MB with 64 kept and 1,107 MB with none, in
-    16.0/18.4, 16.1/15.3 and 24.7/24.4 s (two rounds; ``python -m lab.speed.demo_steps --budgets 256``, 2 AMD EPYC
-    cores with AVX-512 bf16). The pieces of one step share a shape, so 64 keep what a step reuses. oneDNN reads the
-    setting when it first compiles, so this must run before torch's first matmul (the CLI calls it as it starts)."""
+    padded to their own widths, so nearly every batch brings new shapes and the cache only grows: ``make demo``'s
+    command in bf16 peaked at 2,123 MB with oneDNN's default and 1,867 MB with 64 kept, its training taking 153 and
+    161 s (``python -m lab.speed.adapt_footprint --case demo``, 2 AMD EPYC cores with AVX-512 bf16). The pieces of
+    one step share a shape, so 64 keep what a step reuses. oneDNN reads the setting when it first compiles, so this
+    must run before torch's first matmul (the CLI calls it as it starts)."""
     if any(name in os.environ for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")):
         return None
     os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(ONEDNN_CACHE_CAPACITY)
