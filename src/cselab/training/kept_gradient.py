@@ -6,10 +6,11 @@ threshold (:mod:`cselab.runtime.allocator`), so every one is mapped and zeroed a
 minor page faults for each piece of a micro-batched step. In ``make demo``'s training (bf16, 2 AMD EPYC cores)
 that was 5.27 million of the command's 6.74 million faults and 12.7 s in the kernel; with the table's gradient kept,
 111 thousand and 3.3 s (``python -m lab.speed.adapt_footprint --case demo``, adapt.json's ``phase_usage``).
-:func:`keep_lookup_gradients` makes each lookup of such a table (trainable, larger than :data:`~cselab.runtime.memory.LARGEST_HEAP_TENSOR`) add
-the rows of its gradient that its tokens touch straight into ``.grad`` (``index_add_``: the same sums up to the order
-of float additions, and nothing spent on the rows no token touched), and gives the table one kept tensor to be its
-``.grad`` whenever a step starts with none, so no step maps it again.
+:func:`keep_lookup_gradients` makes each lookup of such a table (trainable, larger than
+:data:`~cselab.runtime.memory.LARGEST_HEAP_TENSOR`) add the rows of its gradient that its tokens touch straight into
+``.grad`` (``index_add_``: the same sums up to the order of float additions, and nothing spent on the rows no token
+touched), and gives the table one kept tensor to be its ``.grad`` whenever a step starts with none, so no step maps
+it again.
 
 It holds only where autograd's own accumulation is not needed: on a CPU (CUDA's caching allocator reuses the
 memory anyway) and in one process (DDP all-reduces a gradient from the hook of that accumulation, which this
