@@ -52,6 +52,7 @@ def test_the_gradient_over_pieces_is_autograds_own():
     assert kept.tables == [hooked.table]
     _backward(plain, _pieces())
     _backward(hooked, _pieces())
+    assert hooked.table.weight.grad is kept.gradients[0]  # the kept tensor took the sums, not autograd's own
     assert float(plain.table.weight.grad.abs().max()) > 1e-3  # a gradient that could differ
     assert torch.allclose(hooked.table.weight.grad, plain.table.weight.grad, atol=1e-7)
     assert torch.equal(hooked.table.weight.grad[0], torch.zeros(8))  # the padding row gets none, as nn.Embedding's
@@ -60,16 +61,14 @@ def test_the_gradient_over_pieces_is_autograds_own():
 
 def test_one_kept_tensor_is_the_gradient_of_every_step():
     _, hooked = _pair()
-    keep_lookup_gradients(hooked, min_bytes=0)
+    kept = keep_lookup_gradients(hooked, min_bytes=0)
     optimizer = torch.optim.AdamW(hooked.parameters(), lr=1e-2)
-    addresses = set()
     for _ in range(3):
         _backward(hooked, _pieces())
-        addresses.add(hooked.table.weight.grad.data_ptr())
+        assert hooked.table.weight.grad is kept.gradients[0]
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         assert hooked.table.weight.grad is None
-    assert len(addresses) == 1
     # a fresh step after set_to_none starts from zero, not from the last step's sums
     plain, _ = _pair()
     plain.load_state_dict(hooked.state_dict())
@@ -125,6 +124,9 @@ def test_a_trainers_step_on_the_cpu_has_the_same_gradient_with_kept_tables(metho
     kept.compute_gradients(batch)
     own.compute_gradients(batch)
     assert sum(kept.pieces_run.values()) == 1 and min(kept.pieces_run) < 16  # the step ran in pieces
+    for table, gradient in zip(kept.kept_gradients.tables, kept.kept_gradients.gradients, strict=True):
+        assert table.weight.grad is gradient  # each table's sums went into its kept tensor
+    assert not own.kept_gradients.tables
     grads = {n: p.grad for n, p in own.method.named_parameters() if p.grad is not None}
     kept_grads = {n: p.grad for n, p in kept.method.named_parameters() if p.grad is not None}
     assert grads.keys() == kept_grads.keys()

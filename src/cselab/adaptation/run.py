@@ -11,7 +11,7 @@ refused), refuses a directory that holds nothing to resume or a guarded run whos
 from __future__ import annotations
 
 import json
-import os
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +51,7 @@ from cselab.errors import CselabError
 from cselab.fileio import LOCK_FILE, write_json_atomic
 from cselab.provenance import provenance
 from cselab.reporter import report, reporting
+from cselab.runtime.allocator import resident_mb
 from cselab.runtime.memory import ActivationBudget
 
 
@@ -269,16 +270,6 @@ class _Models:
             _give_back()
 
 
-def _resident_mb() -> float | None:
-    """The resident memory the process holds now, in MiB (Linux's ``/proc/self/statm``; None elsewhere): what the
-    next phase starts from, where ``ru_maxrss`` is only the high-water mark."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
 def _give_back() -> None:
     """What Python freed, collected and handed back to the system (:mod:`cselab.runtime.allocator`)."""
     import gc
@@ -461,22 +452,18 @@ class Phases:
     @staticmethod
     def begin() -> tuple[float, Any]:
         """A mark at a phase's start, for :meth:`end`: the wall clock and the process's resource usage."""
-        import resource
-
         return time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
 
     def end(self, name: str, mark: tuple[float, Any]) -> None:
         """Count the time since ``mark`` to phase ``name``, and hand what the phase freed back to the system: the
         next phase starts from what is still held, not from this one's high-water mark (a scoring's corpus, a
         pass's batches)."""
-        import resource
-
         clock, before = mark
         _give_back()
         self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - clock, 3)
         now = resource.getrusage(resource.RUSAGE_SELF)
         self.peak_rss_mb.append({"after": name, "mb": round(now.ru_maxrss / 1024, 1),  # KiB on Linux
-                                 "held_mb": _resident_mb()})
+                                 "held_mb": resident_mb()})
         self.usage.append({"phase": name, "user_s": round(now.ru_utime - before.ru_utime, 2),
                            "system_s": round(now.ru_stime - before.ru_stime, 2),
                            "minor_faults": now.ru_minflt - before.ru_minflt})

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from pathlib import Path
 
 from cselab.runtime.memory import ACTIVATION_BUDGET, LARGEST_HEAP_TENSOR
 
@@ -70,6 +71,17 @@ def give_back_free_memory() -> None:
     if hasattr(libc, "gnu_get_libc_version"):
         trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
         trim(0)
+
+
+def resident_mb() -> float | None:
+    """The memory the process holds now, in MiB (Linux's ``/proc/self/statm``; None elsewhere): after
+    :func:`give_back_free_memory`, what the next phase of a run starts from, where ``ru_maxrss`` is only the
+    high-water mark."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def bound_onednn_cache() -> int | None:

@@ -56,11 +56,13 @@ class _LookupIntoKeptGradient(torch.autograd.Function):
 
 
 class KeptLookupGradients:
-    """The hooks :func:`keep_lookup_gradients` put on a model's large lookup tables (:attr:`tables`), and their
-    kept gradient tensors; :meth:`remove` gives the tables their own lookups back."""
+    """The hooks :func:`keep_lookup_gradients` put on a model's large lookup tables (:attr:`tables`), and the tensor
+    kept for each table's gradient (:attr:`gradients`, in the same order); :meth:`remove` gives the tables their own
+    lookups back."""
 
     def __init__(self) -> None:
         self.tables: list[nn.Embedding] = []
+        self.gradients: list[torch.Tensor] = []
         self._handles: list[Any] = []
 
     def add(self, table: nn.Embedding) -> None:
@@ -72,12 +74,13 @@ class KeptLookupGradients:
             return _LookupIntoKeptGradient.apply(args[0], module.weight, module.padding_idx, kept)
 
         self.tables.append(table)
+        self.gradients.append(kept)
         self._handles.append(table.register_forward_hook(lookup))
 
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
-        self.tables, self._handles = [], []
+        self.tables, self.gradients, self._handles = [], [], []
 
 
 def keep_lookup_gradients(model: nn.Module, min_bytes: int | None = None) -> KeptLookupGradients:
